@@ -1,0 +1,130 @@
+//! The worker-scoped consumer API.
+//!
+//! One consumer instance runs per worker process and receives batches from every shard
+//! that worker holds (the archiver mixes shards in one object, as Firehose does). The
+//! runtime calls the methods of one instance sequentially, never concurrently.
+//!
+//! A consumer reports progress with [`Acks::durable`]: "every record of this shard up
+//! to and including this position is done for me" - sent, written, or deliberately
+//! dropped or routed to an error output. The runtime persists only acknowledged
+//! positions, so a checkpoint never passes a record its consumer has not finished.
+
+use async_trait::async_trait;
+
+use crate::ids::{ShardId, WorkerId};
+use crate::position::Checkpoint;
+use crate::record::RecordBatch;
+use crate::sequence::ExtendedSequenceNumber;
+use crate::time::Timestamp;
+
+/// What a consumer learns when a shard opens for it.
+#[derive(Debug, Clone)]
+pub struct ShardContext {
+    /// The shard.
+    pub shard_id: ShardId,
+    /// The worker holding the shard's lease.
+    pub worker_id: WorkerId,
+    /// This consumer's checkpoint: it receives only records after it.
+    pub checkpoint: Checkpoint,
+    /// Parent shards (already finished).
+    pub parents: Vec<ShardId>,
+}
+
+/// Why a shard closes for a consumer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CloseReason {
+    /// The shard ended (split or merge). Make everything durable and acknowledge it:
+    /// the shard is marked ended and its children start only after that.
+    ShardEnded,
+    /// Another worker takes the lease for balance. Make buffered records durable and
+    /// acknowledge them before the deadline; the lease is handed over after.
+    Handoff,
+    /// The worker is shutting down. Same duty as `Handoff`.
+    Shutdown,
+    /// Another worker owns the lease now. Drop this shard's unacknowledged state;
+    /// acknowledgements are ignored from here on.
+    LeaseLost,
+}
+
+impl CloseReason {
+    /// Whether the consumer should flush (as opposed to discard) buffered records.
+    pub fn should_flush(self) -> bool {
+        !matches!(self, CloseReason::LeaseLost)
+    }
+}
+
+/// Where a consumer reports durable positions.
+pub trait Acks: Send + Sync {
+    /// Every record of `shard` up to and including `position` is done for this consumer.
+    ///
+    /// Positions only move forward; a smaller position than one already acknowledged is
+    /// ignored, and so is a position beyond the last record delivered to the consumer.
+    fn durable(&self, shard: &ShardId, position: &ExtendedSequenceNumber);
+}
+
+/// A consumer failure. `retryable` failures are retried with backoff by the runtime;
+/// the records of a failed call are delivered again (the consumer must not keep any
+/// part of a batch whose `on_batch` failed).
+#[derive(Debug, thiserror::Error)]
+#[error("consumer error: {message}")]
+pub struct ConsumerError {
+    /// What went wrong.
+    pub message: String,
+    /// The cause.
+    #[source]
+    pub source: Option<Box<dyn std::error::Error + Send + Sync>>,
+}
+
+impl ConsumerError {
+    /// An error with a message only.
+    pub fn msg(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// An error wrapping a cause.
+    pub fn with_source(
+        message: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            message: message.into(),
+            source: Some(Box::new(source)),
+        }
+    }
+}
+
+/// A record consumer. See the module documentation for the contract.
+#[async_trait]
+pub trait Consumer: Send + 'static {
+    /// Stable name; keys this consumer's checkpoints in every lease.
+    fn name(&self) -> &str;
+
+    /// A shard opens for this consumer (lease taken, or caught up after a detach).
+    async fn on_shard_open(&mut self, shard: &ShardContext) -> Result<(), ConsumerError> {
+        let _ = shard;
+        Ok(())
+    }
+
+    /// Records of one shard, in order, all after this consumer's checkpoint and after
+    /// every record delivered before. On error nothing of the batch may be kept: it is
+    /// delivered again later.
+    async fn on_batch(&mut self, batch: &RecordBatch, acks: &dyn Acks)
+    -> Result<(), ConsumerError>;
+
+    /// Time-driven work such as buffer interval flushes. Called periodically.
+    async fn on_tick(&mut self, now: Timestamp, acks: &dyn Acks) -> Result<(), ConsumerError> {
+        let _ = (now, acks);
+        Ok(())
+    }
+
+    /// The shard closes for this consumer; see [`CloseReason`] for the duty per reason.
+    async fn on_shard_close(
+        &mut self,
+        shard: &ShardId,
+        reason: CloseReason,
+        acks: &dyn Acks,
+    ) -> Result<(), ConsumerError>;
+}

@@ -1,0 +1,287 @@
+//! The lease item and the conditional mutations every lease table applies.
+//!
+//! One lease per shard. The `counter` is a fencing token: every renew, take, transfer,
+//! release and checkpoint increments it, and every such write is conditional on the
+//! owner and counter the writer last saw. A handoff request is the one write that is
+//! conditional on the owner only and leaves the counter alone, so the owner's renewals
+//! keep working while it drains.
+//!
+//! [`LeaseMutation::apply`] is the single definition of these rules. In-memory and
+//! SQLite tables apply it inside a critical section; the DynamoDB table expresses the
+//! same conditions as condition expressions. The conformance suite checks them all.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::ids::{ConsumerName, ShardId, WorkerId};
+use crate::position::Checkpoint;
+use crate::record::HashKeyRange;
+
+/// A shard lease as stored in the lease table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lease {
+    /// Lease key: the shard id.
+    pub key: ShardId,
+    /// The worker holding the lease, if any.
+    pub owner: Option<WorkerId>,
+    /// Fencing token, incremented by every owner-changing or owner-made write.
+    pub counter: u64,
+    /// Where a consumer without its own checkpoint starts.
+    pub initial: Checkpoint,
+    /// Per-consumer durable positions.
+    pub checkpoints: BTreeMap<ConsumerName, Checkpoint>,
+    /// Parent shards; this shard is processed only after all of them ended.
+    pub parents: Vec<ShardId>,
+    /// Child shards, known once the shard ended.
+    pub children: Vec<ShardId>,
+    /// Hash key range of the shard.
+    pub hash_range: Option<HashKeyRange>,
+    /// Every consumer has checkpointed `ShardEnd`.
+    pub ended: bool,
+    /// A worker that asked the owner to hand the lease over (graceful steal).
+    pub handoff_to: Option<WorkerId>,
+}
+
+impl Lease {
+    /// The checkpoint of `consumer`, or the lease's initial position when it has none.
+    pub fn checkpoint_for(&self, consumer: &ConsumerName) -> &Checkpoint {
+        self.checkpoints.get(consumer).unwrap_or(&self.initial)
+    }
+
+    /// Whether `worker` owns the lease.
+    pub fn is_owned_by(&self, worker: &WorkerId) -> bool {
+        self.owner.as_ref() == Some(worker)
+    }
+}
+
+/// What is needed to create a lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewLease {
+    /// The shard.
+    pub key: ShardId,
+    /// Where consumers start.
+    pub initial: Checkpoint,
+    /// Parent shards.
+    pub parents: Vec<ShardId>,
+    /// Hash key range.
+    pub hash_range: Option<HashKeyRange>,
+}
+
+impl NewLease {
+    /// The lease as first stored: unowned, counter 0, no checkpoints.
+    pub fn into_lease(self) -> Lease {
+        Lease {
+            key: self.key,
+            owner: None,
+            counter: 0,
+            initial: self.initial,
+            checkpoints: BTreeMap::new(),
+            parents: self.parents,
+            children: Vec::new(),
+            hash_range: self.hash_range,
+            ended: false,
+            handoff_to: None,
+        }
+    }
+}
+
+/// A change to one lease, applied only if the stored lease still has the owner (and
+/// counter) the writer saw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LeaseChange {
+    /// Become the owner (take an expired or free lease, or force a steal).
+    Take {
+        /// The new owner.
+        owner: WorkerId,
+    },
+    /// Extend ownership.
+    Renew,
+    /// Ask the owner to hand over; conditional on the owner only, counter unchanged.
+    RequestHandoff {
+        /// The worker that wants the lease.
+        to: WorkerId,
+    },
+    /// Give the lease directly to another worker (completes a graceful handoff).
+    Transfer {
+        /// The new owner.
+        to: WorkerId,
+    },
+    /// Give the lease up (graceful shutdown).
+    Release,
+    /// Record consumers' durable positions; optionally mark the shard ended.
+    Checkpoint {
+        /// New positions per consumer; each must not move backwards.
+        checkpoints: BTreeMap<ConsumerName, Checkpoint>,
+        /// `Some(children)` marks the shard ended with these children.
+        ended_with_children: Option<Vec<ShardId>>,
+    },
+}
+
+/// A conditional write: what the writer saw, and the change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseMutation {
+    /// The lease key.
+    pub key: ShardId,
+    /// The owner the writer saw.
+    pub expected_owner: Option<WorkerId>,
+    /// The counter the writer saw (ignored for `RequestHandoff`).
+    pub expected_counter: u64,
+    /// The change.
+    pub change: LeaseChange,
+}
+
+impl LeaseMutation {
+    /// A mutation conditioned on `seen`'s owner and counter.
+    pub fn on(seen: &Lease, change: LeaseChange) -> Self {
+        Self {
+            key: seen.key.clone(),
+            expected_owner: seen.owner.clone(),
+            expected_counter: seen.counter,
+            change,
+        }
+    }
+
+    /// Applies the mutation to the stored lease, returning the lease to store.
+    ///
+    /// Errors: [`LeaseError::Conflict`] when the owner or counter differ from what the
+    /// writer saw (for the owner this means the lease is lost);
+    /// [`LeaseError::CheckpointBackwards`] when a checkpoint would move backwards.
+    pub fn apply(&self, stored: &Lease) -> Result<Lease, LeaseError> {
+        let owner_matches = stored.owner == self.expected_owner;
+        let counter_matches = stored.counter == self.expected_counter;
+        let conflict = || LeaseError::Conflict {
+            key: self.key.clone(),
+            expected_owner: self.expected_owner.clone(),
+            expected_counter: self.expected_counter,
+            actual_owner: stored.owner.clone(),
+            actual_counter: stored.counter,
+        };
+        let mut next = stored.clone();
+        match &self.change {
+            LeaseChange::RequestHandoff { to } => {
+                if !owner_matches || stored.owner.is_none() || stored.handoff_to.is_some() {
+                    return Err(conflict());
+                }
+                next.handoff_to = Some(to.clone());
+                return Ok(next);
+            }
+            _ if !(owner_matches && counter_matches) => return Err(conflict()),
+            LeaseChange::Take { owner } => {
+                next.owner = Some(owner.clone());
+                next.handoff_to = None;
+            }
+            LeaseChange::Renew => {
+                if stored.owner.is_none() {
+                    return Err(conflict());
+                }
+            }
+            LeaseChange::Transfer { to } => {
+                if stored.owner.is_none() {
+                    return Err(conflict());
+                }
+                next.owner = Some(to.clone());
+                next.handoff_to = None;
+            }
+            LeaseChange::Release => {
+                next.owner = None;
+                next.handoff_to = None;
+            }
+            LeaseChange::Checkpoint {
+                checkpoints,
+                ended_with_children,
+            } => {
+                if stored.owner.is_none() {
+                    return Err(conflict());
+                }
+                for (consumer, cp) in checkpoints {
+                    let current = stored.checkpoint_for(consumer);
+                    if !current.can_advance_to(cp) {
+                        return Err(LeaseError::CheckpointBackwards {
+                            key: self.key.clone(),
+                            consumer: consumer.clone(),
+                            current: current.clone(),
+                            proposed: cp.clone(),
+                        });
+                    }
+                    next.checkpoints.insert(consumer.clone(), cp.clone());
+                }
+                if let Some(children) = ended_with_children {
+                    next.ended = true;
+                    next.children = children.clone();
+                }
+            }
+        }
+        next.counter = stored.counter + 1;
+        Ok(next)
+    }
+}
+
+/// Errors of lease-table operations.
+#[derive(Debug, thiserror::Error)]
+pub enum LeaseError {
+    /// The stored owner or counter differ from what the writer saw: for an owner, the
+    /// lease is lost.
+    #[error(
+        "lease {key} changed: expected owner {expected_owner:?} counter {expected_counter}, found owner {actual_owner:?} counter {actual_counter}"
+    )]
+    Conflict {
+        /// Lease key.
+        key: ShardId,
+        /// Owner the writer saw.
+        expected_owner: Option<WorkerId>,
+        /// Counter the writer saw.
+        expected_counter: u64,
+        /// Owner found (may be unknown for stores that do not return it).
+        actual_owner: Option<WorkerId>,
+        /// Counter found.
+        actual_counter: u64,
+    },
+    /// A checkpoint would move backwards.
+    #[error("checkpoint of {consumer} on {key} would move backwards from {current:?} to {proposed:?}")]
+    CheckpointBackwards {
+        /// Lease key.
+        key: ShardId,
+        /// The consumer.
+        consumer: ConsumerName,
+        /// Stored checkpoint.
+        current: Checkpoint,
+        /// Rejected checkpoint.
+        proposed: Checkpoint,
+    },
+    /// No lease with this key.
+    #[error("lease {0} does not exist")]
+    NotFound(ShardId),
+    /// The store failed; `retryable` tells whether trying again may help.
+    #[error("lease store error: {message}")]
+    Store {
+        /// What failed.
+        message: String,
+        /// Whether a retry may succeed.
+        retryable: bool,
+        /// The underlying error.
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    },
+}
+
+impl LeaseError {
+    /// Whether a retry of the same call may succeed. Conflicts are not retryable: the
+    /// caller must re-read the lease.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, LeaseError::Store { retryable: true, .. })
+    }
+
+    /// A store error from any error type.
+    pub fn store(
+        message: impl Into<String>,
+        retryable: bool,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        LeaseError::Store {
+            message: message.into(),
+            retryable,
+            source: Some(Box::new(source)),
+        }
+    }
+}

@@ -1,0 +1,34 @@
+//! weir-core: the domain of weir, with no I/O and no AWS types.
+//!
+//! Map of the crate:
+//! - [`ids`]: typed identifiers (shards, workers, consumers).
+//! - [`time`]: [`Timestamp`] and the [`Clock`] port; time is always a parameter.
+//! - [`sequence`]: Kinesis sequence numbers with numeric ordering, and the
+//!   extended (KPL sub-sequence) form used for checkpoints.
+//! - [`position`]: where a read starts ([`StartingPosition`]) and where a consumer
+//!   stands ([`Checkpoint`]), with the rule that checkpoints never move backwards.
+//! - [`record`]: records and batches as a reader delivers them.
+//! - [`lease`]: the lease item and the conditional mutations every lease table applies.
+//! - [`consumer`]: the worker-scoped consumer API with per-shard acknowledgements.
+//! - [`ports`]: the outside world as traits: lease table, shard reader, stream
+//!   catalog, object sink.
+//! - [`policy`]: pure decisions: which leases to take or steal, which to create.
+#![warn(missing_docs)]
+
+pub mod consumer;
+pub mod ids;
+pub mod lease;
+pub mod policy;
+pub mod ports;
+pub mod position;
+pub mod record;
+pub mod sequence;
+pub mod time;
+
+pub use consumer::{Acks, CloseReason, Consumer, ConsumerError, ShardContext};
+pub use ids::{ConsumerName, ShardId, WorkerId};
+pub use lease::{Lease, LeaseChange, LeaseError, LeaseMutation, NewLease};
+pub use position::{Checkpoint, StartingPosition};
+pub use record::{ChildShard, HashKeyRange, Record, RecordBatch};
+pub use sequence::{ExtendedSequenceNumber, SequenceNumber, SequenceNumberError};
+pub use time::{Clock, SystemClock, Timestamp};

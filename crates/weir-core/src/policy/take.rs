@@ -1,0 +1,278 @@
+//! Which leases to take or steal: KCL's algorithm.
+//!
+//! - Expiry is judged by the observer's own clock: a lease whose counter has not
+//!   changed for the failover time (as this worker saw it) is expired. Clocks of
+//!   different hosts are never compared.
+//! - Target per worker: `ceil(active leases / live workers)`.
+//! - Expired and free leases are taken first, up to the target.
+//! - When none is free, at most one lease per cycle is stolen from the most loaded
+//!   worker, and only if that worker is above the target (or at it while this worker
+//!   needs more than one).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::Duration;
+
+use crate::ids::{ShardId, WorkerId};
+use crate::lease::Lease;
+use crate::ports::WorkerHeartbeat;
+use crate::time::Timestamp;
+
+/// What a worker has seen of counters over time, by its own clock.
+#[derive(Debug, Default, Clone)]
+pub struct Observations {
+    leases: HashMap<ShardId, (u64, Timestamp)>,
+    workers: HashMap<WorkerId, (u64, Timestamp)>,
+}
+
+impl Observations {
+    /// Records the counters seen at `now`. A counter seen for the first time, or
+    /// changed, restarts its expiry clock.
+    pub fn observe(&mut self, leases: &[Lease], workers: &[WorkerHeartbeat], now: Timestamp) {
+        fn note<K: std::hash::Hash + Eq + Clone>(
+            map: &mut HashMap<K, (u64, Timestamp)>,
+            key: &K,
+            counter: u64,
+            now: Timestamp,
+        ) {
+            match map.get_mut(key) {
+                Some(entry) if entry.0 == counter => {}
+                Some(entry) => *entry = (counter, now),
+                None => {
+                    map.insert(key.clone(), (counter, now));
+                }
+            }
+        }
+        for l in leases {
+            note(&mut self.leases, &l.key, l.counter, now);
+        }
+        for w in workers {
+            note(&mut self.workers, &w.worker, w.counter, now);
+        }
+        let keys: BTreeSet<&ShardId> = leases.iter().map(|l| &l.key).collect();
+        self.leases.retain(|k, _| keys.contains(k));
+        let ids: BTreeSet<&WorkerId> = workers.iter().map(|w| &w.worker).collect();
+        self.workers.retain(|k, _| ids.contains(k));
+    }
+
+    /// Whether `lease` is free or its owner stopped renewing it.
+    pub fn is_expired(&self, lease: &Lease, now: Timestamp, failover: Duration) -> bool {
+        if lease.owner.is_none() {
+            return true;
+        }
+        match self.leases.get(&lease.key) {
+            Some((counter, since)) if *counter == lease.counter => {
+                now.saturating_since(*since) >= failover
+            }
+            _ => false,
+        }
+    }
+
+    fn worker_alive(&self, worker: &WorkerId, now: Timestamp, failover: Duration) -> bool {
+        match self.workers.get(worker) {
+            Some((_, since)) => now.saturating_since(*since) < failover,
+            None => false,
+        }
+    }
+}
+
+/// What to do this cycle.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct TakePlan {
+    /// Free or expired leases to take.
+    pub take: Vec<Lease>,
+    /// A lease to steal (through a graceful handoff) from a more loaded worker.
+    pub steal: Option<Lease>,
+    /// The per-worker target used.
+    pub target: usize,
+}
+
+/// Decides which leases `me` takes or steals this cycle. Ended leases are ignored.
+pub fn plan_takes(
+    me: &WorkerId,
+    leases: &[Lease],
+    workers: &[WorkerHeartbeat],
+    seen: &Observations,
+    now: Timestamp,
+    failover: Duration,
+) -> TakePlan {
+    let active: Vec<&Lease> = leases.iter().filter(|l| !l.ended).collect();
+    if active.is_empty() {
+        return TakePlan::default();
+    }
+    let mut expired = Vec::new();
+    // Load per worker; a lease with a pending handoff counts for its recipient.
+    let mut load: BTreeMap<WorkerId, Vec<&Lease>> = BTreeMap::new();
+    load.entry(me.clone()).or_default();
+    for w in workers {
+        if seen.worker_alive(&w.worker, now, failover) {
+            load.entry(w.worker.clone()).or_default();
+        }
+    }
+    for lease in &active {
+        if seen.is_expired(lease, now, failover) {
+            expired.push((*lease).clone());
+            continue;
+        }
+        let holder = lease.handoff_to.as_ref().or(lease.owner.as_ref());
+        if let Some(holder) = holder {
+            load.entry(holder.clone()).or_default().push(lease);
+        }
+    }
+    let target = active.len().div_ceil(load.len());
+    let mine = load.get(me).map_or(0, Vec::len);
+    let mut plan = TakePlan {
+        target,
+        ..TakePlan::default()
+    };
+    if mine >= target {
+        return plan;
+    }
+    let needed = target - mine;
+    if !expired.is_empty() {
+        // Prefer leases this worker held before, then by key: stable and predictable.
+        expired.sort_by(|a, b| {
+            (!a.is_owned_by(me), &a.key).cmp(&(!b.is_owned_by(me), &b.key))
+        });
+        expired.truncate(needed);
+        plan.take = expired;
+        return plan;
+    }
+    let most_loaded = load
+        .iter()
+        .filter(|(w, _)| *w != me)
+        .max_by(|a, b| a.1.len().cmp(&b.1.len()).then_with(|| b.0.cmp(a.0)));
+    if let Some((_, their)) = most_loaded {
+        let count = their.len();
+        if count > target || (count == target && needed > 1) {
+            plan.steal = their
+                .iter()
+                .filter(|l| l.handoff_to.is_none())
+                .max_by(|a, b| a.key.cmp(&b.key))
+                .map(|l| (*l).clone());
+        }
+    }
+    plan
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lease::NewLease;
+    use crate::position::Checkpoint;
+
+    fn lease(key: &str, owner: Option<&str>, counter: u64) -> Lease {
+        let mut l = NewLease {
+            key: ShardId::new(key),
+            initial: Checkpoint::TrimHorizon,
+            parents: vec![],
+            hash_range: None,
+        }
+        .into_lease();
+        l.owner = owner.map(WorkerId::new);
+        l.counter = counter;
+        l
+    }
+
+    fn hb(w: &str, c: u64) -> WorkerHeartbeat {
+        WorkerHeartbeat {
+            worker: WorkerId::new(w),
+            counter: c,
+        }
+    }
+
+    const F: Duration = Duration::from_secs(10);
+
+    #[test]
+    fn takes_free_leases_up_to_target() {
+        let leases: Vec<Lease> = (0..12).map(|i| lease(&format!("s{i:02}"), None, 0)).collect();
+        let workers = [hb("a", 1), hb("b", 1), hb("c", 1)];
+        let mut seen = Observations::default();
+        let t0 = Timestamp::from_millis(0);
+        seen.observe(&leases, &workers, t0);
+        let plan = plan_takes(&WorkerId::new("a"), &leases, &workers, &seen, t0, F);
+        assert_eq!(plan.target, 4);
+        assert_eq!(plan.take.len(), 4);
+        assert!(plan.steal.is_none());
+    }
+
+    #[test]
+    fn expiry_uses_observer_clock() {
+        let leases = vec![lease("s0", Some("b"), 7)];
+        let mut seen = Observations::default();
+        let me = WorkerId::new("a");
+        seen.observe(&leases, &[], Timestamp::from_millis(1_000));
+        let at = |ms| plan_takes(&me, &leases, &[], &seen, Timestamp::from_millis(ms), F);
+        assert!(at(10_999).take.is_empty(), "not expired before failover");
+        assert_eq!(at(11_000).take.len(), 1, "expired after failover unchanged");
+        // A renewal seen restarts the clock.
+        let renewed = vec![lease("s0", Some("b"), 8)];
+        seen.observe(&renewed, &[], Timestamp::from_millis(10_000));
+        let plan = plan_takes(&me, &renewed, &[], &seen, Timestamp::from_millis(15_000), F);
+        assert!(plan.take.is_empty());
+    }
+
+    #[test]
+    fn steals_one_from_most_loaded() {
+        let mut leases = Vec::new();
+        for i in 0..4 {
+            leases.push(lease(&format!("a{i}"), Some("a"), 1));
+            leases.push(lease(&format!("b{i}"), Some("b"), 1));
+            leases.push(lease(&format!("c{i}"), Some("c"), 1));
+        }
+        leases.push(lease("c4", Some("c"), 1));
+        let workers = [hb("a", 1), hb("b", 1), hb("c", 1), hb("d", 1)];
+        let mut seen = Observations::default();
+        let t = Timestamp::from_millis(0);
+        seen.observe(&leases, &workers, t);
+        let plan = plan_takes(&WorkerId::new("d"), &leases, &workers, &seen, t, F);
+        assert_eq!(plan.target, 4); // ceil(13 / 4)
+        assert!(plan.take.is_empty());
+        assert_eq!(plan.steal.unwrap().owner, Some(WorkerId::new("c")));
+    }
+
+    #[test]
+    fn balanced_fleet_steals_nothing() {
+        let mut leases = Vec::new();
+        for i in 0..4 {
+            leases.push(lease(&format!("a{i}"), Some("a"), 1));
+            leases.push(lease(&format!("b{i}"), Some("b"), 1));
+        }
+        let workers = [hb("a", 1), hb("b", 1)];
+        let mut seen = Observations::default();
+        let t = Timestamp::from_millis(0);
+        seen.observe(&leases, &workers, t);
+        let plan = plan_takes(&WorkerId::new("a"), &leases, &workers, &seen, t, F);
+        assert_eq!(plan, TakePlan { target: 4, ..TakePlan::default() });
+    }
+
+    #[test]
+    fn pending_handoff_counts_for_recipient() {
+        let mut leases = vec![lease("a0", Some("a"), 1), lease("a1", Some("a"), 1)];
+        leases[1].handoff_to = Some(WorkerId::new("b"));
+        let workers = [hb("a", 1), hb("b", 1)];
+        let mut seen = Observations::default();
+        let t = Timestamp::from_millis(0);
+        seen.observe(&leases, &workers, t);
+        let plan = plan_takes(&WorkerId::new("b"), &leases, &workers, &seen, t, F);
+        assert!(plan.steal.is_none() && plan.take.is_empty());
+    }
+
+    #[test]
+    fn ended_leases_are_ignored() {
+        let mut l = lease("s0", None, 3);
+        l.ended = true;
+        let plan = plan_takes(&WorkerId::new("a"), &[l], &[], &Observations::default(), Timestamp::default(), F);
+        assert!(plan.take.is_empty());
+    }
+
+    #[test]
+    fn dead_workers_do_not_count() {
+        let leases: Vec<Lease> = (0..4).map(|i| lease(&format!("s{i}"), None, 0)).collect();
+        let workers = [hb("a", 1), hb("gone", 5)];
+        let mut seen = Observations::default();
+        seen.observe(&leases, &workers, Timestamp::from_millis(0));
+        let later = Timestamp::from_millis(20_000);
+        let plan = plan_takes(&WorkerId::new("a"), &leases, &workers, &seen, later, F);
+        assert_eq!(plan.target, 4);
+    }
+}

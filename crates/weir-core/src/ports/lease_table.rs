@@ -1,0 +1,49 @@
+use async_trait::async_trait;
+
+use crate::ids::{ShardId, WorkerId};
+use crate::lease::{Lease, LeaseError, LeaseMutation, NewLease};
+
+/// A worker's liveness record. Liveness is judged by the observer's own clock: a worker
+/// whose `counter` has not changed for the failover time is gone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerHeartbeat {
+    /// The worker.
+    pub worker: WorkerId,
+    /// Incremented by every heartbeat.
+    pub counter: u64,
+}
+
+/// Durable, strongly consistent store of shard leases and worker heartbeats, scoped to
+/// one namespace (an application, or a replay job).
+///
+/// Contract (checked by weir-testkit's conformance suite):
+/// - reads are strongly consistent: a read after a successful write sees it;
+/// - [`LeaseTable::mutate`] applies [`LeaseMutation::apply`] atomically: two concurrent
+///   writers conditioned on the same owner and counter cannot both succeed;
+/// - `create_if_absent` never overwrites.
+#[async_trait]
+pub trait LeaseTable: Send + Sync {
+    /// Creates the lease unless one exists with the key. Returns whether it was created.
+    async fn create_if_absent(&self, lease: NewLease) -> Result<bool, LeaseError>;
+
+    /// Every lease of the namespace.
+    async fn list(&self) -> Result<Vec<Lease>, LeaseError>;
+
+    /// One lease.
+    async fn get(&self, key: &ShardId) -> Result<Option<Lease>, LeaseError>;
+
+    /// Applies a conditional mutation and returns the stored result.
+    async fn mutate(&self, mutation: &LeaseMutation) -> Result<Lease, LeaseError>;
+
+    /// Deletes a lease unconditionally (operators' `leases reset`, cleanup).
+    async fn delete(&self, key: &ShardId) -> Result<(), LeaseError>;
+
+    /// Records a heartbeat of `worker` (creating its record if needed).
+    async fn heartbeat(&self, worker: &WorkerId) -> Result<(), LeaseError>;
+
+    /// Every worker record.
+    async fn list_workers(&self) -> Result<Vec<WorkerHeartbeat>, LeaseError>;
+
+    /// Removes a worker record (graceful shutdown).
+    async fn remove_worker(&self, worker: &WorkerId) -> Result<(), LeaseError>;
+}

@@ -1,0 +1,11 @@
+//! Ports: the outside world as traits. Implementations live in weir-local (embedded),
+//! weir-aws (production) and weir-testkit (fakes); each passes the conformance suite of
+//! its port in weir-testkit.
+
+mod lease_table;
+mod object_sink;
+mod reader;
+
+pub use lease_table::{LeaseTable, WorkerHeartbeat};
+pub use object_sink::{ObjectMeta, ObjectSink, PutOptions, PutOutcome, SinkError, validate_key};
+pub use reader::{ReadError, ReadMode, ShardInfo, ShardReader, ShardSubscription, StreamCatalog};

@@ -1,0 +1,67 @@
+//! Time as a parameter: [`Timestamp`] values and the [`Clock`] port.
+
+use std::fmt;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+/// Milliseconds since the Unix epoch (UTC). Kinesis arrival times have this precision.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Timestamp(i64);
+
+impl Timestamp {
+    /// A timestamp from epoch milliseconds.
+    pub const fn from_millis(millis: i64) -> Self {
+        Self(millis)
+    }
+
+    /// Epoch milliseconds.
+    pub const fn as_millis(self) -> i64 {
+        self.0
+    }
+
+    /// This instant plus a duration (saturating).
+    pub fn saturating_add(self, d: Duration) -> Self {
+        let ms = i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+        Self(self.0.saturating_add(ms))
+    }
+
+    /// The duration from `earlier` to `self`; zero when `earlier` is later.
+    pub fn saturating_since(self, earlier: Timestamp) -> Duration {
+        Duration::from_millis(u64::try_from(self.0.saturating_sub(earlier.0)).unwrap_or(0))
+    }
+}
+
+impl fmt::Debug for Timestamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Timestamp({}ms)", self.0)
+    }
+}
+
+impl fmt::Display for Timestamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// Source of the current time. Implementations: [`SystemClock`] (wall clock), and in
+/// the runtime a clock driven by `tokio::time` so tests can run under paused time.
+pub trait Clock: Send + Sync {
+    /// The current wall-clock time.
+    fn now(&self) -> Timestamp;
+}
+
+/// The operating system's wall clock.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> Timestamp {
+        let ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+            .unwrap_or(0);
+        Timestamp(ms)
+    }
+}

@@ -1,0 +1,10 @@
+//! Conformance suites. Every implementation of a port calls the suite of its port from
+//! its own tests; a suite panics (fails the test) on the first broken rule.
+
+mod lease_table;
+mod object_sink;
+mod reader;
+
+pub use lease_table::lease_table_suite;
+pub use object_sink::object_sink_suite;
+pub use reader::{StreamHarness, shard_reader_suite};

@@ -1,0 +1,161 @@
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use weir_core::ports::{ReadMode, ShardReader, ShardSubscription, StreamCatalog};
+use weir_core::{Record, SequenceNumber, ShardId, StartingPosition, Timestamp};
+
+/// A stream a reader suite can write to and reshard: the in-process stream, or a
+/// Kinesis emulator.
+#[async_trait]
+pub trait StreamHarness: Send + Sync {
+    /// A reader of the stream.
+    fn reader(&self) -> Arc<dyn ShardReader>;
+    /// The stream's catalog.
+    fn catalog(&self) -> Arc<dyn StreamCatalog>;
+    /// Writes a record; returns its shard and sequence number.
+    async fn put(&self, partition_key: &str, data: Bytes) -> (ShardId, SequenceNumber);
+    /// Splits an open shard in the middle of its hash range.
+    async fn split(&self, shard: &ShardId);
+    /// Merges two adjacent open shards.
+    async fn merge(&self, a: &ShardId, b: &ShardId);
+    /// The current time by the stream's clock (arrival times are on it).
+    fn now(&self) -> Timestamp;
+}
+
+/// Longest wait for an expected record; a guard against hangs, not synchronisation.
+const GUARD: Duration = Duration::from_secs(60);
+
+async fn read_n(sub: &mut dyn ShardSubscription, n: usize) -> Vec<Record> {
+    let mut got = Vec::new();
+    while got.len() < n {
+        let batch = tokio::time::timeout(GUARD, sub.next())
+            .await
+            .expect("reader produced nothing before the guard timeout")
+            .expect("read failed")
+            .expect("subscription ended early");
+        got.extend(batch.records);
+    }
+    got
+}
+
+/// Reads until shard end; returns the records and the children announced.
+async fn read_to_end(sub: &mut dyn ShardSubscription) -> (Vec<Record>, Vec<ShardId>) {
+    let mut got = Vec::new();
+    loop {
+        let batch = tokio::time::timeout(GUARD, sub.next())
+            .await
+            .expect("no shard end before the guard timeout")
+            .expect("read failed");
+        let Some(batch) = batch else { panic!("subscription ended without child shards") };
+        got.extend(batch.records);
+        if let Some(children) = batch.child_shards {
+            let after = sub.next().await.expect("read after end failed");
+            assert!(after.is_none(), "batches after shard end");
+            return (got, children.into_iter().map(|c| c.shard_id).collect());
+        }
+    }
+}
+
+/// Runs every reader rule against `h`, in `mode`. The stream must start with exactly
+/// one open shard per test run (create a fresh stream per call).
+pub async fn shard_reader_suite(h: &dyn StreamHarness, mode: ReadMode) {
+    let reader = h.reader();
+    let shards = h.catalog().list_shards().await.expect("list shards");
+    assert_eq!(shards.len(), 1, "the suite starts with one shard");
+    let shard = shards[0].id.clone();
+    assert!(!shards[0].closed);
+
+    // Records in order, no gaps, from TRIM_HORIZON.
+    let mut seqs = Vec::new();
+    for i in 0..20 {
+        let (s, seq) = h.put(&format!("pk-{i}"), Bytes::from(format!("r{i}"))).await;
+        assert_eq!(s, shard);
+        seqs.push(seq);
+    }
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "sequence numbers must increase");
+    let mut sub = reader.open(&shard, &StartingPosition::TrimHorizon, mode).await.unwrap();
+    let got = read_n(sub.as_mut(), 20).await;
+    let data: Vec<&[u8]> = got.iter().map(|r| r.data.as_ref()).collect();
+    let want: Vec<Vec<u8>> = (0..20).map(|i| format!("r{i}").into_bytes()).collect();
+    assert_eq!(data, want.iter().map(Vec::as_slice).collect::<Vec<_>>());
+    assert_eq!(got[3].partition_key, "pk-3");
+    assert_eq!(got[3].position.sequence, seqs[3]);
+    drop(sub);
+
+    // AT and AFTER sequence number.
+    let mut at = reader
+        .open(&shard, &StartingPosition::AtSequenceNumber(seqs[5].clone()), mode)
+        .await
+        .unwrap();
+    assert_eq!(read_n(at.as_mut(), 1).await[0].position.sequence, seqs[5]);
+    let mut after = reader
+        .open(&shard, &StartingPosition::AfterSequenceNumber(seqs[5].clone()), mode)
+        .await
+        .unwrap();
+    assert_eq!(read_n(after.as_mut(), 1).await[0].position.sequence, seqs[6]);
+
+    // AT_TIMESTAMP at the first record's arrival includes it.
+    let ts = got[0].approximate_arrival;
+    let mut by_time = reader.open(&shard, &StartingPosition::AtTimestamp(ts), mode).await.unwrap();
+    assert_eq!(read_n(by_time.as_mut(), 1).await[0].position.sequence, seqs[0]);
+
+    // LATEST sees only what comes after the open.
+    let mut latest = reader.open(&shard, &StartingPosition::Latest, mode).await.unwrap();
+    let (_, fresh) = h.put("pk-latest", Bytes::from_static(b"after-latest")).await;
+    let got_latest = read_n(latest.as_mut(), 1).await;
+    assert_eq!(got_latest[0].position.sequence, fresh);
+
+    // Split: the parent ends with its children; they list the parent.
+    let mut tail = reader
+        .open(&shard, &StartingPosition::AfterSequenceNumber(fresh.clone()), mode)
+        .await
+        .unwrap();
+    h.split(&shard).await;
+    let (rest, children) = read_to_end(tail.as_mut()).await;
+    assert!(rest.is_empty(), "no records after the last one put");
+    assert_eq!(children.len(), 2, "a split has two children");
+    let listed = h.catalog().list_shards().await.unwrap();
+    for c in &children {
+        let info = listed.iter().find(|s| &s.id == c).expect("child listed");
+        assert_eq!(info.parents, vec![shard.clone()]);
+    }
+    assert!(listed.iter().find(|s| s.id == shard).unwrap().closed);
+
+    // Merge of the two children: both end with the merged child.
+    let (a, b) = (&children[0], &children[1]);
+    let (ka, kb) = (key_for(h, a).await, key_for(h, b).await);
+    let (_, sa) = h.put(&ka, Bytes::from_static(b"in-a")).await;
+    let (_, sb) = h.put(&kb, Bytes::from_static(b"in-b")).await;
+    h.merge(a, b).await;
+    let mut ra = reader.open(a, &StartingPosition::TrimHorizon, mode).await.unwrap();
+    let mut rb = reader.open(b, &StartingPosition::TrimHorizon, mode).await.unwrap();
+    let (recs_a, kids_a) = read_to_end(ra.as_mut()).await;
+    let (recs_b, kids_b) = read_to_end(rb.as_mut()).await;
+    assert_eq!(recs_a.iter().map(|r| r.position.sequence.clone()).collect::<Vec<_>>(), vec![sa]);
+    assert_eq!(recs_b.iter().map(|r| r.position.sequence.clone()).collect::<Vec<_>>(), vec![sb]);
+    assert_eq!(kids_a.len(), 1);
+    assert_eq!(kids_a, kids_b, "both parents name the same merged child");
+    let merged = h.catalog().list_shards().await.unwrap();
+    let m = merged.iter().find(|s| s.id == kids_a[0]).unwrap();
+    let mut parents = m.parents.clone();
+    parents.sort();
+    let mut expect = vec![a.clone(), b.clone()];
+    expect.sort();
+    assert_eq!(parents, expect);
+}
+
+/// A partition key that lands in `shard` (tries keys until one does).
+async fn key_for(h: &dyn StreamHarness, shard: &ShardId) -> String {
+    let shards = h.catalog().list_shards().await.unwrap();
+    let info = shards.iter().find(|s| &s.id == shard).unwrap();
+    for i in 0..100_000 {
+        let k = format!("probe-{i}");
+        if info.hash_range.contains(weir_core::record::partition_hash(&k)) {
+            return k;
+        }
+    }
+    panic!("no partition key maps to {shard}");
+}
+

@@ -1,0 +1,26 @@
+//! weir-testkit: fakes with fault injection, and the conformance suites every port
+//! implementation must pass.
+//!
+//! Map of the crate:
+//! - [`MemoryLeaseTable`]: lease table with DynamoDB's conditional semantics.
+//! - [`MemoryObjectSink`]: create-only object store in memory.
+//! - [`FaultyReader`]: wraps any [`weir_core::ports::ShardReader`] and injects errors,
+//!   delays, throttling and resource-in-use.
+//! - [`RecordingConsumer`]: a consumer that records what it got, with acknowledgement
+//!   lag, stalls and failures on demand.
+//! - [`ManualClock`]: a clock tests move by hand.
+//! - [`conformance`]: suites for `LeaseTable`, `ObjectSink` and `ShardReader`.
+#![warn(missing_docs)]
+
+mod clock;
+pub mod conformance;
+mod faulty_reader;
+mod memory_lease_table;
+mod memory_sink;
+mod recording_consumer;
+
+pub use clock::ManualClock;
+pub use faulty_reader::{Fault, FaultPlan, FaultyReader};
+pub use memory_lease_table::MemoryLeaseTable;
+pub use memory_sink::MemoryObjectSink;
+pub use recording_consumer::{AckMode, ConsumerControl, Recorded, RecordingConsumer};

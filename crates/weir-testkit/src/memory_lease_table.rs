@@ -1,0 +1,115 @@
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use async_trait::async_trait;
+use weir_core::ports::{LeaseTable, WorkerHeartbeat};
+use weir_core::{Lease, LeaseError, LeaseMutation, NewLease, ShardId, WorkerId};
+
+/// An in-memory lease table with the same conditional semantics as DynamoDB: every
+/// mutation is applied atomically with [`LeaseMutation::apply`].
+///
+/// `set_unavailable(true)` makes every call fail with a retryable store error, to test
+/// renewal failures.
+#[derive(Debug, Default)]
+pub struct MemoryLeaseTable {
+    state: Mutex<State>,
+    unavailable: AtomicBool,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    leases: BTreeMap<ShardId, Lease>,
+    workers: BTreeMap<WorkerId, u64>,
+}
+
+impl MemoryLeaseTable {
+    /// An empty table.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Makes every call fail (or succeed again).
+    pub fn set_unavailable(&self, unavailable: bool) {
+        self.unavailable.store(unavailable, Ordering::SeqCst);
+    }
+
+    fn check(&self) -> Result<std::sync::MutexGuard<'_, State>, LeaseError> {
+        if self.unavailable.load(Ordering::SeqCst) {
+            return Err(LeaseError::Store {
+                message: "injected: lease table unavailable".into(),
+                retryable: true,
+                source: None,
+            });
+        }
+        Ok(self.state.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+}
+
+#[async_trait]
+impl LeaseTable for MemoryLeaseTable {
+    async fn create_if_absent(&self, lease: NewLease) -> Result<bool, LeaseError> {
+        let mut s = self.check()?;
+        if s.leases.contains_key(&lease.key) {
+            return Ok(false);
+        }
+        s.leases.insert(lease.key.clone(), lease.into_lease());
+        Ok(true)
+    }
+
+    async fn list(&self) -> Result<Vec<Lease>, LeaseError> {
+        Ok(self.check()?.leases.values().cloned().collect())
+    }
+
+    async fn get(&self, key: &ShardId) -> Result<Option<Lease>, LeaseError> {
+        Ok(self.check()?.leases.get(key).cloned())
+    }
+
+    async fn mutate(&self, mutation: &LeaseMutation) -> Result<Lease, LeaseError> {
+        let mut s = self.check()?;
+        let stored = s
+            .leases
+            .get(&mutation.key)
+            .ok_or_else(|| LeaseError::NotFound(mutation.key.clone()))?;
+        let next = mutation.apply(stored)?;
+        s.leases.insert(next.key.clone(), next.clone());
+        Ok(next)
+    }
+
+    async fn delete(&self, key: &ShardId) -> Result<(), LeaseError> {
+        self.check()?.leases.remove(key);
+        Ok(())
+    }
+
+    async fn heartbeat(&self, worker: &WorkerId) -> Result<(), LeaseError> {
+        *self.check()?.workers.entry(worker.clone()).or_insert(0) += 1;
+        Ok(())
+    }
+
+    async fn list_workers(&self) -> Result<Vec<WorkerHeartbeat>, LeaseError> {
+        Ok(self
+            .check()?
+            .workers
+            .iter()
+            .map(|(w, c)| WorkerHeartbeat {
+                worker: w.clone(),
+                counter: *c,
+            })
+            .collect())
+    }
+
+    async fn remove_worker(&self, worker: &WorkerId) -> Result<(), LeaseError> {
+        self.check()?.workers.remove(worker);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn passes_lease_table_conformance() {
+        crate::conformance::lease_table_suite(|| async { std::sync::Arc::new(MemoryLeaseTable::new()) as _ }).await;
+    }
+}

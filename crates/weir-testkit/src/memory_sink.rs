@@ -1,0 +1,94 @@
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use weir_core::ports::{ObjectMeta, ObjectSink, PutOptions, PutOutcome, SinkError, validate_key};
+
+/// An in-memory create-only object store. `fail_next_puts(n)` makes the next `n` puts
+/// fail with a retryable error.
+#[derive(Debug, Default)]
+pub struct MemoryObjectSink {
+    objects: Mutex<BTreeMap<String, (Bytes, PutOptions)>>,
+    failures: AtomicU32,
+}
+
+impl MemoryObjectSink {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Makes the next `n` puts fail.
+    pub fn fail_next_puts(&self, n: u32) {
+        self.failures.store(n, Ordering::SeqCst);
+    }
+
+    /// A copy of every object.
+    pub fn snapshot(&self) -> BTreeMap<String, Bytes> {
+        let objects = self.objects.lock().unwrap_or_else(|p| p.into_inner());
+        objects.iter().map(|(k, (b, _))| (k.clone(), b.clone())).collect()
+    }
+}
+
+#[async_trait]
+impl ObjectSink for MemoryObjectSink {
+    async fn put_if_absent(
+        &self,
+        key: &str,
+        body: Bytes,
+        options: &PutOptions,
+    ) -> Result<PutOutcome, SinkError> {
+        validate_key(key)?;
+        let failing = self
+            .failures
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        if failing {
+            return Err(SinkError::Store {
+                message: "injected put failure".into(),
+                retryable: true,
+                source: None,
+            });
+        }
+        let mut objects = self.objects.lock().unwrap_or_else(|p| p.into_inner());
+        if objects.contains_key(key) {
+            return Ok(PutOutcome::AlreadyExists);
+        }
+        objects.insert(key.to_owned(), (body, options.clone()));
+        Ok(PutOutcome::Created)
+    }
+
+    async fn get(&self, key: &str) -> Result<Option<Bytes>, SinkError> {
+        validate_key(key)?;
+        let objects = self.objects.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(objects.get(key).map(|(b, _)| b.clone()))
+    }
+
+    async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, SinkError> {
+        let objects = self.objects.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(objects
+            .range(prefix.to_owned()..)
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .map(|(k, (b, _))| ObjectMeta {
+                key: k.clone(),
+                size: b.len() as u64,
+            })
+            .collect())
+    }
+
+    fn location(&self) -> String {
+        "memory://".into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn passes_object_sink_conformance() {
+        crate::conformance::object_sink_suite(|| async { std::sync::Arc::new(MemoryObjectSink::new()) as _ }).await;
+    }
+}
