@@ -1,1 +1,34 @@
-//! placeholder
+//! weir-runtime: runs consumers over a sharded stream with leases and checkpoints.
+//!
+//! Map of the crate:
+//! - [`Worker`] (`worker.rs`): one per process. Takes, steals and renews leases
+//!   ([`weir_core::policy`] decides), creates leases from the shard list, runs one
+//!   shard worker per held lease, owns every task, shuts down gracefully.
+//! - `held_lease.rs`: a lease this worker holds: conditional writes, fencing, validity.
+//! - `shard/`: the shard worker (lifecycle enum, dispatch, catch-up, drain).
+//! - `host.rs`: one task per consumer; serialises calls into the consumer and routes
+//!   its acknowledgements to the shard it names.
+//! - `lane.rs`: the per-(shard, consumer) queue and progress shared by both sides.
+//! - `reader_task.rs`: a shard read that survives errors, expiry and throttling.
+//! - [`consumers`]: reference consumers (`count`, `log`, `files`).
+//! - [`metrics`]: every metric name, in one place.
+#![warn(missing_docs)]
+
+mod backoff;
+mod clock;
+mod config;
+pub mod consumers;
+mod held_lease;
+mod host;
+mod lane;
+pub mod metrics;
+mod reader_task;
+mod shard;
+mod stats;
+mod worker;
+
+pub use backoff::Backoff;
+pub use clock::TokioClock;
+pub use config::{ConfigError, RuntimeConfig};
+pub use stats::{LaneStats, WorkerStats};
+pub use worker::{Worker, WorkerError};

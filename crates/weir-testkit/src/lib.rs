@@ -6,6 +6,7 @@
 //! - [`MemoryObjectSink`]: create-only object store in memory.
 //! - [`FaultyReader`]: wraps any [`weir_core::ports::ShardReader`] and injects errors,
 //!   delays, throttling and resource-in-use.
+//! - [`FaultyLeaseTable`]: one worker's view of a shared table, partitionable.
 //! - [`RecordingConsumer`]: a consumer that records what it got, with acknowledgement
 //!   lag, stalls and failures on demand.
 //! - [`ManualClock`]: a clock tests move by hand.
@@ -14,13 +15,15 @@
 
 mod clock;
 pub mod conformance;
+mod faulty_lease_table;
 mod faulty_reader;
 mod memory_lease_table;
 mod memory_sink;
 mod recording_consumer;
 
 pub use clock::ManualClock;
+pub use faulty_lease_table::FaultyLeaseTable;
 pub use faulty_reader::{Fault, FaultPlan, FaultyReader};
 pub use memory_lease_table::MemoryLeaseTable;
 pub use memory_sink::MemoryObjectSink;
-pub use recording_consumer::{AckMode, ConsumerControl, Recorded, RecordingConsumer};
+pub use recording_consumer::{AckMode, ConsumerControl, Event, Recorded, RecordingConsumer};

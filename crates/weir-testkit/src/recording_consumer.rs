@@ -20,6 +20,17 @@ pub enum AckMode {
     OnClose,
 }
 
+/// One thing that happened to a [`RecordingConsumer`], for ordering checks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// A shard opened.
+    Open,
+    /// A batch with this many records arrived.
+    Batch(usize),
+    /// A shard closed.
+    Close(CloseReason),
+}
+
 /// What a [`RecordingConsumer`] saw and did.
 #[derive(Debug, Default, Clone)]
 pub struct Recorded {
@@ -33,6 +44,8 @@ pub struct Recorded {
     pub acks: Vec<(ShardId, ExtendedSequenceNumber)>,
     /// `on_batch` calls that failed on purpose.
     pub injected_failures: u32,
+    /// Everything in order, with the tokio time it happened.
+    pub timeline: Vec<(tokio::time::Instant, ShardId, Event)>,
 }
 
 impl Recorded {
@@ -134,7 +147,9 @@ impl Consumer for RecordingConsumer {
     }
 
     async fn on_shard_open(&mut self, shard: &ShardContext) -> Result<(), ConsumerError> {
-        self.lock().opens.push(shard.clone());
+        let mut rec = self.lock();
+        rec.opens.push(shard.clone());
+        rec.timeline.push((tokio::time::Instant::now(), shard.shard_id.clone(), Event::Open));
         Ok(())
     }
 
@@ -166,6 +181,7 @@ impl Consumer for RecordingConsumer {
         }
         {
             let mut rec = self.lock();
+            rec.timeline.push((tokio::time::Instant::now(), batch.shard_id.clone(), Event::Batch(batch.records.len())));
             for r in &batch.records {
                 rec.records
                     .push((batch.shard_id.clone(), r.position.clone(), r.data.clone()));
@@ -196,7 +212,11 @@ impl Consumer for RecordingConsumer {
         reason: CloseReason,
         acks: &dyn Acks,
     ) -> Result<(), ConsumerError> {
-        self.lock().closes.push((shard.clone(), reason));
+        {
+            let mut rec = self.lock();
+            rec.closes.push((shard.clone(), reason));
+            rec.timeline.push((tokio::time::Instant::now(), shard.clone(), Event::Close(reason)));
+        }
         if reason.should_flush() {
             self.ack(shard, acks);
         } else {

@@ -1,0 +1,159 @@
+//! A lease this worker holds.
+//!
+//! Every write goes through here, serialised by one async mutex, and is conditioned on
+//! the last stored state this worker saw (owner and counter). The lease is *valid*
+//! until `failover` after the start of the last successful write: another worker can
+//! only take it after seeing its counter unchanged for `failover` by its own clock, and
+//! it can only have seen the last change after that write started. So a worker that
+//! stops when validity ends has stopped before anyone else may start. Validity is cut
+//! to 90% of `failover` so that differences in clock rates between hosts cannot eat
+//! the margin.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use weir_core::ports::LeaseTable;
+use weir_core::{Checkpoint, ConsumerName, Lease, LeaseChange, LeaseError, LeaseMutation, ShardId, WorkerId};
+
+/// Why a write was refused locally or by the store.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum HeldError {
+    #[error("lease {0} is no longer held")]
+    Lost(ShardId),
+    #[error(transparent)]
+    Store(#[from] LeaseError),
+}
+
+pub(crate) struct HeldLease {
+    key: ShardId,
+    table: Arc<dyn LeaseTable>,
+    failover: Duration,
+    state: tokio::sync::Mutex<Lease>,
+    valid_until: Mutex<Instant>,
+    lost: CancellationToken,
+    handoff: watch::Sender<Option<WorkerId>>,
+}
+
+/// How long after the start of a successful write the lease may be used.
+fn validity(failover: Duration) -> Duration {
+    failover.mul_f64(0.9)
+}
+
+impl HeldLease {
+    /// A lease just taken; `write_started` is when the taking write began.
+    pub(crate) fn new(
+        lease: Lease,
+        write_started: Instant,
+        table: Arc<dyn LeaseTable>,
+        failover: Duration,
+    ) -> Arc<Self> {
+        let (handoff, _) = watch::channel(lease.handoff_to.clone());
+        Arc::new(Self {
+            key: lease.key.clone(),
+            table,
+            failover: validity(failover),
+            state: tokio::sync::Mutex::new(lease),
+            valid_until: Mutex::new(write_started + validity(failover)),
+            lost: CancellationToken::new(),
+            handoff,
+        })
+    }
+
+    pub(crate) fn key(&self) -> &ShardId {
+        &self.key
+    }
+
+    pub(crate) async fn snapshot(&self) -> Lease {
+        self.state.lock().await.clone()
+    }
+
+    /// Fires when the lease is known lost.
+    pub(crate) fn lost(&self) -> &CancellationToken {
+        &self.lost
+    }
+
+    pub(crate) fn valid_until(&self) -> Instant {
+        *self.valid_until.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether the lease may still be used: not lost and within its validity.
+    pub(crate) fn is_valid(&self) -> bool {
+        !self.lost.is_cancelled() && Instant::now() < self.valid_until()
+    }
+
+    pub(crate) fn mark_lost(&self) {
+        if !self.lost.is_cancelled() {
+            metrics::counter!(crate::metrics::LEASES_LOST).increment(1);
+            tracing::warn!(shard = %self.key, "lease lost");
+        }
+        self.lost.cancel();
+    }
+
+    /// Watches handoff requests (`Some(worker)` when one is pending).
+    pub(crate) fn handoff(&self) -> watch::Receiver<Option<WorkerId>> {
+        self.handoff.subscribe()
+    }
+
+    async fn write(&self, change: LeaseChange) -> Result<Lease, HeldError> {
+        let mut state = self.state.lock().await;
+        if !self.is_valid() {
+            self.mark_lost();
+            return Err(HeldError::Lost(self.key.clone()));
+        }
+        let started = Instant::now();
+        let owner_before = state.owner.clone();
+        match self.table.mutate(&LeaseMutation::on(&state, change)).await {
+            Ok(next) => {
+                let still_mine = next.owner == owner_before;
+                *state = next.clone();
+                if still_mine {
+                    *self.valid_until.lock().unwrap_or_else(|p| p.into_inner()) = started + self.failover;
+                }
+                if next.handoff_to != *self.handoff.borrow() {
+                    self.handoff.send_replace(next.handoff_to.clone());
+                }
+                Ok(next)
+            }
+            Err(LeaseError::Conflict { .. }) | Err(LeaseError::NotFound(_)) => {
+                self.mark_lost();
+                Err(HeldError::Lost(self.key.clone()))
+            }
+            Err(e) => Err(HeldError::Store(e)),
+        }
+    }
+
+    /// Renews the lease. A conflict marks it lost; a store error leaves it to expire.
+    pub(crate) async fn renew(&self) -> Result<(), HeldError> {
+        self.write(LeaseChange::Renew).await.map(|_| ())
+    }
+
+    /// Writes checkpoints (and the end of the shard).
+    pub(crate) async fn checkpoint(
+        &self,
+        checkpoints: BTreeMap<ConsumerName, Checkpoint>,
+        ended_with_children: Option<Vec<ShardId>>,
+    ) -> Result<Lease, HeldError> {
+        metrics::counter!(crate::metrics::CHECKPOINT_WRITES).increment(1);
+        self.write(LeaseChange::Checkpoint {
+            checkpoints,
+            ended_with_children,
+        })
+        .await
+    }
+
+    /// Gives the lease away (graceful handoff) or up (`None`: release). After this the
+    /// lease is no longer valid here.
+    pub(crate) async fn let_go(&self, to: Option<WorkerId>) -> Result<(), HeldError> {
+        let change = match to {
+            Some(to) => LeaseChange::Transfer { to },
+            None => LeaseChange::Release,
+        };
+        let r = self.write(change).await.map(|_| ());
+        self.lost.cancel();
+        r
+    }
+}

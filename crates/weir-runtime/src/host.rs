@@ -1,0 +1,168 @@
+//! The consumer host: one task per consumer that serialises every call into it.
+//!
+//! It receives lanes from shard workers (control channel, handled first) and the
+//! batches on those lanes, ticks the consumer, catches failures and panics, and routes
+//! acknowledgements to the lane of the shard they name.
+
+use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::FutureExt;
+use tokio::sync::{mpsc, oneshot};
+use tokio_stream::StreamExt;
+use tokio_stream::StreamMap;
+use tokio_stream::wrappers::UnboundedReceiverStream;
+use weir_core::{
+    Acks, Clock, CloseReason, Consumer, ConsumerError, ConsumerName, ExtendedSequenceNumber,
+    ShardContext, ShardId,
+};
+
+use crate::lane::{LaneMsg, LaneShared};
+use crate::stats::WorkerStats;
+
+/// Control messages to a host.
+pub(crate) enum HostCtl {
+    /// A shard opens: register its lane.
+    Open {
+        ctx: ShardContext,
+        lane: Arc<LaneShared>,
+        rx: mpsc::UnboundedReceiver<LaneMsg>,
+    },
+    /// The lease is lost: drop queued batches and close with `LeaseLost`.
+    Abandon { shard: ShardId, done: oneshot::Sender<()> },
+    /// The shard worker is finished with the lane: forget it.
+    Remove { shard: ShardId },
+}
+
+/// The shard worker's handle to a host.
+#[derive(Clone)]
+pub(crate) struct HostHandle {
+    pub name: ConsumerName,
+    pub ctl: mpsc::UnboundedSender<HostCtl>,
+}
+
+struct LaneAcks {
+    lanes: HashMap<ShardId, Arc<LaneShared>>,
+}
+
+impl Acks for LaneAcks {
+    fn durable(&self, shard: &ShardId, position: &ExtendedSequenceNumber) {
+        match self.lanes.get(shard) {
+            Some(lane) => lane.ack(position),
+            None => tracing::debug!(%shard, %position, "acknowledgement for a shard not held ignored"),
+        }
+    }
+}
+
+async fn guarded<F>(fut: F) -> Result<(), ConsumerError>
+where
+    F: std::future::Future<Output = Result<(), ConsumerError>>,
+{
+    match AssertUnwindSafe(fut).catch_unwind().await {
+        Ok(r) => r,
+        Err(panic) => {
+            let msg = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "non-string panic".into());
+            Err(ConsumerError::msg(format!("consumer panicked: {msg}")))
+        }
+    }
+}
+
+/// Runs a consumer until the control channel closes.
+pub(crate) async fn run_host(
+    mut consumer: Box<dyn Consumer>,
+    mut ctl: mpsc::UnboundedReceiver<HostCtl>,
+    clock: Arc<dyn Clock>,
+    tick_every: Duration,
+    stats: WorkerStats,
+) {
+    let name = ConsumerName::new(consumer.name());
+    let mut lanes: StreamMap<ShardId, UnboundedReceiverStream<LaneMsg>> = StreamMap::new();
+    let mut acks = LaneAcks { lanes: HashMap::new() };
+    let mut tick = tokio::time::interval(tick_every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            biased;
+            msg = ctl.recv() => match msg {
+                None => break,
+                Some(HostCtl::Open { ctx, lane, rx }) => {
+                    let shard = ctx.shard_id.clone();
+                    if let Err(e) = guarded(consumer.on_shard_open(&ctx)).await {
+                        failure(&name, &shard, &stats, &e, "on_shard_open");
+                    }
+                    acks.lanes.insert(shard.clone(), lane);
+                    lanes.insert(shard, UnboundedReceiverStream::new(rx));
+                }
+                Some(HostCtl::Abandon { shard, done }) => {
+                    lanes.remove(&shard);
+                    if let Some(lane) = acks.lanes.remove(&shard) {
+                        // Nothing more will be processed; wake any catch-up waiting on it.
+                        lane.bump_epoch();
+                    }
+                    if let Err(e) = guarded(consumer.on_shard_close(&shard, CloseReason::LeaseLost, &acks)).await {
+                        failure(&name, &shard, &stats, &e, "on_shard_close");
+                    }
+                    let _ = done.send(());
+                }
+                Some(HostCtl::Remove { shard }) => {
+                    lanes.remove(&shard);
+                    acks.lanes.remove(&shard);
+                }
+            },
+            Some((shard, msg)) = lanes.next() => match msg {
+                LaneMsg::Batch { epoch, batch } => {
+                    let Some(lane) = acks.lanes.get(&shard).cloned() else { continue };
+                    if epoch != lane.epoch() || lane.failed() {
+                        lane.done_one();
+                        continue;
+                    }
+                    lane.progress().handed = batch.last_position().cloned();
+                    match guarded(consumer.on_batch(&batch, &acks)).await {
+                        Ok(()) => {
+                            let mut p = lane.progress();
+                            p.processed = p.handed.clone();
+                            drop(p);
+                            let n = batch.records.len() as u64;
+                            metrics::counter!(crate::metrics::RECORDS_DELIVERED, "consumer" => name.to_string()).increment(n);
+                            stats.lane(&shard, &name, |s| s.records += n);
+                        }
+                        Err(e) => {
+                            // Nothing of the batch counts as delivered: it will be read again.
+                            let mut p = lane.progress();
+                            p.handed = p.processed.clone();
+                            drop(p);
+                            lane.mark_failed(epoch);
+                            failure(&name, &shard, &stats, &e, "on_batch");
+                        }
+                    }
+                    lane.done_one();
+                }
+                LaneMsg::Close { reason, done } => {
+                    let r = guarded(consumer.on_shard_close(&shard, reason, &acks)).await;
+                    if let Err(e) = &r {
+                        failure(&name, &shard, &stats, e, "on_shard_close");
+                    }
+                    let _ = done.send(r.is_ok());
+                }
+            },
+            _ = tick.tick() => {
+                if let Err(e) = guarded(consumer.on_tick(clock.now(), &acks)).await {
+                    metrics::counter!(crate::metrics::CONSUMER_FAILURES, "consumer" => name.to_string()).increment(1);
+                    tracing::warn!(consumer = %name, error = %e, "on_tick failed");
+                }
+            }
+        }
+    }
+}
+
+fn failure(name: &ConsumerName, shard: &ShardId, stats: &WorkerStats, e: &ConsumerError, call: &str) {
+    metrics::counter!(crate::metrics::CONSUMER_FAILURES, "consumer" => name.to_string()).increment(1);
+    stats.lane(shard, name, |s| s.failures += 1);
+    tracing::warn!(consumer = %name, %shard, call, error = %e, "consumer call failed");
+}

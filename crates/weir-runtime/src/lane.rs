@@ -1,0 +1,117 @@
+//! A lane: the queue and progress of one consumer on one shard.
+//!
+//! The shard worker (or its catch-up task) sends batches; the consumer host processes
+//! them. Batches carry the lane's epoch: when the shard worker detaches a lane it bumps
+//! the epoch, and the host skips every batch of an older epoch, so a catch-up read can
+//! restart cleanly after the last batch the consumer actually processed.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::sync::{Notify, oneshot};
+use weir_core::{CloseReason, ConsumerName, ExtendedSequenceNumber, RecordBatch, ShardId};
+
+/// Messages on a lane, in order.
+pub(crate) enum LaneMsg {
+    Batch { epoch: u64, batch: Arc<RecordBatch> },
+    Close { reason: CloseReason, done: oneshot::Sender<bool> },
+}
+
+/// Positions of a lane; `None` means "nothing in this session".
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Progress {
+    /// Last position handed to `on_batch` (acknowledgements are clamped to it).
+    pub handed: Option<ExtendedSequenceNumber>,
+    /// Last position of a batch `on_batch` finished successfully.
+    pub processed: Option<ExtendedSequenceNumber>,
+    /// Highest position the consumer acknowledged.
+    pub acked: Option<ExtendedSequenceNumber>,
+}
+
+pub(crate) struct LaneShared {
+    pub shard: ShardId,
+    pub consumer: ConsumerName,
+    epoch: AtomicU64,
+    failed_epoch: AtomicU64,
+    inflight: AtomicUsize,
+    drained: Notify,
+    progress: Mutex<Progress>,
+}
+
+impl LaneShared {
+    pub(crate) fn new(shard: ShardId, consumer: ConsumerName) -> Arc<Self> {
+        Arc::new(Self {
+            shard,
+            consumer,
+            epoch: AtomicU64::new(1),
+            failed_epoch: AtomicU64::new(0),
+            inflight: AtomicUsize::new(0),
+            drained: Notify::new(),
+            progress: Mutex::new(Progress::default()),
+        })
+    }
+
+    pub(crate) fn progress(&self) -> MutexGuard<'_, Progress> {
+        self.progress.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::SeqCst)
+    }
+
+    /// Starts a new epoch: queued batches of older epochs will be skipped.
+    pub(crate) fn bump_epoch(&self) -> u64 {
+        self.epoch.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    pub(crate) fn mark_failed(&self, epoch: u64) {
+        self.failed_epoch.fetch_max(epoch, Ordering::SeqCst);
+    }
+
+    /// Whether the current epoch failed.
+    pub(crate) fn failed(&self) -> bool {
+        self.failed_epoch.load(Ordering::SeqCst) >= self.epoch()
+    }
+
+    pub(crate) fn inflight(&self) -> usize {
+        self.inflight.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn sent(&self) {
+        self.inflight.fetch_add(1, Ordering::SeqCst);
+    }
+
+    pub(crate) fn done_one(&self) {
+        self.inflight.fetch_sub(1, Ordering::SeqCst);
+        self.drained.notify_waiters();
+    }
+
+    /// Waits until at most `limit` batches are queued.
+    pub(crate) async fn wait_inflight_at_most(&self, limit: usize) {
+        loop {
+            let notified = self.drained.notified();
+            if self.inflight() <= limit {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// Records an acknowledgement, clamped to what was handed to the consumer.
+    pub(crate) fn ack(&self, position: &ExtendedSequenceNumber) {
+        let mut p = self.progress();
+        let Some(handed) = p.handed.clone() else {
+            tracing::warn!(shard = %self.shard, consumer = %self.consumer, %position, "acknowledgement before any delivery ignored");
+            return;
+        };
+        let pos = if *position > handed {
+            tracing::warn!(shard = %self.shard, consumer = %self.consumer, %position, %handed, "acknowledgement beyond delivered records clamped");
+            handed
+        } else {
+            position.clone()
+        };
+        if p.acked.as_ref().is_none_or(|a| pos > *a) {
+            p.acked = Some(pos);
+        }
+    }
+}

@@ -1,0 +1,340 @@
+//! The worker: one per process. It owns every task it starts and returns from
+//! [`Worker::run`] only when all of them have finished.
+//!
+//! Tasks: one host per consumer; one renewer (every `renew_interval`, independent of
+//! slow listings); one shard worker per held lease. The main loop syncs leases with the
+//! shard list, and every `taker_interval` heartbeats, adopts leases handed to it, takes
+//! free or expired leases and requests at most one handoff (KCL's algorithm, see
+//! [`weir_core::policy::plan_takes`]). A requested handoff not completed within
+//! `handoff_timeout + failover` is forced with a conditional take.
+//!
+//! Shutdown (cancel the token): shard workers flush their consumers within
+//! `shutdown_timeout`, checkpoint and release their leases; then the renewer and the
+//! hosts stop and the worker's heartbeat record is removed.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::{Notify, mpsc};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use weir_core::policy::{Observations, leases_to_create, plan_takes};
+use weir_core::ports::{LeaseTable, ShardReader, StreamCatalog};
+use weir_core::{Clock, Consumer, ConsumerName, LeaseChange, LeaseError, LeaseMutation, ShardId};
+
+use crate::config::{ConfigError, RuntimeConfig};
+use crate::held_lease::HeldLease;
+use crate::host::{HostHandle, run_host};
+use crate::shard::{ShardDeps, ShardOutcome, ShardWorker};
+use crate::stats::WorkerStats;
+
+/// Why a worker cannot start or run.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    /// A runtime setting is invalid.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// No consumer was registered.
+    #[error("no consumer registered: a worker needs at least one")]
+    NoConsumers,
+    /// Two consumers share a name (their checkpoints would collide).
+    #[error("two consumers are named {0:?}: names key checkpoints and must be unique")]
+    DuplicateConsumer(String),
+    /// The lease table failed at startup.
+    #[error("lease table unavailable at startup: {0}")]
+    Lease(#[source] LeaseError),
+}
+
+type HeldMap = Arc<Mutex<BTreeMap<ShardId, Arc<HeldLease>>>>;
+
+/// A weir worker. See the module documentation.
+pub struct Worker {
+    config: Arc<RuntimeConfig>,
+    table: Arc<dyn LeaseTable>,
+    reader: Arc<dyn ShardReader>,
+    catalog: Arc<dyn StreamCatalog>,
+    consumers: Vec<Box<dyn Consumer>>,
+    clock: Arc<dyn Clock>,
+    stats: WorkerStats,
+}
+
+impl Worker {
+    /// A worker over a stream (`reader`, `catalog`) with leases in `table`.
+    pub fn new(
+        config: RuntimeConfig,
+        table: Arc<dyn LeaseTable>,
+        reader: Arc<dyn ShardReader>,
+        catalog: Arc<dyn StreamCatalog>,
+        consumers: Vec<Box<dyn Consumer>>,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, WorkerError> {
+        config.validate()?;
+        if consumers.is_empty() {
+            return Err(WorkerError::NoConsumers);
+        }
+        let mut names = HashSet::new();
+        for c in &consumers {
+            if !names.insert(c.name().to_owned()) {
+                return Err(WorkerError::DuplicateConsumer(c.name().to_owned()));
+            }
+        }
+        Ok(Self {
+            config: Arc::new(config),
+            table,
+            reader,
+            catalog,
+            consumers,
+            clock,
+            stats: WorkerStats::default(),
+        })
+    }
+
+    /// Live counters of this worker.
+    pub fn stats(&self) -> WorkerStats {
+        self.stats.clone()
+    }
+
+    /// Runs until `shutdown` is cancelled, then drains gracefully.
+    pub async fn run(mut self, shutdown: CancellationToken) -> Result<(), WorkerError> {
+        let me = self.config.worker_id.clone();
+        self.table.heartbeat(&me).await.map_err(WorkerError::Lease)?;
+        tracing::info!(worker = %me, consumers = self.consumers.len(), "worker starting");
+
+        let mut host_tasks = JoinSet::new();
+        let mut hosts = Vec::new();
+        for consumer in std::mem::take(&mut self.consumers) {
+            let (tx, rx) = mpsc::unbounded_channel();
+            hosts.push(HostHandle { name: ConsumerName::new(consumer.name()), ctl: tx });
+            host_tasks.spawn(run_host(consumer, rx, self.clock.clone(), self.config.tick_interval, self.stats.clone()));
+        }
+
+        let held: HeldMap = Arc::default();
+        let renewer_stop = CancellationToken::new();
+        let mut renewer = JoinSet::new();
+        renewer.spawn(renew_loop(held.clone(), self.config.renew_interval, renewer_stop.clone()));
+        let shard_stop = CancellationToken::new();
+        let shard_ended = Arc::new(Notify::new());
+        let deps = ShardDeps {
+            table: self.table.clone(),
+            reader: self.reader.clone(),
+            hosts,
+            config: self.config.clone(),
+            stats: self.stats.clone(),
+            shard_ended: shard_ended.clone(),
+        };
+        let mut coordinator = Coordinator {
+            table: self.table.clone(),
+            catalog: self.catalog.clone(),
+            config: self.config.clone(),
+            clock: self.clock.clone(),
+            seen: Observations::default(),
+            pending_steals: HashMap::new(),
+        };
+        let mut shards: JoinSet<(ShardId, ShardOutcome)> = JoinSet::new();
+        let mut next_take = Instant::now();
+        let mut sync = tokio::time::interval(self.config.shard_sync_interval);
+        loop {
+            tokio::select! {
+                biased;
+                _ = shutdown.cancelled() => break,
+                Some(done) = shards.join_next() => {
+                    if let Ok((key, outcome)) = done {
+                        tracing::info!(shard = %key, ?outcome, "shard worker finished");
+                        held.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
+                    }
+                    self.publish_held(&held);
+                }
+                _ = shard_ended.notified() => coordinator.sync_shards().await,
+                _ = sync.tick() => coordinator.sync_shards().await,
+                _ = tokio::time::sleep_until(next_take) => {
+                    let new_leases = coordinator.cycle(&held).await;
+                    // While a requested handoff is pending, look again soon: the lease
+                    // is idle between the transfer and its adoption here.
+                    next_take = Instant::now() + if coordinator.pending_steals.is_empty() {
+                        self.config.taker_interval
+                    } else {
+                        self.config.renew_interval
+                    };
+                    for lease in new_leases {
+                        let key = lease.key().clone();
+                        held.lock().unwrap_or_else(|p| p.into_inner()).insert(key.clone(), lease.clone());
+                        let worker = ShardWorker::new(lease, deps.clone(), shard_stop.child_token());
+                        shards.spawn(async move { (key, worker.run().await) });
+                    }
+                    self.publish_held(&held);
+                    self.stats.set_ready();
+                }
+            }
+        }
+        tracing::info!(worker = %me, shards = shards.len(), "worker shutting down");
+        shard_stop.cancel();
+        while let Some(done) = shards.join_next().await {
+            if let Ok((key, outcome)) = done {
+                tracing::info!(shard = %key, ?outcome, "shard worker finished");
+                held.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
+            }
+        }
+        self.publish_held(&held);
+        renewer_stop.cancel();
+        while renewer.join_next().await.is_some() {}
+        drop(deps);
+        while host_tasks.join_next().await.is_some() {}
+        if let Err(e) = self.table.remove_worker(&me).await {
+            tracing::warn!(worker = %me, error = %e, "could not remove worker record");
+        }
+        tracing::info!(worker = %me, "worker stopped");
+        Ok(())
+    }
+
+    fn publish_held(&self, held: &HeldMap) {
+        let keys: Vec<ShardId> = held.lock().unwrap_or_else(|p| p.into_inner()).keys().cloned().collect();
+        metrics::gauge!(crate::metrics::LEASES_HELD).set(keys.len() as f64);
+        self.stats.set_held(keys);
+    }
+}
+
+async fn renew_loop(held: HeldMap, every: std::time::Duration, stop: CancellationToken) {
+    let mut tick = tokio::time::interval(every);
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tick.tick() => {
+                let leases: Vec<Arc<HeldLease>> = held.lock().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
+                let renewals = leases.iter().filter(|l| l.is_valid()).map(|l| async move {
+                    if let Err(e) = l.renew().await {
+                        tracing::debug!(shard = %l.key(), error = %e, "renewal failed");
+                    }
+                });
+                futures::future::join_all(renewals).await;
+            }
+        }
+    }
+}
+
+struct Coordinator {
+    table: Arc<dyn LeaseTable>,
+    catalog: Arc<dyn StreamCatalog>,
+    config: Arc<RuntimeConfig>,
+    clock: Arc<dyn Clock>,
+    seen: Observations,
+    /// Handoffs this worker requested, with the time after which it forces them.
+    pending_steals: HashMap<ShardId, Instant>,
+}
+
+impl Coordinator {
+    /// Creates leases for shards that have none, parents first.
+    async fn sync_shards(&self) {
+        let shards = match self.catalog.list_shards().await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(error = %e, "shard sync: cannot list shards");
+                return;
+            }
+        };
+        let existing: HashSet<ShardId> = match self.table.list().await {
+            Ok(l) => l.into_iter().map(|l| l.key).collect(),
+            Err(e) => {
+                tracing::warn!(error = %e, "shard sync: cannot list leases");
+                return;
+            }
+        };
+        for lease in leases_to_create(&shards, &existing, &self.config.initial_position) {
+            let key = lease.key.clone();
+            match self.table.create_if_absent(lease).await {
+                Ok(true) => tracing::info!(shard = %key, "lease created"),
+                Ok(false) => {}
+                Err(e) => {
+                    // Stop here: children must not be created before their parents.
+                    tracing::warn!(shard = %key, error = %e, "shard sync: cannot create lease");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// One taker cycle; returns leases newly held.
+    async fn cycle(&mut self, held: &HeldMap) -> Vec<Arc<HeldLease>> {
+        let me = self.config.worker_id.clone();
+        let started = Instant::now();
+        let now = self.clock.now();
+        if let Err(e) = self.table.heartbeat(&me).await {
+            tracing::warn!(error = %e, "heartbeat failed");
+        }
+        let (leases, workers) = match (self.table.list().await, self.table.list_workers().await) {
+            (Ok(l), Ok(w)) => (l, w),
+            (Err(e), _) | (_, Err(e)) => {
+                tracing::warn!(error = %e, "taker: cannot list leases");
+                return Vec::new();
+            }
+        };
+        self.seen.observe(&leases, &workers, now);
+        let held_keys: HashSet<ShardId> = held.lock().unwrap_or_else(|p| p.into_inner()).keys().cloned().collect();
+        let mut out = Vec::new();
+        let adopt = |lease: weir_core::Lease, since: Instant, out: &mut Vec<Arc<HeldLease>>| {
+            out.push(HeldLease::new(lease, since, self.table.clone(), self.config.failover));
+        };
+
+        // Leases handed to this worker (or left owned by it by an earlier run).
+        for l in &leases {
+            if l.is_owned_by(&me) && !l.ended && !held_keys.contains(&l.key) {
+                self.pending_steals.remove(&l.key);
+                tracing::info!(shard = %l.key, "lease adopted");
+                adopt(l.clone(), started, &mut out);
+            }
+        }
+        let adopted: HashSet<ShardId> = out.iter().map(|h| h.key().clone()).collect();
+
+        // Requested handoffs: drop the ones overtaken, force the ones overdue.
+        let by_key: HashMap<&ShardId, &weir_core::Lease> = leases.iter().map(|l| (&l.key, l)).collect();
+        for (key, deadline) in self.pending_steals.clone() {
+            let Some(l) = by_key.get(&key) else {
+                self.pending_steals.remove(&key);
+                continue;
+            };
+            if l.handoff_to.as_ref() != Some(&me) || l.ended {
+                self.pending_steals.remove(&key);
+            } else if Instant::now() >= deadline {
+                self.pending_steals.remove(&key);
+                let since = Instant::now();
+                match self.table.mutate(&LeaseMutation::on(l, LeaseChange::Take { owner: me.clone() })).await {
+                    Ok(taken) => {
+                        tracing::warn!(shard = %key, "handoff not completed in time; lease taken");
+                        adopt(taken, since, &mut out);
+                    }
+                    Err(e) => tracing::debug!(shard = %key, error = %e, "forced take lost a race"),
+                }
+            }
+        }
+
+        let plan = plan_takes(&me, &leases, &workers, &self.seen, now, self.config.failover);
+        for l in plan.take {
+            if held_keys.contains(&l.key) || adopted.contains(&l.key) {
+                continue;
+            }
+            let since = Instant::now();
+            match self.table.mutate(&LeaseMutation::on(&l, LeaseChange::Take { owner: me.clone() })).await {
+                Ok(taken) => {
+                    metrics::counter!(crate::metrics::LEASES_TAKEN).increment(1);
+                    tracing::info!(shard = %l.key, previous = ?l.owner, "lease taken");
+                    adopt(taken, since, &mut out);
+                }
+                Err(e) => tracing::debug!(shard = %l.key, error = %e, "take lost a race"),
+            }
+        }
+        if let Some(l) = plan.steal {
+            if self.pending_steals.is_empty() {
+                match self.table.mutate(&LeaseMutation::on(&l, LeaseChange::RequestHandoff { to: me.clone() })).await {
+                    Ok(_) => {
+                        metrics::counter!(crate::metrics::LEASE_STEALS).increment(1);
+                        tracing::info!(shard = %l.key, from = ?l.owner, "handoff requested");
+                        let deadline = Instant::now() + self.config.handoff_timeout + self.config.failover;
+                        self.pending_steals.insert(l.key.clone(), deadline);
+                    }
+                    Err(e) => tracing::debug!(shard = %l.key, error = %e, "handoff request refused"),
+                }
+            }
+        }
+        out
+    }
+}
