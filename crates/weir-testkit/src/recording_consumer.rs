@@ -25,7 +25,8 @@ pub enum AckMode {
 pub enum Event {
     /// A shard opened.
     Open,
-    /// A batch with this many records arrived.
+    /// A batch with this many records was handed over (recorded on entry, before any
+    /// stall or injected failure).
     Batch(usize),
     /// A shard closed.
     Close(CloseReason),
@@ -158,6 +159,7 @@ impl Consumer for RecordingConsumer {
         batch: &RecordBatch,
         acks: &dyn Acks,
     ) -> Result<(), ConsumerError> {
+        self.lock().timeline.push((tokio::time::Instant::now(), batch.shard_id.clone(), Event::Batch(batch.records.len())));
         while *self.stall_rx.borrow_and_update() {
             if self.stall_rx.changed().await.is_err() {
                 break;
@@ -181,7 +183,6 @@ impl Consumer for RecordingConsumer {
         }
         {
             let mut rec = self.lock();
-            rec.timeline.push((tokio::time::Instant::now(), batch.shard_id.clone(), Event::Batch(batch.records.len())));
             for r in &batch.records {
                 rec.records
                     .push((batch.shard_id.clone(), r.position.clone(), r.data.clone()));
