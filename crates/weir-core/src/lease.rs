@@ -238,7 +238,9 @@ pub enum LeaseError {
         actual_counter: u64,
     },
     /// A checkpoint would move backwards.
-    #[error("checkpoint of {consumer} on {key} would move backwards from {current:?} to {proposed:?}")]
+    #[error(
+        "checkpoint of {consumer} on {key} would move backwards from {current:?} to {proposed:?}"
+    )]
     CheckpointBackwards {
         /// Lease key.
         key: ShardId,
@@ -269,7 +271,13 @@ impl LeaseError {
     /// Whether a retry of the same call may succeed. Conflicts are not retryable: the
     /// caller must re-read the lease.
     pub fn is_retryable(&self) -> bool {
-        matches!(self, LeaseError::Store { retryable: true, .. })
+        matches!(
+            self,
+            LeaseError::Store {
+                retryable: true,
+                ..
+            }
+        )
     }
 
     /// A store error from any error type.

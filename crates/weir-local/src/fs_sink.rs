@@ -52,20 +52,22 @@ impl FsObjectSink {
             .prefix("put-")
             .tempfile_in(&tmp_dir)
             .map_err(|e| io_err("create temp file", e))?;
-        tmp.write_all(body).map_err(|e| io_err("write temp file", e))?;
-        tmp.as_file().sync_all().map_err(|e| io_err("sync temp file", e))?;
+        tmp.write_all(body)
+            .map_err(|e| io_err("write temp file", e))?;
+        tmp.as_file()
+            .sync_all()
+            .map_err(|e| io_err("sync temp file", e))?;
         let outcome = match std::fs::hard_link(tmp.path(), &target) {
             Ok(()) => PutOutcome::Created,
             Err(e) if e.kind() == ErrorKind::AlreadyExists => PutOutcome::AlreadyExists,
             Err(e) => return Err(io_err("link object", e)),
         };
-        if outcome == PutOutcome::Created {
-            if let Some(parent) = target.parent() {
-                // Make the new directory entry durable.
-                if let Ok(dir) = std::fs::File::open(parent) {
-                    let _ = dir.sync_all();
-                }
-            }
+        if outcome == PutOutcome::Created
+            && let Some(parent) = target.parent()
+            && let Ok(dir) = std::fs::File::open(parent)
+        {
+            // Make the new directory entry durable.
+            let _ = dir.sync_all();
         }
         Ok(outcome)
     }
@@ -88,7 +90,9 @@ impl FsObjectSink {
             for entry in entries {
                 let entry = entry.map_err(|e| io_err("read directory entry", e))?;
                 let path = entry.path();
-                let Ok(rel) = path.strip_prefix(root) else { continue };
+                let Ok(rel) = path.strip_prefix(root) else {
+                    continue;
+                };
                 let Some(rel) = rel.to_str() else { continue };
                 if rel == TMP_DIR {
                     continue;
@@ -98,7 +102,10 @@ impl FsObjectSink {
                     stack.push(path);
                 } else if rel.starts_with(prefix) {
                     let size = entry.metadata().map_err(|e| io_err("metadata", e))?.len();
-                    out.push(ObjectMeta { key: rel.to_owned(), size });
+                    out.push(ObjectMeta {
+                        key: rel.to_owned(),
+                        size,
+                    });
                 }
             }
         }

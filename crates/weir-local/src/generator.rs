@@ -14,10 +14,24 @@ use serde::Serialize;
 use weir_core::Timestamp;
 
 const TOOLS: &[&str] = &[
-    "search_docs", "read_file", "write_file", "run_query", "fetch_url", "list_issues",
-    "create_ticket", "summarize", "translate", "send_email",
+    "search_docs",
+    "read_file",
+    "write_file",
+    "run_query",
+    "fetch_url",
+    "list_issues",
+    "create_ticket",
+    "summarize",
+    "translate",
+    "send_email",
 ];
-const ERRORS: &[&str] = &["E_TIMEOUT", "E_RATE_LIMITED", "E_UPSTREAM", "E_INVALID_ARGS", "E_AUTH"];
+const ERRORS: &[&str] = &[
+    "E_TIMEOUT",
+    "E_RATE_LIMITED",
+    "E_UPSTREAM",
+    "E_INVALID_ARGS",
+    "E_AUTH",
+];
 
 /// Shape of the generated traffic.
 #[derive(Debug, Clone)]
@@ -74,7 +88,9 @@ impl McpEventGenerator {
     /// A generator with `config`.
     pub fn new(config: GeneratorConfig) -> Self {
         let mut rng = SmallRng::seed_from_u64(config.seed);
-        let sessions = (0..64).map(|_| format!("s-{:016x}", rng.random::<u64>())).collect();
+        let sessions = (0..64)
+            .map(|_| format!("s-{:016x}", rng.random::<u64>()))
+            .collect();
         Self {
             config,
             rng,
@@ -97,7 +113,10 @@ impl McpEventGenerator {
     pub fn next_event(&mut self, now: Timestamp) -> (String, Bytes) {
         let tenant = self.rng.random_range(0..self.config.tenants.max(1));
         let tenant_id = Self::tenant_id(tenant);
-        if self.rng.random_bool(self.config.malformed_rate.clamp(0.0, 1.0)) {
+        if self
+            .rng
+            .random_bool(self.config.malformed_rate.clamp(0.0, 1.0))
+        {
             let payload = self.malformed(&tenant_id);
             return (tenant_id, payload);
         }
@@ -128,8 +147,12 @@ impl McpEventGenerator {
     fn malformed(&mut self, tenant_id: &str) -> Bytes {
         match self.rng.random_range(0..5) {
             0 => Bytes::from_static(b"not json at all"),
-            1 => Bytes::from(format!("{{\"tenantId\":\"{tenant_id}\",\"toolName\":\"trunc")),
-            2 => Bytes::from(format!("{{\"tenantId\":\"{tenant_id}\",\"durationMs\":\"slow\",\"success\":\"maybe\"}}")),
+            1 => Bytes::from(format!(
+                "{{\"tenantId\":\"{tenant_id}\",\"toolName\":\"trunc"
+            )),
+            2 => Bytes::from(format!(
+                "{{\"tenantId\":\"{tenant_id}\",\"durationMs\":\"slow\",\"success\":\"maybe\"}}"
+            )),
             3 => Bytes::from_static(b"{\"toolName\":\"search_docs\"}"),
             _ => Bytes::from_static(&[0xff, 0xfe, b'{', 0x80, b'}']),
         }
@@ -142,7 +165,10 @@ mod tests {
 
     #[test]
     fn events_are_json_with_the_mcp_fields() {
-        let mut g = McpEventGenerator::new(GeneratorConfig { malformed_rate: 0.0, ..Default::default() });
+        let mut g = McpEventGenerator::new(GeneratorConfig {
+            malformed_rate: 0.0,
+            ..Default::default()
+        });
         for _ in 0..200 {
             let (pk, data) = g.next_event(Timestamp::from_millis(1_764_400_000_000));
             let v: serde_json::Value = serde_json::from_slice(&data).unwrap();
@@ -157,7 +183,12 @@ mod tests {
 
     #[test]
     fn malformed_share_and_hot_tenant() {
-        let mut g = McpEventGenerator::new(GeneratorConfig { malformed_rate: 0.1, tenants: 2, error_rate: 0.0, ..Default::default() });
+        let mut g = McpEventGenerator::new(GeneratorConfig {
+            malformed_rate: 0.1,
+            tenants: 2,
+            error_rate: 0.0,
+            ..Default::default()
+        });
         g.set_hot_tenant(1, 1.0);
         let mut bad = 0;
         let mut hot_failures = 0;
@@ -166,7 +197,12 @@ mod tests {
             match serde_json::from_slice::<serde_json::Value>(&data) {
                 Ok(v) if v.get("success").and_then(|s| s.as_bool()).is_some() => {
                     let ok = v["success"].as_bool().unwrap();
-                    if pk == "t-001" { assert!(!ok); hot_failures += 1 } else { assert!(ok) }
+                    if pk == "t-001" {
+                        assert!(!ok);
+                        hot_failures += 1
+                    } else {
+                        assert!(ok)
+                    }
                 }
                 _ => bad += 1,
             }

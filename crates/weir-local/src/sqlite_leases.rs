@@ -279,8 +279,18 @@ mod tests {
             .await
             .unwrap();
             let seen = b.get(&key).await.unwrap().unwrap();
-            let ta = LeaseMutation::on(&seen, LeaseChange::Take { owner: WorkerId::new("a") });
-            let tb = LeaseMutation::on(&seen, LeaseChange::Take { owner: WorkerId::new("b") });
+            let ta = LeaseMutation::on(
+                &seen,
+                LeaseChange::Take {
+                    owner: WorkerId::new("a"),
+                },
+            );
+            let tb = LeaseMutation::on(
+                &seen,
+                LeaseChange::Take {
+                    owner: WorkerId::new("b"),
+                },
+            );
             let (ra, rb) = tokio::join!(a.mutate(&ta), b.mutate(&tb));
             assert!(ra.is_ok() != rb.is_ok(), "exactly one connection must win");
             wins += 1;

@@ -51,7 +51,10 @@ mod tests {
         let mut b = Backoff::new(Duration::from_millis(100), Duration::from_secs(2));
         for _ in 0..50 {
             let d = b.next_delay();
-            assert!(d >= Duration::from_millis(50) && d <= Duration::from_secs(2), "{d:?}");
+            assert!(
+                d >= Duration::from_millis(50) && d <= Duration::from_secs(2),
+                "{d:?}"
+            );
         }
         b.reset();
         assert!(b.next_delay() <= Duration::from_millis(100));

@@ -83,7 +83,10 @@ impl RuntimeConfig {
             return err("failover", "must be at least 100ms");
         }
         if self.renew_interval.is_zero() || self.renew_interval * 2 > self.failover {
-            return err("renew_interval", "must be positive and at most half of failover");
+            return err(
+                "renew_interval",
+                "must be positive and at most half of failover",
+            );
         }
         if self.taker_interval.is_zero() {
             return err("taker_interval", "must be positive");

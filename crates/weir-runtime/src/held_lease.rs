@@ -17,7 +17,9 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use weir_core::ports::LeaseTable;
-use weir_core::{Checkpoint, ConsumerName, Lease, LeaseChange, LeaseError, LeaseMutation, ShardId, WorkerId};
+use weir_core::{
+    Checkpoint, ConsumerName, Lease, LeaseChange, LeaseError, LeaseMutation, ShardId, WorkerId,
+};
 
 /// Why a write was refused locally or by the store.
 #[derive(Debug, thiserror::Error)]
@@ -111,7 +113,8 @@ impl HeldLease {
                 let still_mine = next.owner == owner_before;
                 *state = next.clone();
                 if still_mine {
-                    *self.valid_until.lock().unwrap_or_else(|p| p.into_inner()) = started + self.failover;
+                    *self.valid_until.lock().unwrap_or_else(|p| p.into_inner()) =
+                        started + self.failover;
                 }
                 if next.handoff_to != *self.handoff.borrow() {
                     self.handoff.send_replace(next.handoff_to.clone());
@@ -169,15 +172,41 @@ mod tests {
         let table: Arc<dyn LeaseTable> = Arc::new(MemoryLeaseTable::new());
         let key = ShardId::new("s-1");
         table
-            .create_if_absent(NewLease { key: key.clone(), initial: Checkpoint::TrimHorizon, parents: vec![], hash_range: None })
+            .create_if_absent(NewLease {
+                key: key.clone(),
+                initial: Checkpoint::TrimHorizon,
+                parents: vec![],
+                hash_range: None,
+            })
             .await
             .unwrap();
         let free = table.get(&key).await.unwrap().unwrap();
         let started = Instant::now();
-        let mine = table.mutate(&LeaseMutation::on(&free, LeaseChange::Take { owner: WorkerId::new("a") })).await.unwrap();
-        let held = HeldLease::new(mine.clone(), started, table.clone(), Duration::from_secs(10));
+        let mine = table
+            .mutate(&LeaseMutation::on(
+                &free,
+                LeaseChange::Take {
+                    owner: WorkerId::new("a"),
+                },
+            ))
+            .await
+            .unwrap();
+        let held = HeldLease::new(
+            mine.clone(),
+            started,
+            table.clone(),
+            Duration::from_secs(10),
+        );
         // b takes over (as after a partition) while a still believes it is valid.
-        table.mutate(&LeaseMutation::on(&mine, LeaseChange::Take { owner: WorkerId::new("b") })).await.unwrap();
+        table
+            .mutate(&LeaseMutation::on(
+                &mine,
+                LeaseChange::Take {
+                    owner: WorkerId::new("b"),
+                },
+            ))
+            .await
+            .unwrap();
         assert!(held.is_valid());
         let cp = Checkpoint::At(ExtendedSequenceNumber::plain(SequenceNumber::from_u128(42)));
         let late = held.checkpoint([("c".into(), cp)].into(), None).await;
@@ -185,7 +214,10 @@ mod tests {
         assert!(held.lost().is_cancelled());
         let stored = table.get(&key).await.unwrap().unwrap();
         assert_eq!(stored.owner, Some(WorkerId::new("b")));
-        assert!(stored.checkpoints.is_empty(), "the late write must not land");
+        assert!(
+            stored.checkpoints.is_empty(),
+            "the late write must not land"
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -193,12 +225,25 @@ mod tests {
         let table: Arc<dyn LeaseTable> = Arc::new(MemoryLeaseTable::new());
         let key = ShardId::new("s-1");
         table
-            .create_if_absent(NewLease { key: key.clone(), initial: Checkpoint::TrimHorizon, parents: vec![], hash_range: None })
+            .create_if_absent(NewLease {
+                key: key.clone(),
+                initial: Checkpoint::TrimHorizon,
+                parents: vec![],
+                hash_range: None,
+            })
             .await
             .unwrap();
         let free = table.get(&key).await.unwrap().unwrap();
         let started = Instant::now();
-        let mine = table.mutate(&LeaseMutation::on(&free, LeaseChange::Take { owner: WorkerId::new("a") })).await.unwrap();
+        let mine = table
+            .mutate(&LeaseMutation::on(
+                &free,
+                LeaseChange::Take {
+                    owner: WorkerId::new("a"),
+                },
+            ))
+            .await
+            .unwrap();
         let held = HeldLease::new(mine, started, table, Duration::from_secs(10));
         tokio::time::advance(Duration::from_millis(8_999)).await;
         assert!(held.is_valid());

@@ -31,7 +31,10 @@ pub(crate) enum HostCtl {
         rx: mpsc::UnboundedReceiver<LaneMsg>,
     },
     /// The lease is lost: drop queued batches and close with `LeaseLost`.
-    Abandon { shard: ShardId, done: oneshot::Sender<()> },
+    Abandon {
+        shard: ShardId,
+        done: oneshot::Sender<()>,
+    },
     /// The shard worker is finished with the lane: forget it.
     Remove { shard: ShardId },
 }
@@ -51,7 +54,9 @@ impl Acks for LaneAcks {
     fn durable(&self, shard: &ShardId, position: &ExtendedSequenceNumber) {
         match self.lanes.get(shard) {
             Some(lane) => lane.ack(position),
-            None => tracing::debug!(%shard, %position, "acknowledgement for a shard not held ignored"),
+            None => {
+                tracing::debug!(%shard, %position, "acknowledgement for a shard not held ignored")
+            }
         }
     }
 }
@@ -83,7 +88,9 @@ pub(crate) async fn run_host(
 ) {
     let name = ConsumerName::new(consumer.name());
     let mut lanes: StreamMap<ShardId, UnboundedReceiverStream<LaneMsg>> = StreamMap::new();
-    let mut acks = LaneAcks { lanes: HashMap::new() };
+    let mut acks = LaneAcks {
+        lanes: HashMap::new(),
+    };
     let mut tick = tokio::time::interval(tick_every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -161,8 +168,15 @@ pub(crate) async fn run_host(
     }
 }
 
-fn failure(name: &ConsumerName, shard: &ShardId, stats: &WorkerStats, e: &ConsumerError, call: &str) {
-    metrics::counter!(crate::metrics::CONSUMER_FAILURES, "consumer" => name.to_string()).increment(1);
+fn failure(
+    name: &ConsumerName,
+    shard: &ShardId,
+    stats: &WorkerStats,
+    e: &ConsumerError,
+    call: &str,
+) {
+    metrics::counter!(crate::metrics::CONSUMER_FAILURES, "consumer" => name.to_string())
+        .increment(1);
     stats.lane(shard, name, |s| s.failures += 1);
     tracing::warn!(consumer = %name, %shard, call, error = %e, "consumer call failed");
 }

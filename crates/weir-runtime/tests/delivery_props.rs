@@ -12,8 +12,8 @@ use common::{config, stream_data};
 use proptest::prelude::*;
 use weir_core::ports::{LeaseTable, WorkerHeartbeat};
 use weir_core::{
-    Checkpoint, Consumer, ExtendedSequenceNumber, Lease, LeaseChange, LeaseError, LeaseMutation, NewLease, ShardId,
-    WorkerId,
+    Checkpoint, Consumer, ExtendedSequenceNumber, Lease, LeaseChange, LeaseError, LeaseMutation,
+    NewLease, ShardId, WorkerId,
 };
 use weir_local::{MemoryStream, StreamOptions};
 use weir_runtime::{TokioClock, Worker};
@@ -36,7 +36,13 @@ impl CheckingTable {
         controls
             .iter()
             .filter(|(n, _)| n == consumer)
-            .flat_map(|(_, c)| c.recorded().acks.into_iter().filter(|(s, _)| s == shard).map(|(_, p)| p))
+            .flat_map(|(_, c)| {
+                c.recorded()
+                    .acks
+                    .into_iter()
+                    .filter(|(s, _)| s == shard)
+                    .map(|(_, p)| p)
+            })
             .max()
     }
 }
@@ -59,13 +65,22 @@ impl LeaseTable for CheckingTable {
                 let ok = match cp {
                     Checkpoint::At(p) => acked.as_ref().is_some_and(|a| a >= p),
                     Checkpoint::ShardEnd => {
-                        let last = self.stream.all_records().into_iter().filter(|(s, _)| s == &m.key).map(|(_, r)| r.position).max();
+                        let last = self
+                            .stream
+                            .all_records()
+                            .into_iter()
+                            .filter(|(s, _)| s == &m.key)
+                            .map(|(_, r)| r.position)
+                            .max();
                         last.is_none_or(|l| acked.as_ref().is_some_and(|a| *a >= l))
                     }
                     _ => true,
                 };
                 if !ok {
-                    self.violations.lock().unwrap().push(format!("{} {consumer}: wrote {cp:?}, acked {acked:?}", m.key));
+                    self.violations.lock().unwrap().push(format!(
+                        "{} {consumer}: wrote {cp:?}, acked {acked:?}",
+                        m.key
+                    ));
                 }
             }
         }
@@ -92,16 +107,33 @@ enum Crash {
 }
 
 fn ack_mode() -> impl Strategy<Value = AckMode> {
-    prop_oneof![Just(AckMode::Immediately), Just(AckMode::OnTick), Just(AckMode::OnClose)]
+    prop_oneof![
+        Just(AckMode::Immediately),
+        Just(AckMode::OnTick),
+        Just(AckMode::OnClose)
+    ]
 }
 
 fn crash() -> impl Strategy<Value = Crash> {
-    prop_oneof![(500u64..15_000).prop_map(Crash::Kill), (500u64..15_000).prop_map(Crash::Graceful)]
+    prop_oneof![
+        (500u64..15_000).prop_map(Crash::Kill),
+        (500u64..15_000).prop_map(Crash::Graceful)
+    ]
 }
 
-async fn scenario(shards: usize, max_batch: usize, modes: [AckMode; 2], crashes: Vec<Crash>, split_at: Option<u64>) {
+async fn scenario(
+    shards: usize,
+    max_batch: usize,
+    modes: [AckMode; 2],
+    crashes: Vec<Crash>,
+    split_at: Option<u64>,
+) {
     let stream = MemoryStream::new(
-        StreamOptions { shards, max_batch, subscription_lifetime: None },
+        StreamOptions {
+            shards,
+            max_batch,
+            subscription_lifetime: None,
+        },
         Arc::new(TokioClock::new()),
     );
     let controls: Controls = Arc::default();
@@ -181,24 +213,32 @@ async fn scenario(shards: usize, max_batch: usize, modes: [AckMode; 2], crashes:
     loop {
         let done = ["x", "y"].iter().all(|n| {
             let got = delivered(n);
-            want.iter().all(|(s, d)| got.get(s).is_some_and(|g| g.len() == d.len()))
+            want.iter()
+                .all(|(s, d)| got.get(s).is_some_and(|g| g.len() == d.len()))
         });
         if done {
             break;
         }
-        assert!(tokio::time::Instant::now() < limit, "not everything delivered");
+        assert!(
+            tokio::time::Instant::now() < limit,
+            "not everything delivered"
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     current.1.cancel();
     current.0.await.unwrap();
-    let v = table.violations.lock().unwrap();
+    let v = table.violations.lock().unwrap().clone();
     assert!(v.is_empty(), "checkpoints passed acknowledgements: {v:?}");
     // After a graceful stop every consumer's checkpoint covers all it acknowledged.
     for l in table.inner.list().await.unwrap() {
         for name in ["x", "y"] {
             let cp = l.checkpoint_for(&name.into());
             if let Some(a) = table.max_ack(name, &l.key) {
-                assert!(cp == &Checkpoint::ShardEnd || cp == &Checkpoint::At(a.clone()), "{} {name}: {cp:?} vs acked {a:?}", l.key);
+                assert!(
+                    cp == &Checkpoint::ShardEnd || cp == &Checkpoint::At(a.clone()),
+                    "{} {name}: {cp:?} vs acked {a:?}",
+                    l.key
+                );
             }
         }
     }

@@ -16,7 +16,10 @@ pub struct FaultyLeaseTable {
 impl FaultyLeaseTable {
     /// Wraps `inner`.
     pub fn new(inner: Arc<dyn LeaseTable>) -> Self {
-        Self { inner, down: Arc::default() }
+        Self {
+            inner,
+            down: Arc::default(),
+        }
     }
 
     /// Cuts this view off (or restores it).
@@ -26,7 +29,11 @@ impl FaultyLeaseTable {
 
     fn check(&self) -> Result<(), LeaseError> {
         if self.down.load(Ordering::SeqCst) {
-            return Err(LeaseError::Store { message: "injected: partitioned from lease table".into(), retryable: true, source: None });
+            return Err(LeaseError::Store {
+                message: "injected: partitioned from lease table".into(),
+                retryable: true,
+                source: None,
+            });
         }
         Ok(())
     }

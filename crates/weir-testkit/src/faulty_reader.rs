@@ -32,12 +32,18 @@ pub struct FaultPlan {
 impl FaultPlan {
     /// Queues a fault for a future `open`.
     pub fn on_open(&self, fault: Fault) {
-        self.on_open.lock().unwrap_or_else(|p| p.into_inner()).push_back(fault);
+        self.on_open
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push_back(fault);
     }
 
     /// Queues a fault for a future `next`.
     pub fn on_next(&self, fault: Fault) {
-        self.on_next.lock().unwrap_or_else(|p| p.into_inner()).push_back(fault);
+        self.on_next
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push_back(fault);
     }
 
     fn pop(queue: &Mutex<VecDeque<Fault>>) -> Option<Fault> {

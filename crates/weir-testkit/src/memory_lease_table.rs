@@ -110,6 +110,9 @@ mod tests {
 
     #[tokio::test]
     async fn passes_lease_table_conformance() {
-        crate::conformance::lease_table_suite(|| async { std::sync::Arc::new(MemoryLeaseTable::new()) as _ }).await;
+        crate::conformance::lease_table_suite(|| async {
+            std::sync::Arc::new(MemoryLeaseTable::new()) as _
+        })
+        .await;
     }
 }

@@ -28,7 +28,10 @@ impl MemoryObjectSink {
     /// A copy of every object.
     pub fn snapshot(&self) -> BTreeMap<String, Bytes> {
         let objects = self.objects.lock().unwrap_or_else(|p| p.into_inner());
-        objects.iter().map(|(k, (b, _))| (k.clone(), b.clone())).collect()
+        objects
+            .iter()
+            .map(|(k, (b, _))| (k.clone(), b.clone()))
+            .collect()
     }
 }
 
@@ -89,6 +92,9 @@ mod tests {
 
     #[tokio::test]
     async fn passes_object_sink_conformance() {
-        crate::conformance::object_sink_suite(|| async { std::sync::Arc::new(MemoryObjectSink::new()) as _ }).await;
+        crate::conformance::object_sink_suite(|| async {
+            std::sync::Arc::new(MemoryObjectSink::new()) as _
+        })
+        .await;
     }
 }

@@ -5,8 +5,8 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use tokio::sync::watch;
 use weir_core::{
-    Acks, CloseReason, Consumer, ConsumerError, ExtendedSequenceNumber, RecordBatch,
-    ShardContext, ShardId, Timestamp,
+    Acks, CloseReason, Consumer, ConsumerError, ExtendedSequenceNumber, RecordBatch, ShardContext,
+    ShardId, Timestamp,
 };
 
 /// When a [`RecordingConsumer`] acknowledges.
@@ -72,7 +72,10 @@ pub struct ConsumerControl {
 impl ConsumerControl {
     /// A copy of what was recorded.
     pub fn recorded(&self) -> Recorded {
-        self.recorded.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.recorded
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Makes `on_batch` wait until [`ConsumerControl::resume`].
@@ -105,7 +108,6 @@ pub struct RecordingConsumer {
     pending: BTreeMap<ShardId, ExtendedSequenceNumber>,
 }
 
-
 impl RecordingConsumer {
     /// A consumer named `name` acknowledging in `mode`, and its control handle.
     pub fn new(name: &str, mode: AckMode) -> (Self, ConsumerControl) {
@@ -133,7 +135,10 @@ impl RecordingConsumer {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Recorded> {
-        self.control.recorded.lock().unwrap_or_else(|p| p.into_inner())
+        self.control
+            .recorded
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
     }
 
     fn mode(&self) -> AckMode {
@@ -150,7 +155,11 @@ impl Consumer for RecordingConsumer {
     async fn on_shard_open(&mut self, shard: &ShardContext) -> Result<(), ConsumerError> {
         let mut rec = self.lock();
         rec.opens.push(shard.clone());
-        rec.timeline.push((tokio::time::Instant::now(), shard.shard_id.clone(), Event::Open));
+        rec.timeline.push((
+            tokio::time::Instant::now(),
+            shard.shard_id.clone(),
+            Event::Open,
+        ));
         Ok(())
     }
 
@@ -159,14 +168,22 @@ impl Consumer for RecordingConsumer {
         batch: &RecordBatch,
         acks: &dyn Acks,
     ) -> Result<(), ConsumerError> {
-        self.lock().timeline.push((tokio::time::Instant::now(), batch.shard_id.clone(), Event::Batch(batch.records.len())));
+        self.lock().timeline.push((
+            tokio::time::Instant::now(),
+            batch.shard_id.clone(),
+            Event::Batch(batch.records.len()),
+        ));
         while *self.stall_rx.borrow_and_update() {
             if self.stall_rx.changed().await.is_err() {
                 break;
             }
         }
         let fail = {
-            let mut f = self.control.fail_next.lock().unwrap_or_else(|p| p.into_inner());
+            let mut f = self
+                .control
+                .fail_next
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
             if f.0 > 0 {
                 f.0 -= 1;
                 Some(f.1)
@@ -216,7 +233,11 @@ impl Consumer for RecordingConsumer {
         {
             let mut rec = self.lock();
             rec.closes.push((shard.clone(), reason));
-            rec.timeline.push((tokio::time::Instant::now(), shard.clone(), Event::Close(reason)));
+            rec.timeline.push((
+                tokio::time::Instant::now(),
+                shard.clone(),
+                Event::Close(reason),
+            ));
         }
         if reason.should_flush() {
             self.ack(shard, acks);

@@ -80,7 +80,12 @@ mod tests {
 
     #[test]
     fn parents_before_children_whatever_the_listing_order() {
-        let shards = [shard("c", &["a", "b"]), shard("b", &[]), shard("d", &["c"]), shard("a", &[])];
+        let shards = [
+            shard("c", &["a", "b"]),
+            shard("b", &[]),
+            shard("d", &["c"]),
+            shard("a", &[]),
+        ];
         let got: Vec<String> = leases_to_create(&shards, &HashSet::new(), &Checkpoint::Latest)
             .iter()
             .map(|l| l.key.to_string())

@@ -130,9 +130,7 @@ pub fn plan_takes(
     let needed = target - mine;
     if !expired.is_empty() {
         // Prefer leases this worker held before, then by key: stable and predictable.
-        expired.sort_by(|a, b| {
-            (!a.is_owned_by(me), &a.key).cmp(&(!b.is_owned_by(me), &b.key))
-        });
+        expired.sort_by(|a, b| (!a.is_owned_by(me), &a.key).cmp(&(!b.is_owned_by(me), &b.key)));
         expired.truncate(needed);
         plan.take = expired;
         return plan;
@@ -184,7 +182,9 @@ mod tests {
 
     #[test]
     fn takes_free_leases_up_to_target() {
-        let leases: Vec<Lease> = (0..12).map(|i| lease(&format!("s{i:02}"), None, 0)).collect();
+        let leases: Vec<Lease> = (0..12)
+            .map(|i| lease(&format!("s{i:02}"), None, 0))
+            .collect();
         let workers = [hb("a", 1), hb("b", 1), hb("c", 1)];
         let mut seen = Observations::default();
         let t0 = Timestamp::from_millis(0);
@@ -242,7 +242,13 @@ mod tests {
         let t = Timestamp::from_millis(0);
         seen.observe(&leases, &workers, t);
         let plan = plan_takes(&WorkerId::new("a"), &leases, &workers, &seen, t, F);
-        assert_eq!(plan, TakePlan { target: 4, ..TakePlan::default() });
+        assert_eq!(
+            plan,
+            TakePlan {
+                target: 4,
+                ..TakePlan::default()
+            }
+        );
     }
 
     #[test]
@@ -261,7 +267,14 @@ mod tests {
     fn ended_leases_are_ignored() {
         let mut l = lease("s0", None, 3);
         l.ended = true;
-        let plan = plan_takes(&WorkerId::new("a"), &[l], &[], &Observations::default(), Timestamp::default(), F);
+        let plan = plan_takes(
+            &WorkerId::new("a"),
+            &[l],
+            &[],
+            &Observations::default(),
+            Timestamp::default(),
+            F,
+        );
         assert!(plan.take.is_empty());
     }
 

@@ -59,7 +59,13 @@ pub enum SinkError {
 impl SinkError {
     /// Whether a retry may succeed.
     pub fn is_retryable(&self) -> bool {
-        matches!(self, SinkError::Store { retryable: true, .. })
+        matches!(
+            self,
+            SinkError::Store {
+                retryable: true,
+                ..
+            }
+        )
     }
 }
 

@@ -11,7 +11,9 @@ pub struct LogConsumer {
 impl LogConsumer {
     /// A logger registered as `name`.
     pub fn new(name: &str) -> Self {
-        Self { name: name.to_owned() }
+        Self {
+            name: name.to_owned(),
+        }
     }
 }
 
@@ -26,15 +28,26 @@ impl Consumer for LogConsumer {
         Ok(())
     }
 
-    async fn on_batch(&mut self, batch: &RecordBatch, acks: &dyn Acks) -> Result<(), ConsumerError> {
-        let (Some(first), Some(last)) = (batch.records.first(), batch.last_position()) else { return Ok(()) };
+    async fn on_batch(
+        &mut self,
+        batch: &RecordBatch,
+        acks: &dyn Acks,
+    ) -> Result<(), ConsumerError> {
+        let (Some(first), Some(last)) = (batch.records.first(), batch.last_position()) else {
+            return Ok(());
+        };
         tracing::debug!(consumer = %self.name, shard = %batch.shard_id, records = batch.records.len(),
             first = %first.position, last = %last, behind_ms = ?batch.millis_behind_latest, "batch");
         acks.durable(&batch.shard_id, last);
         Ok(())
     }
 
-    async fn on_shard_close(&mut self, shard: &ShardId, reason: CloseReason, _: &dyn Acks) -> Result<(), ConsumerError> {
+    async fn on_shard_close(
+        &mut self,
+        shard: &ShardId,
+        reason: CloseReason,
+        _: &dyn Acks,
+    ) -> Result<(), ConsumerError> {
         tracing::info!(consumer = %self.name, %shard, ?reason, "shard closed");
         Ok(())
     }

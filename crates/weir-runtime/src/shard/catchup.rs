@@ -16,7 +16,11 @@ use crate::reader_task::{ReadEvent, spawn_reader};
 pub(crate) enum CatchupMsg {
     /// The catch-up is at the tip, having sent everything up to `through`. The worker
     /// answers `true` and reattaches the lane if the live read is not past `through`.
-    Rejoin { lane: usize, through: Checkpoint, reply: oneshot::Sender<bool> },
+    Rejoin {
+        lane: usize,
+        through: Checkpoint,
+        reply: oneshot::Sender<bool>,
+    },
     /// The catch-up delivered the shard's last record.
     ReachedEnd { lane: usize },
     /// The consumer failed again during the catch-up.
@@ -103,7 +107,11 @@ pub(crate) async fn run_catchup(plan: CatchupPlan) {
         let at_tip = batch.records.is_empty() || batch.millis_behind_latest == Some(0);
         if at_tip {
             let (reply, answer) = oneshot::channel();
-            let msg = CatchupMsg::Rejoin { lane: plan.lane, through: after.clone(), reply };
+            let msg = CatchupMsg::Rejoin {
+                lane: plan.lane,
+                through: after.clone(),
+                reply,
+            };
             if plan.events.send(msg).is_err() {
                 return;
             }

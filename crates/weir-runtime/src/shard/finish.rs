@@ -15,7 +15,10 @@ use crate::lane::LaneMsg;
 impl ShardWorker {
     /// Writes every acknowledged position that moved, and with `end` the shard end for
     /// every consumer. Never writes past an acknowledgement.
-    pub(super) async fn write_checkpoints(&self, end: Option<Vec<weir_core::ShardId>>) -> Result<(), HeldError> {
+    pub(super) async fn write_checkpoints(
+        &self,
+        end: Option<Vec<weir_core::ShardId>>,
+    ) -> Result<(), HeldError> {
         let lease = self.held.snapshot().await;
         let mut changes = BTreeMap::new();
         if end.is_some() {
@@ -24,7 +27,9 @@ impl ShardWorker {
             }
         } else {
             for lane in &self.lanes {
-                let Some(acked) = lane.shared.progress().acked.clone() else { continue };
+                let Some(acked) = lane.shared.progress().acked.clone() else {
+                    continue;
+                };
                 let cp = Checkpoint::At(acked);
                 let current = lease.checkpoint_for(&lane.host.name);
                 if *current != cp && current.can_advance_to(&cp) {
@@ -61,7 +66,9 @@ impl ShardWorker {
         };
         if outcome != ShardOutcome::Lost {
             for lane in &self.lanes {
-                let _ = lane.host.ctl.send(HostCtl::Remove { shard: self.held.key().clone() });
+                let _ = lane.host.ctl.send(HostCtl::Remove {
+                    shard: self.held.key().clone(),
+                });
             }
         }
         outcome
@@ -126,7 +133,10 @@ impl ShardWorker {
         }
         for (name, rx) in waits {
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-            if tokio::time::timeout(left.max(Duration::from_millis(1)), rx).await.is_err() {
+            if tokio::time::timeout(left.max(Duration::from_millis(1)), rx)
+                .await
+                .is_err()
+            {
                 tracing::warn!(shard = %self.held.key(), consumer = %name, ?reason, "consumer did not flush before the deadline; its unacknowledged records will be read again");
             }
         }

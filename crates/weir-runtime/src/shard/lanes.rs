@@ -94,7 +94,12 @@ impl Lane {
             return true;
         }
         match &self.after {
-            Checkpoint::At(last) => self.shared.progress().acked.as_ref().is_some_and(|a| a >= last),
+            Checkpoint::At(last) => self
+                .shared
+                .progress()
+                .acked
+                .as_ref()
+                .is_some_and(|a| a >= last),
             _ => true,
         }
     }
@@ -114,7 +119,9 @@ impl Lane {
         if let LaneMode::CatchingUp(h) = &self.mode {
             h.abort();
         }
-        self.mode = LaneMode::Idle { resume_at: now + delay };
+        self.mode = LaneMode::Idle {
+            resume_at: now + delay,
+        };
         self.full_since = None;
         metrics::counter!(crate::metrics::LANE_DETACHED, "consumer" => self.host.name.to_string(), "reason" => reason.label()).increment(1);
         tracing::info!(shard = %self.shared.shard, consumer = %self.host.name, reason = reason.label(), ?delay, "consumer detached from shard; it will catch up");
@@ -132,7 +139,7 @@ impl Lane {
             self.detach(DetachReason::Failing, now);
             return Some(DetachReason::Failing);
         }
-        let Some(part) = owed(batch, &self.after) else { return None };
+        let part = owed(batch, &self.after)?;
         let inflight = self.shared.inflight();
         if inflight >= capacity {
             let since = *self.full_since.get_or_insert(now);
@@ -147,7 +154,10 @@ impl Lane {
             self.after = Checkpoint::At(last.clone());
         }
         self.shared.sent();
-        let msg = LaneMsg::Batch { epoch: self.shared.epoch(), batch: part };
+        let msg = LaneMsg::Batch {
+            epoch: self.shared.epoch(),
+            batch: part,
+        };
         if self.tx.send(msg).is_err() {
             self.shared.done_one();
         }

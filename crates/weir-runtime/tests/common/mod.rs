@@ -14,7 +14,9 @@ use weir_core::ports::{LeaseTable, ShardReader};
 use weir_core::{Consumer, ConsumerName, Lease, ShardId, WorkerId};
 use weir_local::{MemoryStream, StreamOptions};
 use weir_runtime::{RuntimeConfig, TokioClock, Worker, WorkerStats};
-use weir_testkit::{AckMode, ConsumerControl, FaultyLeaseTable, MemoryLeaseTable, RecordingConsumer};
+use weir_testkit::{
+    AckMode, ConsumerControl, FaultyLeaseTable, MemoryLeaseTable, RecordingConsumer,
+};
 
 pub struct RunningWorker {
     pub handle: JoinHandle<()>,
@@ -41,7 +43,11 @@ pub fn config(id: &str) -> RuntimeConfig {
 impl Fleet {
     pub fn new(shards: usize, max_batch: usize, consumers: &[(&str, AckMode)]) -> Self {
         let stream = MemoryStream::new(
-            StreamOptions { shards, max_batch, subscription_lifetime: None },
+            StreamOptions {
+                shards,
+                max_batch,
+                subscription_lifetime: None,
+            },
             Arc::new(TokioClock::new()),
         );
         Self {
@@ -79,7 +85,16 @@ impl Fleet {
         let stop = CancellationToken::new();
         let token = stop.clone();
         let handle = tokio::spawn(async move { worker.run(token).await.unwrap() });
-        self.workers.insert(id.to_owned(), RunningWorker { handle, stop, controls, table, stats });
+        self.workers.insert(
+            id.to_owned(),
+            RunningWorker {
+                handle,
+                stop,
+                controls,
+                table,
+                stats,
+            },
+        );
     }
 
     /// Crash: the worker's task is dropped mid-flight, nothing graceful happens.
@@ -123,7 +138,10 @@ impl Fleet {
         let stream = self.stream.clone();
         tokio::spawn(async move {
             for i in 0..n {
-                stream.put(&format!("pk-{}", i % 97), Bytes::from(format!("record-{i}")));
+                stream.put(
+                    &format!("pk-{}", i % 97),
+                    Bytes::from(format!("record-{i}")),
+                );
                 if !every.is_zero() {
                     tokio::time::sleep(every).await;
                 }

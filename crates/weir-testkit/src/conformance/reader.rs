@@ -48,7 +48,9 @@ async fn read_to_end(sub: &mut dyn ShardSubscription) -> (Vec<Record>, Vec<Shard
             .await
             .expect("no shard end before the guard timeout")
             .expect("read failed");
-        let Some(batch) = batch else { panic!("subscription ended without child shards") };
+        let Some(batch) = batch else {
+            panic!("subscription ended without child shards")
+        };
         got.extend(batch.records);
         if let Some(children) = batch.child_shards {
             let after = sub.next().await.expect("read after end failed");
@@ -70,12 +72,20 @@ pub async fn shard_reader_suite(h: &dyn StreamHarness, mode: ReadMode) {
     // Records in order, no gaps, from TRIM_HORIZON.
     let mut seqs = Vec::new();
     for i in 0..20 {
-        let (s, seq) = h.put(&format!("pk-{i}"), Bytes::from(format!("r{i}"))).await;
+        let (s, seq) = h
+            .put(&format!("pk-{i}"), Bytes::from(format!("r{i}")))
+            .await;
         assert_eq!(s, shard);
         seqs.push(seq);
     }
-    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "sequence numbers must increase");
-    let mut sub = reader.open(&shard, &StartingPosition::TrimHorizon, mode).await.unwrap();
+    assert!(
+        seqs.windows(2).all(|w| w[0] < w[1]),
+        "sequence numbers must increase"
+    );
+    let mut sub = reader
+        .open(&shard, &StartingPosition::TrimHorizon, mode)
+        .await
+        .unwrap();
     let got = read_n(sub.as_mut(), 20).await;
     let data: Vec<&[u8]> = got.iter().map(|r| r.data.as_ref()).collect();
     let want: Vec<Vec<u8>> = (0..20).map(|i| format!("r{i}").into_bytes()).collect();
@@ -86,30 +96,56 @@ pub async fn shard_reader_suite(h: &dyn StreamHarness, mode: ReadMode) {
 
     // AT and AFTER sequence number.
     let mut at = reader
-        .open(&shard, &StartingPosition::AtSequenceNumber(seqs[5].clone()), mode)
+        .open(
+            &shard,
+            &StartingPosition::AtSequenceNumber(seqs[5].clone()),
+            mode,
+        )
         .await
         .unwrap();
     assert_eq!(read_n(at.as_mut(), 1).await[0].position.sequence, seqs[5]);
     let mut after = reader
-        .open(&shard, &StartingPosition::AfterSequenceNumber(seqs[5].clone()), mode)
+        .open(
+            &shard,
+            &StartingPosition::AfterSequenceNumber(seqs[5].clone()),
+            mode,
+        )
         .await
         .unwrap();
-    assert_eq!(read_n(after.as_mut(), 1).await[0].position.sequence, seqs[6]);
+    assert_eq!(
+        read_n(after.as_mut(), 1).await[0].position.sequence,
+        seqs[6]
+    );
 
     // AT_TIMESTAMP at the first record's arrival includes it.
     let ts = got[0].approximate_arrival;
-    let mut by_time = reader.open(&shard, &StartingPosition::AtTimestamp(ts), mode).await.unwrap();
-    assert_eq!(read_n(by_time.as_mut(), 1).await[0].position.sequence, seqs[0]);
+    let mut by_time = reader
+        .open(&shard, &StartingPosition::AtTimestamp(ts), mode)
+        .await
+        .unwrap();
+    assert_eq!(
+        read_n(by_time.as_mut(), 1).await[0].position.sequence,
+        seqs[0]
+    );
 
     // LATEST sees only what comes after the open.
-    let mut latest = reader.open(&shard, &StartingPosition::Latest, mode).await.unwrap();
-    let (_, fresh) = h.put("pk-latest", Bytes::from_static(b"after-latest")).await;
+    let mut latest = reader
+        .open(&shard, &StartingPosition::Latest, mode)
+        .await
+        .unwrap();
+    let (_, fresh) = h
+        .put("pk-latest", Bytes::from_static(b"after-latest"))
+        .await;
     let got_latest = read_n(latest.as_mut(), 1).await;
     assert_eq!(got_latest[0].position.sequence, fresh);
 
     // Split: the parent ends with its children; they list the parent.
     let mut tail = reader
-        .open(&shard, &StartingPosition::AfterSequenceNumber(fresh.clone()), mode)
+        .open(
+            &shard,
+            &StartingPosition::AfterSequenceNumber(fresh.clone()),
+            mode,
+        )
         .await
         .unwrap();
     h.split(&shard).await;
@@ -129,12 +165,30 @@ pub async fn shard_reader_suite(h: &dyn StreamHarness, mode: ReadMode) {
     let (_, sa) = h.put(&ka, Bytes::from_static(b"in-a")).await;
     let (_, sb) = h.put(&kb, Bytes::from_static(b"in-b")).await;
     h.merge(a, b).await;
-    let mut ra = reader.open(a, &StartingPosition::TrimHorizon, mode).await.unwrap();
-    let mut rb = reader.open(b, &StartingPosition::TrimHorizon, mode).await.unwrap();
+    let mut ra = reader
+        .open(a, &StartingPosition::TrimHorizon, mode)
+        .await
+        .unwrap();
+    let mut rb = reader
+        .open(b, &StartingPosition::TrimHorizon, mode)
+        .await
+        .unwrap();
     let (recs_a, kids_a) = read_to_end(ra.as_mut()).await;
     let (recs_b, kids_b) = read_to_end(rb.as_mut()).await;
-    assert_eq!(recs_a.iter().map(|r| r.position.sequence.clone()).collect::<Vec<_>>(), vec![sa]);
-    assert_eq!(recs_b.iter().map(|r| r.position.sequence.clone()).collect::<Vec<_>>(), vec![sb]);
+    assert_eq!(
+        recs_a
+            .iter()
+            .map(|r| r.position.sequence.clone())
+            .collect::<Vec<_>>(),
+        vec![sa]
+    );
+    assert_eq!(
+        recs_b
+            .iter()
+            .map(|r| r.position.sequence.clone())
+            .collect::<Vec<_>>(),
+        vec![sb]
+    );
     assert_eq!(kids_a.len(), 1);
     assert_eq!(kids_a, kids_b, "both parents name the same merged child");
     let merged = h.catalog().list_shards().await.unwrap();
@@ -152,10 +206,12 @@ async fn key_for(h: &dyn StreamHarness, shard: &ShardId) -> String {
     let info = shards.iter().find(|s| &s.id == shard).unwrap();
     for i in 0..100_000 {
         let k = format!("probe-{i}");
-        if info.hash_range.contains(weir_core::record::partition_hash(&k)) {
+        if info
+            .hash_range
+            .contains(weir_core::record::partition_hash(&k))
+        {
             return k;
         }
     }
     panic!("no partition key maps to {shard}");
 }
-

@@ -1,0 +1,108 @@
+//! `weir run` configuration: defaults, then a TOML file, then `WEIR_` environment
+//! variables (`WEIR_WORKER__FAILOVER=5s` sets `worker.failover`). Every struct denies
+//! unknown fields; cross-field checks run at load time, and every error names the field.
+
+mod model;
+
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+use figment::Figment;
+use figment::providers::{Env, Format, Serialized, Toml};
+
+pub use model::*;
+
+/// Loads and validates the configuration at `path` (with environment overrides).
+pub fn load(path: &Path) -> Result<Config> {
+    if !path.exists() {
+        bail!("config file {} does not exist", path.display());
+    }
+    let figment = Figment::from(Serialized::defaults(Config::default()))
+        .merge(Toml::file_exact(path))
+        .merge(Env::prefixed("WEIR_").split("__"));
+    let config: Config = figment
+        .extract()
+        .map_err(|e| anyhow::anyhow!(describe(e)))
+        .with_context(|| format!("invalid config {}", path.display()))?;
+    config
+        .validate()
+        .with_context(|| format!("invalid config {}", path.display()))?;
+    Ok(config)
+}
+
+/// Every problem figment found, one per line, each with the field path.
+fn describe(e: figment::Error) -> String {
+    e.into_iter()
+        .map(|e| {
+            let field = if e.path.is_empty() {
+                "(top level)".to_owned()
+            } else {
+                e.path.join(".")
+            };
+            format!("field `{field}`: {}", e.kind)
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn write(text: &str) -> tempfile::NamedTempFile {
+        let mut f = tempfile::Builder::new().suffix(".toml").tempfile().unwrap();
+        f.write_all(text.as_bytes()).unwrap();
+        f
+    }
+
+    #[test]
+    fn example_config_parses() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/weir.toml");
+        let c = load(&path).unwrap();
+        assert_eq!(c.consumers.len(), 3);
+        assert_eq!(c.worker.failover, std::time::Duration::from_secs(10));
+    }
+
+    #[test]
+    fn unknown_field_is_named() {
+        let f = write("[worker]\nfailovr = \"10s\"\n");
+        let e = format!("{:#}", load(f.path()).unwrap_err());
+        assert!(e.contains("failovr"), "{e}");
+        assert!(e.contains("worker"), "{e}");
+    }
+
+    #[test]
+    fn bad_duration_is_named() {
+        let f = write("[worker]\nfailover = \"ten seconds\"\n");
+        let e = format!("{:#}", load(f.path()).unwrap_err());
+        assert!(e.contains("worker.failover"), "{e}");
+    }
+
+    #[test]
+    fn cross_field_checks_name_the_field() {
+        let f = write("[worker]\nfailover = \"10s\"\nrenew_interval = \"9s\"\n");
+        let e = format!("{:#}", load(f.path()).unwrap_err());
+        assert!(e.contains("worker.renew_interval"), "{e}");
+        let f = write(
+            "[[consumers]]\ntype = \"count\"\nname = \"a\"\n[[consumers]]\ntype = \"log\"\nname = \"a\"\n",
+        );
+        let e = format!("{:#}", load(f.path()).unwrap_err());
+        assert!(e.contains("consumers[1].name"), "{e}");
+        let f = write("[stream]\nshards = 0\n");
+        let e = format!("{:#}", load(f.path()).unwrap_err());
+        assert!(e.contains("stream.shards"), "{e}");
+    }
+
+    #[test]
+    #[allow(clippy::result_large_err)] // figment's Jail API returns its own error type
+    fn environment_overrides_file() {
+        let f = write("[worker]\nfailover = \"10s\"\n[[consumers]]\ntype = \"count\"\nname = \"c\"\n");
+        figment::Jail::expect_with(|jail| {
+            jail.set_env("WEIR_WORKER__FAILOVER", "20s");
+            let c = load(f.path()).map_err(|e| format!("{e:#}"))?;
+            assert_eq!(c.worker.failover, std::time::Duration::from_secs(20));
+            Ok(())
+        });
+    }
+}

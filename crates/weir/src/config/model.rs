@@ -1,0 +1,287 @@
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Result, bail};
+use serde::{Deserialize, Serialize};
+
+/// The whole configuration of `weir run`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// The worker's lease timing and queues.
+    pub worker: WorkerSection,
+    /// Where records come from.
+    pub stream: StreamSection,
+    /// Where leases and checkpoints live.
+    pub leases: LeasesSection,
+    /// The consumers every record is dispatched to.
+    pub consumers: Vec<ConsumerSection>,
+    /// Metrics and health endpoints.
+    pub http: HttpSection,
+}
+
+/// `[worker]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WorkerSection {
+    /// Unique id of this process; default `<hostname>-<pid>-<random>`.
+    pub id: Option<String>,
+    /// A lease not renewed for this long may be taken by another worker.
+    #[serde(with = "humantime_serde")]
+    pub failover: Duration,
+    /// How often held leases are renewed; at most half of `failover`.
+    #[serde(with = "humantime_serde")]
+    pub renew_interval: Duration,
+    /// How often to look for leases to take or steal.
+    #[serde(with = "humantime_serde")]
+    pub taker_interval: Duration,
+    /// How often to list shards and create leases for new ones.
+    #[serde(with = "humantime_serde")]
+    pub shard_sync_interval: Duration,
+    /// Deadline for consumers to flush at shutdown.
+    #[serde(with = "humantime_serde")]
+    pub shutdown_timeout: Duration,
+    /// Batches a consumer may have queued per shard before it counts as backed up.
+    pub queue_capacity: usize,
+    /// A consumer backed up this long is detached and catches up on its own.
+    #[serde(with = "humantime_serde")]
+    pub detach_after: Duration,
+    /// How often acknowledged positions are checkpointed.
+    #[serde(with = "humantime_serde")]
+    pub checkpoint_interval: Duration,
+    /// Where consumers start on shards with no checkpoint: `TRIM_HORIZON` or `LATEST`.
+    pub initial_position: InitialPosition,
+}
+
+impl Default for WorkerSection {
+    fn default() -> Self {
+        Self {
+            id: None,
+            failover: Duration::from_secs(10),
+            renew_interval: Duration::from_millis(3_333),
+            taker_interval: Duration::from_secs(10),
+            shard_sync_interval: Duration::from_secs(60),
+            shutdown_timeout: Duration::from_secs(30),
+            queue_capacity: 16,
+            detach_after: Duration::from_secs(5),
+            checkpoint_interval: Duration::from_secs(1),
+            initial_position: InitialPosition::TrimHorizon,
+        }
+    }
+}
+
+/// Where to start on a shard without checkpoints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum InitialPosition {
+    /// The oldest retained record.
+    TrimHorizon,
+    /// Only new records.
+    Latest,
+}
+
+/// `[stream]`: the in-process stream with synthetic MCP events (embedded mode).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StreamSection {
+    /// Stream name (labels only, in embedded mode).
+    pub name: String,
+    /// Open shards at start.
+    pub shards: usize,
+    /// Synthetic events per second.
+    pub rate: u32,
+    /// Tenants in the synthetic traffic.
+    pub tenants: u32,
+    /// Share of failed tool calls (0–1).
+    pub error_rate: f64,
+    /// Share of malformed records (0–1).
+    pub malformed_rate: f64,
+}
+
+impl Default for StreamSection {
+    fn default() -> Self {
+        Self {
+            name: "mcp-events".into(),
+            shards: 4,
+            rate: 500,
+            tenants: 20,
+            error_rate: 0.02,
+            malformed_rate: 0.001,
+        }
+    }
+}
+
+/// `[leases]`: the SQLite lease table (embedded mode).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LeasesSection {
+    /// Database file; several processes on one host may share it.
+    pub path: PathBuf,
+    /// Application name: lease items are scoped to it.
+    pub namespace: String,
+}
+
+impl Default for LeasesSection {
+    fn default() -> Self {
+        Self {
+            path: PathBuf::from("weir-leases.db"),
+            namespace: "weir".into(),
+        }
+    }
+}
+
+/// One `[[consumers]]` entry.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase", deny_unknown_fields)]
+pub enum ConsumerSection {
+    /// Counts records per shard.
+    Count {
+        /// Consumer name (keys its checkpoints).
+        name: String,
+    },
+    /// Logs one line per batch.
+    Log {
+        /// Consumer name.
+        name: String,
+    },
+    /// Gzip NDJSON objects in a local directory.
+    Files {
+        /// Consumer name.
+        name: String,
+        /// Output directory.
+        directory: PathBuf,
+        /// Key prefix inside the directory.
+        #[serde(default = "default_prefix")]
+        prefix: String,
+        /// Flush a shard's buffer at this many bytes (before compression).
+        #[serde(default = "default_max_bytes")]
+        max_bytes: usize,
+        /// Flush a shard's buffer this long after its first record.
+        #[serde(default = "default_max_age", with = "humantime_serde")]
+        max_age: Duration,
+    },
+}
+
+fn default_prefix() -> String {
+    "raw/".into()
+}
+fn default_max_bytes() -> usize {
+    4 * 1024 * 1024
+}
+fn default_max_age() -> Duration {
+    Duration::from_secs(10)
+}
+
+impl ConsumerSection {
+    /// The consumer's name.
+    pub fn name(&self) -> &str {
+        match self {
+            ConsumerSection::Count { name }
+            | ConsumerSection::Log { name }
+            | ConsumerSection::Files { name, .. } => name,
+        }
+    }
+}
+
+/// `[http]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpSection {
+    /// Address of `/metrics`, `/healthz` and `/readyz`; empty to disable.
+    pub listen: Option<SocketAddr>,
+}
+
+impl Default for HttpSection {
+    fn default() -> Self {
+        Self {
+            listen: Some(SocketAddr::from(([127, 0, 0, 1], 9090))),
+        }
+    }
+}
+
+impl Config {
+    /// Cross-field checks; errors name the field.
+    pub fn validate(&self) -> Result<()> {
+        let w = &self.worker;
+        if w.failover < Duration::from_millis(100) {
+            bail!("field `worker.failover`: must be at least 100ms");
+        }
+        if w.renew_interval.is_zero() || w.renew_interval * 2 > w.failover {
+            bail!(
+                "field `worker.renew_interval`: must be positive and at most half of worker.failover ({:?})",
+                w.failover
+            );
+        }
+        if w.queue_capacity == 0 {
+            bail!("field `worker.queue_capacity`: must be at least 1");
+        }
+        if self.stream.shards == 0 || self.stream.shards > 1024 {
+            bail!("field `stream.shards`: must be between 1 and 1024");
+        }
+        for (field, v) in [
+            ("stream.error_rate", self.stream.error_rate),
+            ("stream.malformed_rate", self.stream.malformed_rate),
+        ] {
+            if !(0.0..=1.0).contains(&v) {
+                bail!("field `{field}`: must be between 0 and 1, got {v}");
+            }
+        }
+        if self.leases.namespace.is_empty() {
+            bail!("field `leases.namespace`: must not be empty");
+        }
+        if self.consumers.is_empty() {
+            bail!("field `consumers`: at least one consumer is needed");
+        }
+        let mut seen = std::collections::HashSet::new();
+        for (i, c) in self.consumers.iter().enumerate() {
+            let name = c.name();
+            if name.is_empty()
+                || !name
+                    .chars()
+                    .all(|ch| ch.is_ascii_alphanumeric() || ch == '-' || ch == '_')
+            {
+                bail!(
+                    "field `consumers[{i}].name`: {name:?} must be non-empty letters, digits, '-' or '_'"
+                );
+            }
+            if !seen.insert(name) {
+                bail!(
+                    "field `consumers[{i}].name`: {name:?} is used twice; names key checkpoints and must be unique"
+                );
+            }
+            if let ConsumerSection::Files {
+                max_bytes, prefix, ..
+            } = c
+            {
+                if *max_bytes == 0 {
+                    bail!("field `consumers[{i}].max_bytes`: must be positive");
+                }
+                if prefix.starts_with('/') || prefix.split('/').any(|s| s == "..") {
+                    bail!("field `consumers[{i}].prefix`: must be relative and without '..'");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Runtime settings from `[worker]`.
+    pub fn runtime(&self, worker_id: &str) -> weir_runtime::RuntimeConfig {
+        let w = &self.worker;
+        let mut r = weir_runtime::RuntimeConfig::new(worker_id.into());
+        r.failover = w.failover;
+        r.renew_interval = w.renew_interval;
+        r.taker_interval = w.taker_interval;
+        r.shard_sync_interval = w.shard_sync_interval;
+        r.handoff_timeout = w.failover;
+        r.shutdown_timeout = w.shutdown_timeout;
+        r.queue_capacity = w.queue_capacity;
+        r.detach_after = w.detach_after;
+        r.checkpoint_interval = w.checkpoint_interval;
+        r.initial_position = match w.initial_position {
+            InitialPosition::TrimHorizon => weir_core::Checkpoint::TrimHorizon,
+            InitialPosition::Latest => weir_core::Checkpoint::Latest,
+        };
+        r
+    }
+}

@@ -1,0 +1,70 @@
+//! `/metrics` (Prometheus), `/healthz` (the process is up) and `/readyz` (every worker
+//! finished its first lease cycle).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use axum::Router;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::get;
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use weir_runtime::WorkerStats;
+
+#[derive(Clone)]
+struct AppState {
+    metrics: PrometheusHandle,
+    workers: Arc<Vec<WorkerStats>>,
+}
+
+/// Installs the Prometheus recorder (once per process).
+pub fn install_recorder() -> Result<PrometheusHandle> {
+    PrometheusBuilder::new()
+        .install_recorder()
+        .context("cannot install the metrics recorder")
+}
+
+/// Serves the endpoints until `shutdown`.
+pub async fn serve(
+    addr: SocketAddr,
+    metrics: PrometheusHandle,
+    workers: Vec<WorkerStats>,
+    shutdown: CancellationToken,
+) -> Result<JoinHandle<()>> {
+    let state = AppState {
+        metrics,
+        workers: Arc::new(workers),
+    };
+    let app = Router::new()
+        .route(
+            "/metrics",
+            get(|State(s): State<AppState>| async move { s.metrics.render() }),
+        )
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route(
+            "/readyz",
+            get(|State(s): State<AppState>| async move {
+                if s.workers.iter().all(WorkerStats::is_ready) {
+                    (StatusCode::OK, "ready\n")
+                } else {
+                    (StatusCode::SERVICE_UNAVAILABLE, "starting\n")
+                }
+            }),
+        )
+        .with_state(state);
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr} (http.listen)"))?;
+    tracing::info!(%addr, "serving /metrics, /healthz, /readyz");
+    Ok(tokio::spawn(async move {
+        let served = axum::serve(listener, app)
+            .with_graceful_shutdown(shutdown.cancelled_owned())
+            .await;
+        if let Err(e) = served {
+            tracing::error!(error = %e, "http server failed");
+        }
+    }))
+}

@@ -1,0 +1,148 @@
+//! `weir run`: one worker wired from the config file.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use tokio_util::sync::CancellationToken;
+use weir_local::{
+    GeneratorConfig, McpEventGenerator, MemoryStream, SqliteLeaseTable, StreamOptions,
+};
+use weir_runtime::{TokioClock, Worker};
+
+use crate::config::Config;
+
+/// `<hostname>-<pid>-<random>`: unique per process.
+pub fn default_worker_id() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "weir".into());
+    format!("{host}-{}-{:04x}", std::process::id(), rand_suffix())
+}
+
+fn rand_suffix() -> u16 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    (nanos ^ (nanos >> 16)) as u16
+}
+
+/// Cancels `token` on SIGTERM or Ctrl-C.
+pub fn cancel_on_signal(token: CancellationToken) {
+    tokio::spawn(async move {
+        #[cfg(unix)]
+        {
+            let mut term =
+                match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        tracing::error!(error = %e, "cannot listen for SIGTERM");
+                        return;
+                    }
+                };
+            tokio::select! {
+                _ = term.recv() => tracing::info!("SIGTERM: draining"),
+                _ = tokio::signal::ctrl_c() => tracing::info!("Ctrl-C: draining"),
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+        token.cancel();
+    });
+}
+
+/// Feeds synthetic MCP events into `stream` at `rate` per second until `stop`.
+pub fn spawn_generator(
+    stream: MemoryStream,
+    config: GeneratorConfig,
+    rate: u32,
+    stop: CancellationToken,
+) -> tokio::task::JoinHandle<u64> {
+    tokio::spawn(async move {
+        let mut generator = McpEventGenerator::new(config);
+        let mut tick = tokio::time::interval(Duration::from_millis(10));
+        let per_tick = f64::from(rate) / 100.0;
+        let (mut owed, mut sent) = (0.0, 0u64);
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return sent,
+                _ = tick.tick() => {
+                    owed += per_tick;
+                    while owed >= 1.0 {
+                        let (key, data) = generator.next_event(stream.now());
+                        stream.put(&key, data);
+                        owed -= 1.0;
+                        sent += 1;
+                    }
+                }
+            }
+        }
+    })
+}
+
+pub async fn run(config: Config) -> Result<()> {
+    let worker_id = config.worker.id.clone().unwrap_or_else(default_worker_id);
+    let clock = Arc::new(TokioClock::new());
+    let stream = MemoryStream::new(
+        StreamOptions {
+            shards: config.stream.shards,
+            ..StreamOptions::default()
+        },
+        clock.clone(),
+    );
+    if let Some(dir) = config
+        .leases
+        .path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+    {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("leases.path: cannot create {}", dir.display()))?;
+    }
+    let table = SqliteLeaseTable::open(&config.leases.path, &config.leases.namespace)
+        .with_context(|| format!("leases.path: cannot open {}", config.leases.path.display()))?;
+    let built = crate::consumers::build(&config.consumers)?;
+    let worker = Worker::new(
+        config.runtime(&worker_id),
+        Arc::new(table),
+        Arc::new(stream.clone()),
+        Arc::new(stream.clone()),
+        built.consumers,
+        clock,
+    )?;
+    let shutdown = CancellationToken::new();
+    cancel_on_signal(shutdown.clone());
+    let http = match config.http.listen {
+        Some(addr) => Some(
+            crate::http::serve(
+                addr,
+                crate::http::install_recorder()?,
+                vec![worker.stats()],
+                shutdown.clone(),
+            )
+            .await?,
+        ),
+        None => None,
+    };
+    let generator = GeneratorConfig {
+        tenants: config.stream.tenants,
+        error_rate: config.stream.error_rate,
+        malformed_rate: config.stream.malformed_rate,
+        ..GeneratorConfig::default()
+    };
+    let producer = spawn_generator(stream, generator, config.stream.rate, shutdown.clone());
+    tracing::info!(worker = %worker_id, stream = %config.stream.name, "weir running; SIGTERM or Ctrl-C to stop");
+    worker.run(shutdown).await?;
+    let sent = producer.await.unwrap_or(0);
+    if let Some(h) = http {
+        let _ = h.await;
+    }
+    tracing::info!(records_generated = sent, "stopped");
+    Ok(())
+}
