@@ -97,7 +97,8 @@ mod tests {
     #[test]
     #[allow(clippy::result_large_err)] // figment's Jail API returns its own error type
     fn environment_overrides_file() {
-        let f = write("[worker]\nfailover = \"10s\"\n[[consumers]]\ntype = \"count\"\nname = \"c\"\n");
+        let f =
+            write("[worker]\nfailover = \"10s\"\n[[consumers]]\ntype = \"count\"\nname = \"c\"\n");
         figment::Jail::expect_with(|jail| {
             jail.set_env("WEIR_WORKER__FAILOVER", "20s");
             let c = load(f.path()).map_err(|e| format!("{e:#}"))?;

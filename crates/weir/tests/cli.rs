@@ -1,0 +1,203 @@
+//! The `weir` binary as a user runs it.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn weir() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_weir"));
+    c.env_remove("WEIR_LOG").env("NO_COLOR", "1");
+    c
+}
+
+fn write_config(dir: &std::path::Path, body: &str) -> std::path::PathBuf {
+    let p = dir.join("weir.toml");
+    std::fs::write(&p, body).unwrap();
+    p
+}
+
+#[test]
+fn config_check_accepts_the_example() {
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/weir.toml");
+    let out = weir().args(["config", "check", example]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("ok (3 consumers: count, log, files"));
+}
+
+#[test]
+fn bad_config_fails_at_start_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    for (body, field) in [
+        ("[worker]\nfailover = \"soon\"\n", "worker.failover"),
+        ("[leases]\npath = \"x.db\"\nnamspace = \"a\"\n", "namspace"),
+        ("[[consumers]]\ntype = \"kafka\"\nname = \"k\"\n", "kafka"),
+        (
+            "[[consumers]]\ntype = \"files\"\nname = \"f\"\n",
+            "directory",
+        ),
+        (
+            "[worker]\nrenew_interval = \"8s\"\n[[consumers]]\ntype = \"count\"\nname = \"c\"\n",
+            "worker.renew_interval",
+        ),
+    ] {
+        let p = write_config(dir.path(), body);
+        for args in [
+            vec!["config", "check", p.to_str().unwrap()],
+            vec!["run", "--config", p.to_str().unwrap()],
+        ] {
+            let out = weir().args(&args).output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(!out.status.success(), "{args:?} accepted {body:?}");
+            assert!(
+                err.contains(field),
+                "{args:?}: error for {body:?} does not name {field}: {err}"
+            );
+        }
+    }
+    let out = weir()
+        .args(["config", "check", "/nonexistent/weir.toml"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("does not exist"));
+}
+
+#[test]
+fn demo_runs_and_reports_where_output_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("demo");
+    let out = weir()
+        .args([
+            "demo",
+            "--duration",
+            "3s",
+            "--rate",
+            "800",
+            "--out",
+            out_dir.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("resharding: split"), "{stdout}");
+    assert!(stdout.contains("SHARD_END"), "{stdout}");
+    let produced: u64 = field(&stdout, "Records produced:");
+    let counted: u64 = field(&stdout, "Records counted (count):");
+    assert!(produced > 1_000);
+    assert_eq!(produced, counted);
+    assert!(out_dir.join("leases.db").exists());
+    assert!(out_dir.join("files/raw").is_dir());
+}
+
+fn field(text: &str, label: &str) -> u64 {
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(label))
+        .unwrap_or_else(|| panic!("no {label} in {text}"));
+    line[label.len()..]
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+fn get(port: u16, path: &str) -> Option<(u16, String)> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut body = String::new();
+    s.read_to_string(&mut body).ok()?;
+    let status = body.split_whitespace().nth(1)?.parse().ok()?;
+    Some((status, body))
+}
+
+#[test]
+fn run_serves_health_and_metrics_and_drains_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let cfg = write_config(
+        dir.path(),
+        &format!(
+            "[worker]\nfailover = \"2s\"\nrenew_interval = \"500ms\"\ntaker_interval = \"500ms\"\n\
+             [stream]\nrate = 400\n[leases]\npath = \"{0}/leases.db\"\n\
+             [[consumers]]\ntype = \"count\"\nname = \"count\"\n\
+             [[consumers]]\ntype = \"files\"\nname = \"files\"\ndirectory = \"{0}/out\"\nmax_age = \"1s\"\n\
+             [http]\nlisten = \"127.0.0.1:{1}\"\n",
+            dir.path().display(),
+            port
+        ),
+    );
+    let mut child = weir()
+        .args(["run", "--config", cfg.to_str().unwrap()])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut ready = false;
+    while Instant::now() < deadline {
+        if let Some((200, _)) = get(port, "/readyz") {
+            ready = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(ready, "/readyz never became ready");
+    assert_eq!(get(port, "/healthz").unwrap().0, 200);
+    // Wait until records flowed and were checkpointed.
+    let mut metrics = String::new();
+    while Instant::now() < deadline {
+        metrics = get(port, "/metrics").unwrap().1;
+        if metrics.contains("weir_checkpoint_writes_total")
+            && metrics.contains("weir_records_delivered_total")
+        {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        metrics.contains("weir_records_delivered_total{consumer=\"files\"}"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("weir_leases_held"), "{metrics}");
+    let kill = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "weir run did not drain within 30s of SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "exit after SIGTERM: {status}");
+    // The drain flushed the files consumer: objects exist.
+    let objects = std::fs::read_dir(dir.path().join("out/raw"))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    assert!(objects > 0, "files consumer flushed on shutdown");
+}
