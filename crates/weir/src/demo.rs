@@ -28,6 +28,10 @@ pub struct DemoArgs {
     /// How long to produce events.
     #[arg(long, default_value = "20s", value_parser = humantime::parse_duration)]
     duration: Duration,
+    /// Produce this many events instead of running for `--duration` (the run lasts
+    /// records / rate seconds).
+    #[arg(long)]
+    records: Option<u64>,
     /// Events per second.
     #[arg(long, default_value_t = 2_000)]
     rate: u32,
@@ -76,6 +80,10 @@ pub async fn run(args: DemoArgs) -> Result<()> {
     if args.shards == 0 || args.workers == 0 || args.rate == 0 {
         bail!("--shards, --workers and --rate must be positive");
     }
+    let duration = match args.records {
+        Some(n) => Duration::from_secs_f64(n as f64 / f64::from(args.rate)),
+        None => args.duration,
+    };
     prepare(&args.out)?;
     let db = args.out.join("leases.db");
     let files_dir = args.out.join("files");
@@ -133,8 +141,14 @@ pub async fn run(args: DemoArgs) -> Result<()> {
 
     let produce_stop = CancellationToken::new();
     let generator = GeneratorConfig::default();
-    let producer = spawn_generator(stream.clone(), generator, args.rate, produce_stop.clone());
-    let third = args.duration / 3;
+    let producer = spawn_generator(
+        stream.clone(),
+        generator,
+        args.rate,
+        args.records,
+        produce_stop.clone(),
+    );
+    let third = duration / 3;
     let reshard = async {
         tokio::time::sleep(third).await;
         let first = stream.open_shards()[0].clone();
@@ -143,7 +157,18 @@ pub async fn run(args: DemoArgs) -> Result<()> {
         tokio::time::sleep(third).await;
         let merged = stream.merge(&a, &b).context("merge")?;
         println!("  resharding: merged {a} and {b} into {merged}");
-        tokio::time::sleep(args.duration.saturating_sub(third * 2)).await;
+        tokio::time::sleep(duration.saturating_sub(third * 2)).await;
+        // With --records, let the generator finish its last events.
+        while args.records.is_some_and(|n| {
+            stream
+                .record_counts()
+                .iter()
+                .map(|(_, c)| *c as u64)
+                .sum::<u64>()
+                < n
+        }) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         anyhow::Ok(())
     };
     tokio::select! {

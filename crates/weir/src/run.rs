@@ -57,11 +57,13 @@ pub fn cancel_on_signal(token: CancellationToken) {
     });
 }
 
-/// Feeds synthetic MCP events into `stream` at `rate` per second until `stop`.
+/// Feeds synthetic MCP events into `stream` at `rate` per second until `stop` (or
+/// until `limit` events were sent).
 pub fn spawn_generator(
     stream: MemoryStream,
     config: GeneratorConfig,
     rate: u32,
+    limit: Option<u64>,
     stop: CancellationToken,
 ) -> tokio::task::JoinHandle<u64> {
     tokio::spawn(async move {
@@ -74,7 +76,7 @@ pub fn spawn_generator(
                 _ = stop.cancelled() => return sent,
                 _ = tick.tick() => {
                     owed += per_tick;
-                    while owed >= 1.0 {
+                    while owed >= 1.0 && limit.is_none_or(|l| sent < l) {
                         let (key, data) = generator.next_event(stream.now());
                         stream.put(&key, data);
                         owed -= 1.0;
@@ -136,7 +138,13 @@ pub async fn run(config: Config) -> Result<()> {
         malformed_rate: config.stream.malformed_rate,
         ..GeneratorConfig::default()
     };
-    let producer = spawn_generator(stream, generator, config.stream.rate, shutdown.clone());
+    let producer = spawn_generator(
+        stream,
+        generator,
+        config.stream.rate,
+        None,
+        shutdown.clone(),
+    );
     tracing::info!(worker = %worker_id, stream = %config.stream.name, "weir running; SIGTERM or Ctrl-C to stop");
     worker.run(shutdown).await?;
     let sent = producer.await.unwrap_or(0);

@@ -74,8 +74,8 @@ fn demo_runs_and_reports_where_output_is() {
     let out = weir()
         .args([
             "demo",
-            "--duration",
-            "3s",
+            "--records",
+            "2400",
             "--rate",
             "800",
             "--out",
@@ -93,7 +93,7 @@ fn demo_runs_and_reports_where_output_is() {
     assert!(stdout.contains("SHARD_END"), "{stdout}");
     let produced: u64 = field(&stdout, "Records produced:");
     let counted: u64 = field(&stdout, "Records counted (count):");
-    assert!(produced > 1_000);
+    assert_eq!(produced, 2_400);
     assert_eq!(produced, counted);
     assert!(out_dir.join("leases.db").exists());
     assert!(out_dir.join("files/raw").is_dir());
