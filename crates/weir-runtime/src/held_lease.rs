@@ -164,55 +164,32 @@ impl HeldLease {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use weir_core::{ExtendedSequenceNumber, NewLease, SequenceNumber};
+    use weir_core::{ExtendedSequenceNumber, SequenceNumber};
     use weir_testkit::MemoryLeaseTable;
+    use weir_testkit::fixtures::{take, taken_lease};
+
+    const FAILOVER: Duration = Duration::from_secs(10);
+
+    /// A lease held by worker `a`, as the worker would hold it right after taking it.
+    async fn held_by_a() -> (Arc<dyn LeaseTable>, Lease, Arc<HeldLease>) {
+        let table: Arc<dyn LeaseTable> = Arc::new(MemoryLeaseTable::new());
+        let started = Instant::now();
+        let mine = taken_lease(table.as_ref(), "s-1", "a").await;
+        let held = HeldLease::new(mine.clone(), started, table.clone(), FAILOVER);
+        (table, mine, held)
+    }
 
     #[tokio::test(start_paused = true)]
     async fn late_checkpoint_is_fenced_by_the_counter() {
-        let table: Arc<dyn LeaseTable> = Arc::new(MemoryLeaseTable::new());
-        let key = ShardId::new("s-1");
-        table
-            .create_if_absent(NewLease {
-                key: key.clone(),
-                initial: Checkpoint::TrimHorizon,
-                parents: vec![],
-                hash_range: None,
-            })
-            .await
-            .unwrap();
-        let free = table.get(&key).await.unwrap().unwrap();
-        let started = Instant::now();
-        let mine = table
-            .mutate(&LeaseMutation::on(
-                &free,
-                LeaseChange::Take {
-                    owner: WorkerId::new("a"),
-                },
-            ))
-            .await
-            .unwrap();
-        let held = HeldLease::new(
-            mine.clone(),
-            started,
-            table.clone(),
-            Duration::from_secs(10),
-        );
+        let (table, mine, held) = held_by_a().await;
         // b takes over (as after a partition) while a still believes it is valid.
-        table
-            .mutate(&LeaseMutation::on(
-                &mine,
-                LeaseChange::Take {
-                    owner: WorkerId::new("b"),
-                },
-            ))
-            .await
-            .unwrap();
+        take(table.as_ref(), &mine, "b").await;
         assert!(held.is_valid());
         let cp = Checkpoint::At(ExtendedSequenceNumber::plain(SequenceNumber::from_u128(42)));
         let late = held.checkpoint([("c".into(), cp)].into(), None).await;
         assert!(matches!(late, Err(HeldError::Lost(_))), "{late:?}");
         assert!(held.lost().is_cancelled());
-        let stored = table.get(&key).await.unwrap().unwrap();
+        let stored = table.get(&ShardId::new("s-1")).await.unwrap().unwrap();
         assert_eq!(stored.owner, Some(WorkerId::new("b")));
         assert!(
             stored.checkpoints.is_empty(),
@@ -222,29 +199,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn validity_ends_before_anyone_may_take_over() {
-        let table: Arc<dyn LeaseTable> = Arc::new(MemoryLeaseTable::new());
-        let key = ShardId::new("s-1");
-        table
-            .create_if_absent(NewLease {
-                key: key.clone(),
-                initial: Checkpoint::TrimHorizon,
-                parents: vec![],
-                hash_range: None,
-            })
-            .await
-            .unwrap();
-        let free = table.get(&key).await.unwrap().unwrap();
-        let started = Instant::now();
-        let mine = table
-            .mutate(&LeaseMutation::on(
-                &free,
-                LeaseChange::Take {
-                    owner: WorkerId::new("a"),
-                },
-            ))
-            .await
-            .unwrap();
-        let held = HeldLease::new(mine, started, table, Duration::from_secs(10));
+        let (_table, _mine, held) = held_by_a().await;
         tokio::time::advance(Duration::from_millis(8_999)).await;
         assert!(held.is_valid());
         tokio::time::advance(Duration::from_millis(2)).await;

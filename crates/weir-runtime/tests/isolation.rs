@@ -4,7 +4,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Fleet, eventually, stream_data};
+use common::{Fleet, assert_exactly_once_in_order, eventually};
 use weir_testkit::{AckMode, Event};
 
 #[tokio::test(start_paused = true)]
@@ -63,19 +63,8 @@ async fn stalled_consumer_is_detached_and_catches_up() {
         || async { slow.recorded().records.len() >= total },
     )
     .await;
-    let want = stream_data(&fleet.stream);
-    for (name, ctl) in [("fast", &fast), ("slow", &slow)] {
-        let rec = ctl.recorded();
-        for (shard, data) in &want {
-            let got: Vec<_> = rec
-                .records
-                .iter()
-                .filter(|(s, _, _)| s == shard)
-                .map(|(_, _, d)| d.clone())
-                .collect();
-            assert_eq!(&got, data, "{name} on {shard}: every record once, in order");
-        }
-    }
+    assert_exactly_once_in_order(&fleet.stream, &fast.recorded(), "fast");
+    assert_exactly_once_in_order(&fleet.stream, &slow.recorded(), "slow");
     // The slow consumer rejoined the live read: records put now reach it without a
     // catch-up read.
     let before = slow.recorded().timeline.len();
@@ -130,18 +119,8 @@ async fn failing_and_panicking_consumer_is_retried_without_loss() {
         4,
         "the panic was caught, the worker lives on"
     );
-    let want = stream_data(&fleet.stream);
     for name in ["steady", "flaky"] {
-        let rec = fleet.control("w1", name).recorded();
-        for (shard, data) in &want {
-            let got: Vec<_> = rec
-                .records
-                .iter()
-                .filter(|(s, _, _)| s == shard)
-                .map(|(_, _, d)| d.clone())
-                .collect();
-            assert_eq!(&got, data, "{name} on {shard}");
-        }
+        assert_exactly_once_in_order(&fleet.stream, &fleet.control("w1", name).recorded(), name);
     }
     let lanes = fleet.workers["w1"].stats.lanes();
     let failures: u64 = lanes

@@ -5,7 +5,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{Fleet, config, consumer, eventually, stream_data};
+use common::{Fleet, assert_exactly_once_in_order, config, consumer, eventually};
 use weir_core::ports::{LeaseTable, ShardReader};
 use weir_core::{Checkpoint, CloseReason, LeaseChange, LeaseMutation, WorkerId};
 use weir_local::{MemoryStream, StreamOptions};
@@ -222,19 +222,7 @@ async fn reads_survive_faults_and_subscription_expiry() {
         ctl.recorded().records.len() >= 1_800
     })
     .await;
-    let rec = ctl.recorded();
-    for (shard, data) in stream_data(&stream) {
-        let got: Vec<_> = rec
-            .records
-            .iter()
-            .filter(|(s, _, _)| s == &shard)
-            .map(|(_, _, d)| d.clone())
-            .collect();
-        assert_eq!(
-            got, data,
-            "{shard}: exactly once, in order, across reopenings"
-        );
-    }
+    assert_exactly_once_in_order(&stream, &ctl.recorded(), "c across reopenings");
     stop.cancel();
     h.await.unwrap();
 }

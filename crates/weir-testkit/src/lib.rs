@@ -10,6 +10,7 @@
 //! - [`RecordingConsumer`]: a consumer that records what it got, with acknowledgement
 //!   lag, stalls and failures on demand.
 //! - [`ManualClock`]: a clock tests move by hand.
+//! - [`fixtures`]: small builders shared by tests.
 //! - [`conformance`]: suites for `LeaseTable`, `ObjectSink` and `ShardReader`.
 #![warn(missing_docs)]
 
@@ -17,6 +18,7 @@ mod clock;
 pub mod conformance;
 mod faulty_lease_table;
 mod faulty_reader;
+pub mod fixtures;
 mod memory_lease_table;
 mod memory_sink;
 mod recording_consumer;

@@ -178,6 +178,23 @@ pub fn stream_data(stream: &MemoryStream) -> BTreeMap<ShardId, Vec<Bytes>> {
     m
 }
 
+/// Asserts that `rec` holds every record of `stream`, once each, in order per shard.
+pub fn assert_exactly_once_in_order(
+    stream: &MemoryStream,
+    rec: &weir_testkit::Recorded,
+    what: &str,
+) {
+    for (shard, data) in stream_data(stream) {
+        let got: Vec<Bytes> = rec
+            .records
+            .iter()
+            .filter(|(s, _, _)| s == &shard)
+            .map(|(_, _, d)| d.clone())
+            .collect();
+        assert_eq!(got, data, "{what} on {shard}: every record once, in order");
+    }
+}
+
 pub fn consumer(name: &str) -> ConsumerName {
     ConsumerName::new(name)
 }

@@ -5,17 +5,10 @@ use std::sync::Arc;
 use weir_core::ports::LeaseTable;
 use weir_core::{
     Checkpoint, ConsumerName, ExtendedSequenceNumber, LeaseChange, LeaseError, LeaseMutation,
-    NewLease, SequenceNumber, ShardId, WorkerId,
+    SequenceNumber, ShardId, WorkerId,
 };
 
-fn new_lease(key: &str, parents: &[&str]) -> NewLease {
-    NewLease {
-        key: ShardId::new(key),
-        initial: Checkpoint::TrimHorizon,
-        parents: parents.iter().map(|p| ShardId::new(*p)).collect(),
-        hash_range: None,
-    }
-}
+use crate::fixtures::{new_lease, taken_lease};
 
 fn at(v: u128) -> Checkpoint {
     Checkpoint::At(ExtendedSequenceNumber::plain(SequenceNumber::from_u128(v)))
@@ -173,17 +166,7 @@ async fn concurrent_takes_one_wins(t: Arc<dyn LeaseTable>) {
 }
 
 async fn checkpoints_never_move_backwards(t: Arc<dyn LeaseTable>) {
-    t.create_if_absent(new_lease("s-1", &[])).await.unwrap();
-    let l = t.get(&ShardId::new("s-1")).await.unwrap().unwrap();
-    let l = t
-        .mutate(&LeaseMutation::on(
-            &l,
-            LeaseChange::Take {
-                owner: WorkerId::new("a"),
-            },
-        ))
-        .await
-        .unwrap();
+    let l = taken_lease(t.as_ref(), "s-1", "a").await;
     let l = t
         .mutate(&LeaseMutation::on(&l, cps(&[("x", at(100)), ("y", at(7))])))
         .await
@@ -225,16 +208,8 @@ async fn checkpoints_never_move_backwards(t: Arc<dyn LeaseTable>) {
 }
 
 async fn handoff_flow(t: Arc<dyn LeaseTable>) {
-    t.create_if_absent(new_lease("s-1", &[])).await.unwrap();
     let (a, b) = (WorkerId::new("a"), WorkerId::new("b"));
-    let l = t.get(&ShardId::new("s-1")).await.unwrap().unwrap();
-    let l = t
-        .mutate(&LeaseMutation::on(
-            &l,
-            LeaseChange::Take { owner: a.clone() },
-        ))
-        .await
-        .unwrap();
+    let l = taken_lease(t.as_ref(), "s-1", "a").await;
     // b saw an older counter: a handoff request only needs the owner to match.
     let mut stale = l.clone();
     stale.counter = 0;
@@ -292,17 +267,7 @@ async fn handoff_flow(t: Arc<dyn LeaseTable>) {
 }
 
 async fn release_and_end(t: Arc<dyn LeaseTable>) {
-    t.create_if_absent(new_lease("s-1", &[])).await.unwrap();
-    let l = t.get(&ShardId::new("s-1")).await.unwrap().unwrap();
-    let l = t
-        .mutate(&LeaseMutation::on(
-            &l,
-            LeaseChange::Take {
-                owner: WorkerId::new("a"),
-            },
-        ))
-        .await
-        .unwrap();
+    let l = taken_lease(t.as_ref(), "s-1", "a").await;
     let ended = t
         .mutate(&LeaseMutation::on(
             &l,
