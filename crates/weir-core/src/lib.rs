@@ -8,6 +8,7 @@
 //! - [`position`]: where a read starts ([`StartingPosition`]) and where a consumer
 //!   stands ([`Checkpoint`]), with the rule that checkpoints never move backwards.
 //! - [`record`]: records and batches as a reader delivers them.
+//! - [`kpl`]: KPL aggregated-record de-aggregation (and an encoder for producers/tests).
 //! - [`lease`]: the lease item and the conditional mutations every lease table applies.
 //! - [`consumer`]: the worker-scoped consumer API with per-shard acknowledgements.
 //! - [`ports`]: the outside world as traits: lease table, shard reader, stream
@@ -17,6 +18,7 @@
 
 pub mod consumer;
 pub mod ids;
+pub mod kpl;
 pub mod lease;
 pub mod policy;
 pub mod ports;

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Installs the pinned emulators weir's adapter tests run against, once, into
+# $WEIR_EMULATORS_HOME (default ~/.cache/weir-emulators). Idempotent: each tool is
+# installed only when the pinned version is missing.
+#   ferrokinesis 0.7.0   (crates.io)  primary Kinesis, EFO with ChildShards
+#   kinesis-local 0.6.2  (npm)        second Kinesis for EFO cross-checks
+#   moto[server] 5.2.5   (PyPI, venv) DynamoDB and S3
+#   s3s-fs 0.14.1        (crates.io)  second S3
+set -euo pipefail
+HOME_DIR="${WEIR_EMULATORS_HOME:-$HOME/.cache/weir-emulators}"
+mkdir -p "$HOME_DIR"
+only="${1:-all}"
+
+want() { [ "$only" = all ] || [ "$only" = "$1" ]; }
+
+if want ferrokinesis && ! [ -x "$HOME_DIR/ferrokinesis-0.7.0/bin/ferrokinesis" ]; then
+  echo "installing ferrokinesis 0.7.0" >&2
+  cargo install --locked --quiet ferrokinesis@0.7.0 --root "$HOME_DIR/ferrokinesis-0.7.0" \
+    || cargo install --quiet ferrokinesis@0.7.0 --root "$HOME_DIR/ferrokinesis-0.7.0"
+fi
+
+if want s3s-fs && ! [ -x "$HOME_DIR/s3s-fs-0.14.1/bin/s3s-fs" ]; then
+  echo "installing s3s-fs 0.14.1" >&2
+  cargo install --locked --quiet s3s-fs@0.14.1 --features binary --root "$HOME_DIR/s3s-fs-0.14.1" \
+    || cargo install --quiet s3s-fs@0.14.1 --features binary --root "$HOME_DIR/s3s-fs-0.14.1"
+fi
+
+if want moto && ! [ -x "$HOME_DIR/moto-5.2.5/bin/moto_server" ]; then
+  echo "installing moto[server] 5.2.5" >&2
+  python3 -m venv "$HOME_DIR/moto-5.2.5"
+  "$HOME_DIR/moto-5.2.5/bin/pip" install --quiet --disable-pip-version-check 'moto[server]==5.2.5'
+fi
+
+if want kinesis-local && ! [ -f "$HOME_DIR/kinesis-local-0.6.2/node_modules/kinesis-local/package.json" ]; then
+  echo "installing kinesis-local 0.6.2" >&2
+  mkdir -p "$HOME_DIR/kinesis-local-0.6.2"
+  npm install --silent --no-audit --no-fund --prefix "$HOME_DIR/kinesis-local-0.6.2" kinesis-local@0.6.2
+fi
+
+if want duckdb && ! [ -x "$HOME_DIR/duckdb-py/bin/python" ]; then
+  echo "installing duckdb (PyPI)" >&2
+  python3 -m venv "$HOME_DIR/duckdb-py"
+  "$HOME_DIR/duckdb-py/bin/pip" install --quiet --disable-pip-version-check duckdb
+fi
+echo "emulators ready in $HOME_DIR" >&2
