@@ -1,1 +1,19 @@
-//! placeholder
+//! weir-aws: the ports of weir-core on the AWS SDK for Rust. No AWS type crosses a port.
+//!
+//! - [`AwsSettings`] / [`load_sdk_config`]: region, profile, credentials and
+//!   per-service endpoints (emulators) from the standard aws-config chain.
+//! - [`error`]: classification of SDK errors (throttling, transient, permanent) by
+//!   typed variant and error code, and retries with backoff, jitter and a deadline.
+//! - [`DynamoDbLeaseTable`]: leases and checkpoints in DynamoDB, every write conditional.
+//! - [`S3ObjectSink`]: create-only puts (`If-None-Match: *`), multipart above a
+//!   threshold, server-side encryption, list and get.
+#![warn(missing_docs)]
+
+mod dynamodb;
+pub mod error;
+mod s3;
+mod settings;
+
+pub use dynamodb::DynamoDbLeaseTable;
+pub use s3::{S3ObjectSink, S3Options, ServerSideEncryption};
+pub use settings::{AwsSettings, load_sdk_config};

@@ -10,12 +10,14 @@
 //! - [`RecordingConsumer`]: a consumer that records what it got, with acknowledgement
 //!   lag, stalls and failures on demand.
 //! - [`ManualClock`]: a clock tests move by hand.
+//! - [`Emulator`]: a real emulator on a free port for adapter tests.
 //! - [`fixtures`]: small builders shared by tests.
 //! - [`conformance`]: suites for `LeaseTable`, `ObjectSink` and `ShardReader`.
 #![warn(missing_docs)]
 
 mod clock;
 pub mod conformance;
+mod emulator;
 mod faulty_lease_table;
 mod faulty_reader;
 pub mod fixtures;
@@ -24,6 +26,7 @@ mod memory_sink;
 mod recording_consumer;
 
 pub use clock::ManualClock;
+pub use emulator::Emulator;
 pub use faulty_lease_table::FaultyLeaseTable;
 pub use faulty_reader::{Fault, FaultPlan, FaultyReader};
 pub use memory_lease_table::MemoryLeaseTable;

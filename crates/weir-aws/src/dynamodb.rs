@@ -1,0 +1,424 @@
+//! Lease table on DynamoDB.
+//!
+//! One table can hold many namespaces (an application, replay jobs): the hash key `pk`
+//! is the namespace, the range key `sk` is `lease#<shard>` or `worker#<id>`. A lease
+//! item keeps `owner`, `counter` and `handoff_to` as top-level attributes (conditions
+//! and operators read them) and the whole lease as JSON in `lease`.
+//!
+//! A mutation reads the item (strongly consistent), applies
+//! [`LeaseMutation::apply`] - the one definition of the rules, shared with the other
+//! tables - and writes the result with a condition that the item still has the owner,
+//! counter and handoff request it was read with. If that condition fails because of a
+//! concurrent change, the read-apply-write is retried: the mutation's own expectations
+//! (the owner and counter its writer saw) decide, exactly as in the other tables.
+//! `ConditionalCheckFailed` never counts as success.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType,
+    ScalarAttributeType, TableStatus,
+};
+use weir_core::ports::{LeaseTable, WorkerHeartbeat};
+use weir_core::{Lease, LeaseError, LeaseMutation, NewLease, ShardId, WorkerId};
+
+use crate::error::{ErrorClass, classify, describe};
+
+type Item = HashMap<String, AttributeValue>;
+
+/// Leases in a DynamoDB table, scoped to a namespace.
+#[derive(Debug, Clone)]
+pub struct DynamoDbLeaseTable {
+    client: Client,
+    table: String,
+    namespace: String,
+}
+
+fn store_err<E, R>(
+    what: &str,
+    table: &str,
+    e: aws_sdk_dynamodb::error::SdkError<E, R>,
+) -> LeaseError
+where
+    E: aws_sdk_dynamodb::error::ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
+    aws_sdk_dynamodb::error::SdkError<E, R>: std::error::Error,
+{
+    let message = format!("dynamodb {what} on table {table}: {}", describe(&e));
+    LeaseError::Store {
+        message,
+        retryable: true,
+        source: Some(Box::new(e)),
+    }
+}
+
+fn s(v: &str) -> AttributeValue {
+    AttributeValue::S(v.to_owned())
+}
+
+impl DynamoDbLeaseTable {
+    /// Uses `table` for `namespace`. With `create_if_missing`, creates the table
+    /// (on-demand capacity) when it does not exist and waits until it is active;
+    /// otherwise a missing table is an error that names it.
+    pub async fn open(
+        client: Client,
+        table: &str,
+        namespace: &str,
+        create_if_missing: bool,
+    ) -> Result<Self, LeaseError> {
+        let this = Self {
+            client,
+            table: table.to_owned(),
+            namespace: namespace.to_owned(),
+        };
+        this.ensure_table(create_if_missing).await?;
+        Ok(this)
+    }
+
+    async fn ensure_table(&self, create: bool) -> Result<(), LeaseError> {
+        let missing = match self
+            .client
+            .describe_table()
+            .table_name(&self.table)
+            .send()
+            .await
+        {
+            Ok(out) => {
+                if out.table().and_then(|t| t.table_status()) == Some(&TableStatus::Active) {
+                    return Ok(());
+                }
+                false
+            }
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_resource_not_found_exception()) =>
+            {
+                true
+            }
+            Err(e) => {
+                let message = format!(
+                    "cannot describe lease table {}: {} (needs dynamodb:DescribeTable)",
+                    self.table,
+                    describe(&e)
+                );
+                return Err(LeaseError::Store {
+                    message,
+                    retryable: false,
+                    source: Some(Box::new(e)),
+                });
+            }
+        };
+        if missing && !create {
+            return Err(LeaseError::Store {
+                message: format!(
+                    "lease table {} does not exist: create it (hash key pk, range key sk, both strings) or enable leases.create_table",
+                    self.table
+                ),
+                retryable: false,
+                source: None,
+            });
+        }
+        if missing {
+            let key = |name: &str, kind| {
+                KeySchemaElement::builder()
+                    .attribute_name(name)
+                    .key_type(kind)
+                    .build()
+            };
+            let attr = |name: &str| {
+                AttributeDefinition::builder()
+                    .attribute_name(name)
+                    .attribute_type(ScalarAttributeType::S)
+                    .build()
+            };
+            let built = (
+                key("pk", KeyType::Hash),
+                key("sk", KeyType::Range),
+                attr("pk"),
+                attr("sk"),
+            );
+            let (Ok(k1), Ok(k2), Ok(a1), Ok(a2)) = built else {
+                return Err(LeaseError::Store {
+                    message: "cannot build table schema".into(),
+                    retryable: false,
+                    source: None,
+                });
+            };
+            let created = self
+                .client
+                .create_table()
+                .table_name(&self.table)
+                .billing_mode(BillingMode::PayPerRequest)
+                .key_schema(k1)
+                .key_schema(k2)
+                .attribute_definitions(a1)
+                .attribute_definitions(a2)
+                .send()
+                .await;
+            if let Err(e) = created {
+                if !e
+                    .as_service_error()
+                    .is_some_and(|s| s.is_resource_in_use_exception())
+                {
+                    let message = format!(
+                        "cannot create lease table {}: {} (needs dynamodb:CreateTable)",
+                        self.table,
+                        describe(&e)
+                    );
+                    return Err(LeaseError::Store {
+                        message,
+                        retryable: false,
+                        source: Some(Box::new(e)),
+                    });
+                }
+            }
+        }
+        for _ in 0..120 {
+            let out = self
+                .client
+                .describe_table()
+                .table_name(&self.table)
+                .send()
+                .await;
+            if let Ok(out) = out {
+                if out.table().and_then(|t| t.table_status()) == Some(&TableStatus::Active) {
+                    return Ok(());
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        Err(LeaseError::Store {
+            message: format!("lease table {} did not become active", self.table),
+            retryable: true,
+            source: None,
+        })
+    }
+
+    fn key(&self, sk: String) -> Item {
+        HashMap::from([
+            ("pk".to_owned(), s(&self.namespace)),
+            ("sk".to_owned(), AttributeValue::S(sk)),
+        ])
+    }
+
+    fn lease_item(&self, lease: &Lease) -> Result<Item, LeaseError> {
+        let json = serde_json::to_string(lease)
+            .map_err(|e| LeaseError::store("encode lease", false, e))?;
+        let mut item = self.key(format!("lease#{}", lease.key));
+        item.insert(
+            "counter".into(),
+            AttributeValue::N(lease.counter.to_string()),
+        );
+        item.insert("lease".into(), AttributeValue::S(json));
+        item.insert("ended".into(), AttributeValue::Bool(lease.ended));
+        if let Some(o) = &lease.owner {
+            item.insert("owner".into(), s(o.as_str()));
+        }
+        if let Some(h) = &lease.handoff_to {
+            item.insert("handoff_to".into(), s(h.as_str()));
+        }
+        Ok(item)
+    }
+
+    fn decode(item: &Item) -> Result<Lease, LeaseError> {
+        let json = item
+            .get("lease")
+            .and_then(|v| v.as_s().ok())
+            .ok_or_else(|| LeaseError::Store {
+                message: "lease item without lease attribute".into(),
+                retryable: false,
+                source: None,
+            })?;
+        serde_json::from_str(json).map_err(|e| LeaseError::store("decode lease", false, e))
+    }
+
+    async fn query(&self, prefix: &str) -> Result<Vec<Item>, LeaseError> {
+        let mut out = Vec::new();
+        let mut start: Option<Item> = None;
+        loop {
+            let page = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .consistent_read(true)
+                .key_condition_expression("pk = :pk AND begins_with(sk, :prefix)")
+                .expression_attribute_values(":pk", s(&self.namespace))
+                .expression_attribute_values(":prefix", s(prefix))
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|e| store_err("query", &self.table, e))?;
+            out.extend(page.items().iter().cloned());
+            match page.last_evaluated_key() {
+                Some(k) if !k.is_empty() => start = Some(k.clone()),
+                _ => return Ok(out),
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl LeaseTable for DynamoDbLeaseTable {
+    async fn create_if_absent(&self, lease: NewLease) -> Result<bool, LeaseError> {
+        let item = self.lease_item(&lease.into_lease())?;
+        let r = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .condition_expression("attribute_not_exists(pk)")
+            .send()
+            .await;
+        match r {
+            Ok(_) => Ok(true),
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(store_err("put (create lease)", &self.table, e)),
+        }
+    }
+
+    async fn list(&self) -> Result<Vec<Lease>, LeaseError> {
+        self.query("lease#")
+            .await?
+            .iter()
+            .map(Self::decode)
+            .collect()
+    }
+
+    async fn get(&self, key: &ShardId) -> Result<Option<Lease>, LeaseError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(self.key(format!("lease#{key}"))))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| store_err("get", &self.table, e))?;
+        out.item().map(Self::decode).transpose()
+    }
+
+    async fn mutate(&self, mutation: &LeaseMutation) -> Result<Lease, LeaseError> {
+        for _ in 0..16 {
+            let stored = self
+                .get(&mutation.key)
+                .await?
+                .ok_or_else(|| LeaseError::NotFound(mutation.key.clone()))?;
+            let next = mutation.apply(&stored)?;
+            let mut cond = vec!["#counter = :seen_counter".to_owned()];
+            let mut values = HashMap::from([(
+                ":seen_counter".to_owned(),
+                AttributeValue::N(stored.counter.to_string()),
+            )]);
+            for (attr, seen) in [("owner", &stored.owner), ("handoff_to", &stored.handoff_to)] {
+                match seen {
+                    Some(v) => {
+                        cond.push(format!("#{attr} = :seen_{attr}"));
+                        values.insert(format!(":seen_{attr}"), s(v.as_str()));
+                    }
+                    None => cond.push(format!("attribute_not_exists(#{attr})")),
+                }
+            }
+            let r = self
+                .client
+                .put_item()
+                .table_name(&self.table)
+                .set_item(Some(self.lease_item(&next)?))
+                .condition_expression(cond.join(" AND "))
+                .expression_attribute_names("#counter", "counter")
+                .expression_attribute_names("#owner", "owner")
+                .expression_attribute_names("#handoff_to", "handoff_to")
+                .set_expression_attribute_values(Some(values))
+                .send()
+                .await;
+            match r {
+                Ok(_) => return Ok(next),
+                // Changed between our read and write: read again and re-judge.
+                Err(e)
+                    if e.as_service_error()
+                        .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
+                {
+                    continue;
+                }
+                Err(e) => {
+                    let retryable = classify(&e) != ErrorClass::Permanent;
+                    let mut err = store_err("put (mutate lease)", &self.table, e);
+                    if let LeaseError::Store { retryable: r, .. } = &mut err {
+                        *r = retryable;
+                    }
+                    return Err(err);
+                }
+            }
+        }
+        Err(LeaseError::Store {
+            message: format!("lease {} under heavy contention", mutation.key),
+            retryable: true,
+            source: None,
+        })
+    }
+
+    async fn delete(&self, key: &ShardId) -> Result<(), LeaseError> {
+        self.client
+            .delete_item()
+            .table_name(&self.table)
+            .set_key(Some(self.key(format!("lease#{key}"))))
+            .send()
+            .await
+            .map_err(|e| store_err("delete", &self.table, e))?;
+        Ok(())
+    }
+
+    async fn heartbeat(&self, worker: &WorkerId) -> Result<(), LeaseError> {
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(self.key(format!("worker#{worker}"))))
+            .update_expression("SET #counter = if_not_exists(#counter, :zero) + :one")
+            .expression_attribute_names("#counter", "counter")
+            .expression_attribute_values(":zero", AttributeValue::N("0".into()))
+            .expression_attribute_values(":one", AttributeValue::N("1".into()))
+            .send()
+            .await
+            .map_err(|e| store_err("update (heartbeat)", &self.table, e))?;
+        Ok(())
+    }
+
+    async fn list_workers(&self) -> Result<Vec<WorkerHeartbeat>, LeaseError> {
+        Ok(self
+            .query("worker#")
+            .await?
+            .iter()
+            .filter_map(|item| {
+                let id = item
+                    .get("sk")?
+                    .as_s()
+                    .ok()?
+                    .strip_prefix("worker#")?
+                    .to_owned();
+                let counter = item.get("counter")?.as_n().ok()?.parse().ok()?;
+                Some(WorkerHeartbeat {
+                    worker: WorkerId::new(id),
+                    counter,
+                })
+            })
+            .collect())
+    }
+
+    async fn remove_worker(&self, worker: &WorkerId) -> Result<(), LeaseError> {
+        self.client
+            .delete_item()
+            .table_name(&self.table)
+            .set_key(Some(self.key(format!("worker#{worker}"))))
+            .send()
+            .await
+            .map_err(|e| store_err("delete (worker)", &self.table, e))?;
+        Ok(())
+    }
+}

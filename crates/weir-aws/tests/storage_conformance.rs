@@ -1,0 +1,103 @@
+//! DynamoDB lease table and S3 object sink against real emulators (moto; s3s-fs as a
+//! second S3), through the same conformance suites as the embedded implementations.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use weir_aws::{AwsSettings, DynamoDbLeaseTable, S3ObjectSink, S3Options, load_sdk_config};
+use weir_core::ports::{LeaseTable, ObjectSink};
+use weir_testkit::Emulator;
+use weir_testkit::conformance::{lease_table_suite, object_sink_suite};
+
+fn unique(prefix: &str) -> String {
+    format!("{prefix}-{:08x}", rand_u32())
+}
+
+fn rand_u32() -> u32 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    t.subsec_nanos() ^ std::process::id()
+}
+
+async fn dynamodb(endpoint: &str) -> aws_sdk_dynamodb::Client {
+    aws_sdk_dynamodb::Client::new(&load_sdk_config(&AwsSettings::emulator(endpoint)).await)
+}
+
+async fn s3(endpoint: &str) -> aws_sdk_s3::Client {
+    let sdk = load_sdk_config(&AwsSettings::emulator(endpoint)).await;
+    aws_sdk_s3::Client::from_conf(
+        aws_sdk_s3::config::Builder::from(&sdk)
+            .force_path_style(true)
+            .build(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dynamodb_lease_table_passes_conformance_on_moto() {
+    let moto = Emulator::start("moto", &[]);
+    let client = dynamodb(&moto.endpoint).await;
+    let table = unique("weir-leases");
+    let n = AtomicU32::new(0);
+    lease_table_suite(|| {
+        let ns = format!("app-{}", n.fetch_add(1, Ordering::SeqCst));
+        let (client, table) = (client.clone(), table.clone());
+        async move {
+            Arc::new(
+                DynamoDbLeaseTable::open(client, &table, &ns, true)
+                    .await
+                    .unwrap(),
+            ) as Arc<dyn LeaseTable>
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_lease_table_is_a_clear_error() {
+    let moto = Emulator::start("moto", &[]);
+    let client = dynamodb(&moto.endpoint).await;
+    let err = DynamoDbLeaseTable::open(client, "no-such-table", "app", false)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("no-such-table") && err.contains("does not exist"),
+        "{err}"
+    );
+    assert!(
+        err.contains("create_table"),
+        "the error says how to fix it: {err}"
+    );
+}
+
+async fn s3_suite(endpoint: &str) {
+    let client = s3(endpoint).await;
+    let bucket = unique("weir-archive");
+    let sink = S3ObjectSink::new(
+        client,
+        &bucket,
+        S3Options {
+            multipart_threshold: 5 * 1024 * 1024,
+            ..S3Options::default()
+        },
+    );
+    sink.ensure_bucket().await.unwrap();
+    object_sink_suite(|| {
+        let sink = sink.clone();
+        async move { Arc::new(sink) as Arc<dyn ObjectSink> }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_sink_passes_conformance_on_moto() {
+    let moto = Emulator::start("moto", &[]);
+    s3_suite(&moto.endpoint).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_sink_passes_conformance_on_s3s_fs() {
+    let s3s = Emulator::start("s3s-fs", &[]);
+    s3_suite(&s3s.endpoint).await;
+}

@@ -1,0 +1,63 @@
+//! Real emulators for adapter tests, started per test run through
+//! `tests/emulators/start.sh` (which installs the pinned version when missing) on a free
+//! loopback port, and stopped by PID when the guard drops.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+/// A running emulator; stopped on drop.
+#[derive(Debug)]
+pub struct Emulator {
+    /// `http://127.0.0.1:<port>`.
+    pub endpoint: String,
+    /// The port.
+    pub port: u16,
+    /// Its log file.
+    pub log: PathBuf,
+    pid: u32,
+}
+
+fn scripts() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/emulators")
+}
+
+impl Emulator {
+    /// Starts `name` (`ferrokinesis`, `kinesis-local`, `moto`, `s3s-fs`) with extra
+    /// arguments. Panics with the script's message if it cannot start: adapter tests
+    /// must not silently skip.
+    pub fn start(name: &str, args: &[&str]) -> Emulator {
+        let out = Command::new(scripts().join("start.sh"))
+            .arg(name)
+            .args(args)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run tests/emulators/start.sh: {e}"));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "emulator {name} did not start: {}{}",
+            stdout,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let field = |k: &str| {
+            stdout
+                .split_whitespace()
+                .find_map(|w| w.strip_prefix(&format!("{k}=")).map(str::to_owned))
+                .unwrap_or_else(|| panic!("start.sh printed no {k}: {stdout}"))
+        };
+        let port: u16 = field("port").parse().expect("port");
+        Emulator {
+            endpoint: format!("http://127.0.0.1:{port}"),
+            port,
+            log: PathBuf::from(field("log")),
+            pid: field("pid").parse().expect("pid"),
+        }
+    }
+}
+
+impl Drop for Emulator {
+    fn drop(&mut self) {
+        let _ = Command::new(scripts().join("stop.sh"))
+            .arg(self.pid.to_string())
+            .status();
+    }
+}
