@@ -4,6 +4,8 @@
 //!   per-service endpoints (emulators) from the standard aws-config chain.
 //! - [`error`]: classification of SDK errors (throttling, transient, permanent) by
 //!   typed variant and error code, and retries with backoff, jitter and a deadline.
+//! - [`KinesisStream`]: stream catalog and shard readers (enhanced fan-out, polling),
+//!   with KPL de-aggregation.
 //! - [`DynamoDbLeaseTable`]: leases and checkpoints in DynamoDB, every write conditional.
 //! - [`S3ObjectSink`]: create-only puts (`If-None-Match: *`), multipart above a
 //!   threshold, server-side encryption, list and get.
@@ -11,9 +13,11 @@
 
 mod dynamodb;
 pub mod error;
+pub mod kinesis;
 mod s3;
 mod settings;
 
 pub use dynamodb::DynamoDbLeaseTable;
+pub use kinesis::{KinesisOptions, KinesisStream};
 pub use s3::{S3ObjectSink, S3Options, ServerSideEncryption};
 pub use settings::{AwsSettings, load_sdk_config};

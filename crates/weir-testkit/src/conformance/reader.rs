@@ -4,7 +4,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 use weir_core::ports::{ReadMode, ShardReader, ShardSubscription, StreamCatalog};
-use weir_core::{Record, SequenceNumber, ShardId, StartingPosition, Timestamp};
+use weir_core::{Record, RecordBatch, SequenceNumber, ShardId, StartingPosition, Timestamp};
 
 /// A stream a reader suite can write to and reshard: the in-process stream, or a
 /// Kinesis emulator.
@@ -27,41 +27,119 @@ pub trait StreamHarness: Send + Sync {
 /// Longest wait for an expected record; a guard against hangs, not synchronisation.
 const GUARD: Duration = Duration::from_secs(60);
 
-async fn read_n(sub: &mut dyn ShardSubscription, n: usize) -> Vec<Record> {
-    let mut got = Vec::new();
-    while got.len() < n {
-        let batch = tokio::time::timeout(GUARD, sub.next())
-            .await
-            .expect("reader produced nothing before the guard timeout")
-            .expect("read failed")
-            .expect("subscription ended early");
-        got.extend(batch.records);
-    }
-    got
+/// One read of a shard, used the way the runtime uses the port: a retryable error ends
+/// the subscription and the read reopens after the last record received (services
+/// such as enhanced fan-out allow one subscription per shard and report a closed one as
+/// in use for a few seconds).
+struct Read {
+    reader: Arc<dyn ShardReader>,
+    shard: ShardId,
+    mode: ReadMode,
+    position: StartingPosition,
+    sub: Option<Box<dyn ShardSubscription>>,
 }
 
-/// Reads until shard end; returns the records and the children announced.
-async fn read_to_end(sub: &mut dyn ShardSubscription) -> (Vec<Record>, Vec<ShardId>) {
-    let mut got = Vec::new();
-    loop {
-        let batch = tokio::time::timeout(GUARD, sub.next())
-            .await
-            .expect("no shard end before the guard timeout")
-            .expect("read failed");
-        let Some(batch) = batch else {
-            panic!("subscription ended without child shards")
+impl Read {
+    async fn open(
+        reader: &Arc<dyn ShardReader>,
+        shard: &ShardId,
+        from: StartingPosition,
+        mode: ReadMode,
+    ) -> Read {
+        let mut read = Read {
+            reader: reader.clone(),
+            shard: shard.clone(),
+            mode,
+            position: from,
+            sub: None,
         };
-        got.extend(batch.records);
-        if let Some(children) = batch.child_shards {
-            let after = sub.next().await.expect("read after end failed");
-            assert!(after.is_none(), "batches after shard end");
-            return (got, children.into_iter().map(|c| c.shard_id).collect());
+        read.ensure_open().await;
+        read
+    }
+
+    async fn ensure_open(&mut self) {
+        let deadline = tokio::time::Instant::now() + GUARD;
+        let mut delay = Duration::from_millis(100);
+        while self.sub.is_none() {
+            match self
+                .reader
+                .open(&self.shard, &self.position, self.mode)
+                .await
+            {
+                Ok(sub) => self.sub = Some(sub),
+                Err(e) if e.is_retryable() && tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(Duration::from_secs(2));
+                }
+                Err(e) => panic!("open {} at {:?} failed: {e}", self.shard, self.position),
+            }
+        }
+    }
+
+    /// The next batch; `None` after the shard end.
+    async fn next(&mut self) -> Option<RecordBatch> {
+        let deadline = tokio::time::Instant::now() + GUARD;
+        loop {
+            self.ensure_open().await;
+            let Some(sub) = self.sub.as_mut() else {
+                continue;
+            };
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            match tokio::time::timeout(left, sub.next())
+                .await
+                .expect("reader produced nothing before the guard timeout")
+            {
+                Ok(b) => {
+                    if let Some(last) = b.as_ref().and_then(|b| b.records.last()) {
+                        self.position =
+                            StartingPosition::AfterSequenceNumber(last.position.sequence.clone());
+                    }
+                    return b;
+                }
+                Err(e) if e.is_retryable() => {
+                    self.sub = None;
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(e) => panic!("read of {} failed: {e}", self.shard),
+            }
+        }
+    }
+
+    async fn read_n(&mut self, n: usize) -> Vec<Record> {
+        let mut got = Vec::new();
+        while got.len() < n {
+            let batch = self.next().await.expect("subscription ended early");
+            got.extend(batch.records);
+        }
+        got
+    }
+
+    /// Reads until shard end; returns the records and the children announced.
+    async fn read_to_end(&mut self) -> (Vec<Record>, Vec<ShardId>) {
+        let mut got = Vec::new();
+        loop {
+            let Some(batch) = self.next().await else {
+                panic!("subscription ended without child shards")
+            };
+            got.extend(batch.records);
+            if let Some(children) = batch.child_shards {
+                let after = self
+                    .sub
+                    .as_mut()
+                    .expect("open")
+                    .next()
+                    .await
+                    .expect("read after end failed");
+                assert!(after.is_none(), "batches after shard end");
+                return (got, children.into_iter().map(|c| c.shard_id).collect());
+            }
         }
     }
 }
 
 /// Runs every reader rule against `h`, in `mode`. The stream must start with exactly
-/// one open shard per test run (create a fresh stream per call).
+/// one open shard per test run (create a fresh stream per call). At most one read of a
+/// shard is open at a time.
 pub async fn shard_reader_suite(h: &dyn StreamHarness, mode: ReadMode) {
     let reader = h.reader();
     let shards = h.catalog().list_shards().await.expect("list shards");
@@ -82,74 +160,63 @@ pub async fn shard_reader_suite(h: &dyn StreamHarness, mode: ReadMode) {
         seqs.windows(2).all(|w| w[0] < w[1]),
         "sequence numbers must increase"
     );
-    let mut sub = reader
-        .open(&shard, &StartingPosition::TrimHorizon, mode)
+    let got = Read::open(&reader, &shard, StartingPosition::TrimHorizon, mode)
         .await
-        .unwrap();
-    let got = read_n(sub.as_mut(), 20).await;
+        .read_n(20)
+        .await;
     let data: Vec<&[u8]> = got.iter().map(|r| r.data.as_ref()).collect();
     let want: Vec<Vec<u8>> = (0..20).map(|i| format!("r{i}").into_bytes()).collect();
     assert_eq!(data, want.iter().map(Vec::as_slice).collect::<Vec<_>>());
     assert_eq!(got[3].partition_key, "pk-3");
     assert_eq!(got[3].position.sequence, seqs[3]);
-    drop(sub);
 
     // AT and AFTER sequence number.
-    let mut at = reader
-        .open(
-            &shard,
-            &StartingPosition::AtSequenceNumber(seqs[5].clone()),
-            mode,
-        )
-        .await
-        .unwrap();
-    assert_eq!(read_n(at.as_mut(), 1).await[0].position.sequence, seqs[5]);
-    let mut after = reader
-        .open(
-            &shard,
-            &StartingPosition::AfterSequenceNumber(seqs[5].clone()),
-            mode,
-        )
-        .await
-        .unwrap();
+    let at = StartingPosition::AtSequenceNumber(seqs[5].clone());
     assert_eq!(
-        read_n(after.as_mut(), 1).await[0].position.sequence,
+        Read::open(&reader, &shard, at, mode).await.read_n(1).await[0]
+            .position
+            .sequence,
+        seqs[5]
+    );
+    let after = StartingPosition::AfterSequenceNumber(seqs[5].clone());
+    assert_eq!(
+        Read::open(&reader, &shard, after, mode)
+            .await
+            .read_n(1)
+            .await[0]
+            .position
+            .sequence,
         seqs[6]
     );
 
     // AT_TIMESTAMP at the first record's arrival includes it.
-    let ts = got[0].approximate_arrival;
-    let mut by_time = reader
-        .open(&shard, &StartingPosition::AtTimestamp(ts), mode)
-        .await
-        .unwrap();
+    let ts = StartingPosition::AtTimestamp(got[0].approximate_arrival);
     assert_eq!(
-        read_n(by_time.as_mut(), 1).await[0].position.sequence,
+        Read::open(&reader, &shard, ts, mode).await.read_n(1).await[0]
+            .position
+            .sequence,
         seqs[0]
     );
 
     // LATEST sees only what comes after the open.
-    let mut latest = reader
-        .open(&shard, &StartingPosition::Latest, mode)
-        .await
-        .unwrap();
+    let mut latest = Read::open(&reader, &shard, StartingPosition::Latest, mode).await;
     let (_, fresh) = h
         .put("pk-latest", Bytes::from_static(b"after-latest"))
         .await;
-    let got_latest = read_n(latest.as_mut(), 1).await;
-    assert_eq!(got_latest[0].position.sequence, fresh);
+    assert_eq!(latest.read_n(1).await[0].position.sequence, fresh);
+    drop(latest);
 
     // Split: the parent ends with its children; they list the parent.
-    let mut tail = reader
-        .open(
-            &shard,
-            &StartingPosition::AfterSequenceNumber(fresh.clone()),
-            mode,
-        )
-        .await
-        .unwrap();
+    let mut tail = Read::open(
+        &reader,
+        &shard,
+        StartingPosition::AfterSequenceNumber(fresh.clone()),
+        mode,
+    )
+    .await;
     h.split(&shard).await;
-    let (rest, children) = read_to_end(tail.as_mut()).await;
+    let (rest, children) = tail.read_to_end().await;
+    drop(tail);
     assert!(rest.is_empty(), "no records after the last one put");
     assert_eq!(children.len(), 2, "a split has two children");
     let listed = h.catalog().list_shards().await.unwrap();
@@ -165,16 +232,14 @@ pub async fn shard_reader_suite(h: &dyn StreamHarness, mode: ReadMode) {
     let (_, sa) = h.put(&ka, Bytes::from_static(b"in-a")).await;
     let (_, sb) = h.put(&kb, Bytes::from_static(b"in-b")).await;
     h.merge(a, b).await;
-    let mut ra = reader
-        .open(a, &StartingPosition::TrimHorizon, mode)
+    let (recs_a, kids_a) = Read::open(&reader, a, StartingPosition::TrimHorizon, mode)
         .await
-        .unwrap();
-    let mut rb = reader
-        .open(b, &StartingPosition::TrimHorizon, mode)
+        .read_to_end()
+        .await;
+    let (recs_b, kids_b) = Read::open(&reader, b, StartingPosition::TrimHorizon, mode)
         .await
-        .unwrap();
-    let (recs_a, kids_a) = read_to_end(ra.as_mut()).await;
-    let (recs_b, kids_b) = read_to_end(rb.as_mut()).await;
+        .read_to_end()
+        .await;
     assert_eq!(
         recs_a
             .iter()

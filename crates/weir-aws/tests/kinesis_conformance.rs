@@ -1,0 +1,161 @@
+//! The shard-reader conformance suite on real Kinesis emulators: ferrokinesis (EFO and
+//! polling) and kinesis-mock (EFO; it never sends ChildShards on EFO, so shard ends go
+//! through the confirmed polling fallback).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use aws_sdk_kinesis::primitives::Blob;
+use bytes::Bytes;
+use weir_aws::{AwsSettings, KinesisOptions, KinesisStream, load_sdk_config};
+use weir_core::ports::{ReadMode, ShardReader, StreamCatalog};
+use weir_core::{Clock, SequenceNumber, ShardId, SystemClock, Timestamp};
+use weir_testkit::Emulator;
+use weir_testkit::conformance::{StreamHarness, shard_reader_suite};
+
+struct KinesisHarness {
+    client: aws_sdk_kinesis::Client,
+    name: String,
+    stream: KinesisStream,
+}
+
+async fn wait_active(client: &aws_sdk_kinesis::Client, name: &str) {
+    for _ in 0..200 {
+        let s = client
+            .describe_stream_summary()
+            .stream_name(name)
+            .send()
+            .await
+            .unwrap();
+        let status = s
+            .stream_description_summary()
+            .map(|d| d.stream_status().clone());
+        if status == Some(aws_sdk_kinesis::types::StreamStatus::Active) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("stream {name} never became ACTIVE");
+}
+
+impl KinesisHarness {
+    async fn new(endpoint: &str, efo: bool) -> Self {
+        let sdk = load_sdk_config(&AwsSettings::emulator(endpoint)).await;
+        let client = aws_sdk_kinesis::Client::new(&sdk);
+        let name = format!("weir-test-{:08x}", rand::random::<u32>());
+        client
+            .create_stream()
+            .stream_name(&name)
+            .shard_count(1)
+            .send()
+            .await
+            .unwrap();
+        wait_active(&client, &name).await;
+        let options = KinesisOptions {
+            efo_consumer: efo.then(|| "weir-test".to_owned()),
+            idle_poll_interval: Duration::from_millis(200),
+            ..KinesisOptions::default()
+        };
+        let stream = KinesisStream::open(client.clone(), &name, options)
+            .await
+            .unwrap();
+        Self {
+            client,
+            name,
+            stream,
+        }
+    }
+}
+
+#[async_trait]
+impl StreamHarness for KinesisHarness {
+    fn reader(&self) -> Arc<dyn ShardReader> {
+        Arc::new(self.stream.clone())
+    }
+    fn catalog(&self) -> Arc<dyn StreamCatalog> {
+        Arc::new(self.stream.clone())
+    }
+    async fn put(&self, partition_key: &str, data: Bytes) -> (ShardId, SequenceNumber) {
+        let out = self
+            .client
+            .put_record()
+            .stream_name(&self.name)
+            .partition_key(partition_key)
+            .data(Blob::new(data.to_vec()))
+            .send()
+            .await
+            .unwrap();
+        (
+            ShardId::from(out.shard_id()),
+            SequenceNumber::parse(out.sequence_number()).unwrap(),
+        )
+    }
+    async fn split(&self, shard: &ShardId) {
+        let shards = self.stream.list_shards().await.unwrap();
+        let r = shards.iter().find(|s| &s.id == shard).unwrap().hash_range;
+        let mid = r.start + (r.end - r.start) / 2 + 1;
+        self.client
+            .split_shard()
+            .stream_name(&self.name)
+            .shard_to_split(shard.as_str())
+            .new_starting_hash_key(mid.to_string())
+            .send()
+            .await
+            .unwrap();
+        wait_active(&self.client, &self.name).await;
+    }
+    async fn merge(&self, a: &ShardId, b: &ShardId) {
+        self.client
+            .merge_shards()
+            .stream_name(&self.name)
+            .shard_to_merge(a.as_str())
+            .adjacent_shard_to_merge(b.as_str())
+            .send()
+            .await
+            .unwrap();
+        wait_active(&self.client, &self.name).await;
+    }
+    fn now(&self) -> Timestamp {
+        SystemClock.now()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ferrokinesis_efo_passes_reader_conformance() {
+    let emu = Emulator::start("ferrokinesis", &[]);
+    let h = KinesisHarness::new(&emu.endpoint, true).await;
+    shard_reader_suite(&h, ReadMode::Live).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ferrokinesis_polling_passes_reader_conformance() {
+    let emu = Emulator::start("ferrokinesis", &[]);
+    let h = KinesisHarness::new(&emu.endpoint, false).await;
+    shard_reader_suite(&h, ReadMode::Polling).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kinesis_mock_efo_passes_reader_conformance() {
+    let emu = Emulator::start("kinesis-local", &[]);
+    let h = KinesisHarness::new(&emu.endpoint, true).await;
+    shard_reader_suite(&h, ReadMode::Live).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_stream_is_a_clear_error() {
+    let emu = Emulator::start("ferrokinesis", &[]);
+    let sdk = load_sdk_config(&AwsSettings::emulator(&emu.endpoint)).await;
+    let err = KinesisStream::open(
+        aws_sdk_kinesis::Client::new(&sdk),
+        "nope",
+        KinesisOptions::default(),
+    )
+    .await
+    .unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("nope") && text.contains("not found"),
+        "{text}"
+    );
+}
