@@ -5,6 +5,7 @@ mod config;
 mod consumers;
 mod demo;
 mod http;
+mod put;
 mod run;
 mod summary;
 mod telemetry;
@@ -46,6 +47,9 @@ enum Command {
         #[arg(long, short)]
         config: PathBuf,
     },
+    /// Write NDJSON lines (file or stdin) into a Kinesis stream with PutRecords:
+    /// batches of at most 500 records / 5 MiB, only failed records retried.
+    Put(put::PutArgs),
     /// Configuration tools.
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -79,6 +83,7 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Demo(args) => demo::run(args).await,
+            Command::Put(args) => put::run(args).await,
             Command::Run { config } => run::run(config::load(&config)?).await,
             Command::Config(ConfigCommand::Check { file }) => {
                 let c = config::load(&file)?;

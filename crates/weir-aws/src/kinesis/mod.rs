@@ -5,6 +5,7 @@
 mod catalog;
 mod efo;
 mod polling;
+pub mod producer;
 mod records;
 
 use std::sync::Arc;
