@@ -7,4 +7,4 @@ mod reader;
 
 pub use lease_table::lease_table_suite;
 pub use object_sink::object_sink_suite;
-pub use reader::{StreamHarness, shard_reader_suite};
+pub use reader::{Quirks, StreamHarness, shard_reader_suite, shard_reader_suite_with};
