@@ -19,8 +19,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType,
-    ScalarAttributeType, TableStatus,
+    AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType, TableStatus,
 };
 use weir_core::ports::{LeaseTable, WorkerHeartbeat};
 use weir_core::{Lease, LeaseError, LeaseMutation, NewLease, ShardId, WorkerId};
@@ -37,22 +36,14 @@ pub struct DynamoDbLeaseTable {
     namespace: String,
 }
 
-fn store_err<E, R>(
-    what: &str,
-    table: &str,
-    e: aws_sdk_dynamodb::error::SdkError<E, R>,
-) -> LeaseError
+fn store_err<E, R>(what: &str, table: &str, e: aws_sdk_dynamodb::error::SdkError<E, R>) -> LeaseError
 where
     E: aws_sdk_dynamodb::error::ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
     R: std::fmt::Debug + Send + Sync + 'static,
     aws_sdk_dynamodb::error::SdkError<E, R>: std::error::Error,
 {
     let message = format!("dynamodb {what} on table {table}: {}", describe(&e));
-    LeaseError::Store {
-        message,
-        retryable: true,
-        source: Some(Box::new(e)),
-    }
+    LeaseError::Store { message, retryable: true, source: Some(Box::new(e)) }
 }
 
 fn s(v: &str) -> AttributeValue {
@@ -69,46 +60,27 @@ impl DynamoDbLeaseTable {
         namespace: &str,
         create_if_missing: bool,
     ) -> Result<Self, LeaseError> {
-        let this = Self {
-            client,
-            table: table.to_owned(),
-            namespace: namespace.to_owned(),
-        };
+        let this = Self { client, table: table.to_owned(), namespace: namespace.to_owned() };
         this.ensure_table(create_if_missing).await?;
         Ok(this)
     }
 
     async fn ensure_table(&self, create: bool) -> Result<(), LeaseError> {
-        let missing = match self
-            .client
-            .describe_table()
-            .table_name(&self.table)
-            .send()
-            .await
-        {
+        let missing = match self.client.describe_table().table_name(&self.table).send().await {
             Ok(out) => {
                 if out.table().and_then(|t| t.table_status()) == Some(&TableStatus::Active) {
                     return Ok(());
                 }
                 false
             }
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|s| s.is_resource_not_found_exception()) =>
-            {
-                true
-            }
+            Err(e) if e.as_service_error().is_some_and(|s| s.is_resource_not_found_exception()) => true,
             Err(e) => {
                 let message = format!(
                     "cannot describe lease table {}: {} (needs dynamodb:DescribeTable)",
                     self.table,
                     describe(&e)
                 );
-                return Err(LeaseError::Store {
-                    message,
-                    retryable: false,
-                    source: Some(Box::new(e)),
-                });
+                return Err(LeaseError::Store { message, retryable: false, source: Some(Box::new(e)) });
             }
         };
         if missing && !create {
@@ -122,24 +94,11 @@ impl DynamoDbLeaseTable {
             });
         }
         if missing {
-            let key = |name: &str, kind| {
-                KeySchemaElement::builder()
-                    .attribute_name(name)
-                    .key_type(kind)
-                    .build()
-            };
+            let key = |name: &str, kind| KeySchemaElement::builder().attribute_name(name).key_type(kind).build();
             let attr = |name: &str| {
-                AttributeDefinition::builder()
-                    .attribute_name(name)
-                    .attribute_type(ScalarAttributeType::S)
-                    .build()
+                AttributeDefinition::builder().attribute_name(name).attribute_type(ScalarAttributeType::S).build()
             };
-            let built = (
-                key("pk", KeyType::Hash),
-                key("sk", KeyType::Range),
-                attr("pk"),
-                attr("sk"),
-            );
+            let built = (key("pk", KeyType::Hash), key("sk", KeyType::Range), attr("pk"), attr("sk"));
             let (Ok(k1), Ok(k2), Ok(a1), Ok(a2)) = built else {
                 return Err(LeaseError::Store {
                     message: "cannot build table schema".into(),
@@ -159,30 +118,18 @@ impl DynamoDbLeaseTable {
                 .send()
                 .await;
             if let Err(e) = created {
-                if !e
-                    .as_service_error()
-                    .is_some_and(|s| s.is_resource_in_use_exception())
-                {
+                if !e.as_service_error().is_some_and(|s| s.is_resource_in_use_exception()) {
                     let message = format!(
                         "cannot create lease table {}: {} (needs dynamodb:CreateTable)",
                         self.table,
                         describe(&e)
                     );
-                    return Err(LeaseError::Store {
-                        message,
-                        retryable: false,
-                        source: Some(Box::new(e)),
-                    });
+                    return Err(LeaseError::Store { message, retryable: false, source: Some(Box::new(e)) });
                 }
             }
         }
         for _ in 0..120 {
-            let out = self
-                .client
-                .describe_table()
-                .table_name(&self.table)
-                .send()
-                .await;
+            let out = self.client.describe_table().table_name(&self.table).send().await;
             if let Ok(out) = out {
                 if out.table().and_then(|t| t.table_status()) == Some(&TableStatus::Active) {
                     return Ok(());
@@ -198,20 +145,13 @@ impl DynamoDbLeaseTable {
     }
 
     fn key(&self, sk: String) -> Item {
-        HashMap::from([
-            ("pk".to_owned(), s(&self.namespace)),
-            ("sk".to_owned(), AttributeValue::S(sk)),
-        ])
+        HashMap::from([("pk".to_owned(), s(&self.namespace)), ("sk".to_owned(), AttributeValue::S(sk))])
     }
 
     fn lease_item(&self, lease: &Lease) -> Result<Item, LeaseError> {
-        let json = serde_json::to_string(lease)
-            .map_err(|e| LeaseError::store("encode lease", false, e))?;
+        let json = serde_json::to_string(lease).map_err(|e| LeaseError::store("encode lease", false, e))?;
         let mut item = self.key(format!("lease#{}", lease.key));
-        item.insert(
-            "counter".into(),
-            AttributeValue::N(lease.counter.to_string()),
-        );
+        item.insert("counter".into(), AttributeValue::N(lease.counter.to_string()));
         item.insert("lease".into(), AttributeValue::S(json));
         item.insert("ended".into(), AttributeValue::Bool(lease.ended));
         if let Some(o) = &lease.owner {
@@ -224,14 +164,11 @@ impl DynamoDbLeaseTable {
     }
 
     fn decode(item: &Item) -> Result<Lease, LeaseError> {
-        let json = item
-            .get("lease")
-            .and_then(|v| v.as_s().ok())
-            .ok_or_else(|| LeaseError::Store {
-                message: "lease item without lease attribute".into(),
-                retryable: false,
-                source: None,
-            })?;
+        let json = item.get("lease").and_then(|v| v.as_s().ok()).ok_or_else(|| LeaseError::Store {
+            message: "lease item without lease attribute".into(),
+            retryable: false,
+            source: None,
+        })?;
         serde_json::from_str(json).map_err(|e| LeaseError::store("decode lease", false, e))
     }
 
@@ -274,22 +211,13 @@ impl LeaseTable for DynamoDbLeaseTable {
             .await;
         match r {
             Ok(_) => Ok(true),
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
-            {
-                Ok(false)
-            }
+            Err(e) if e.as_service_error().is_some_and(|s| s.is_conditional_check_failed_exception()) => Ok(false),
             Err(e) => Err(store_err("put (create lease)", &self.table, e)),
         }
     }
 
     async fn list(&self) -> Result<Vec<Lease>, LeaseError> {
-        self.query("lease#")
-            .await?
-            .iter()
-            .map(Self::decode)
-            .collect()
+        self.query("lease#").await?.iter().map(Self::decode).collect()
     }
 
     async fn get(&self, key: &ShardId) -> Result<Option<Lease>, LeaseError> {
@@ -307,16 +235,11 @@ impl LeaseTable for DynamoDbLeaseTable {
 
     async fn mutate(&self, mutation: &LeaseMutation) -> Result<Lease, LeaseError> {
         for _ in 0..16 {
-            let stored = self
-                .get(&mutation.key)
-                .await?
-                .ok_or_else(|| LeaseError::NotFound(mutation.key.clone()))?;
+            let stored = self.get(&mutation.key).await?.ok_or_else(|| LeaseError::NotFound(mutation.key.clone()))?;
             let next = mutation.apply(&stored)?;
             let mut cond = vec!["#counter = :seen_counter".to_owned()];
-            let mut values = HashMap::from([(
-                ":seen_counter".to_owned(),
-                AttributeValue::N(stored.counter.to_string()),
-            )]);
+            let mut values =
+                HashMap::from([(":seen_counter".to_owned(), AttributeValue::N(stored.counter.to_string()))]);
             for (attr, seen) in [("owner", &stored.owner), ("handoff_to", &stored.handoff_to)] {
                 match seen {
                     Some(v) => {
@@ -341,10 +264,7 @@ impl LeaseTable for DynamoDbLeaseTable {
             match r {
                 Ok(_) => return Ok(next),
                 // Changed between our read and write: read again and re-judge.
-                Err(e)
-                    if e.as_service_error()
-                        .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
-                {
+                Err(e) if e.as_service_error().is_some_and(|s| s.is_conditional_check_failed_exception()) => {
                     continue;
                 }
                 Err(e) => {
@@ -396,17 +316,9 @@ impl LeaseTable for DynamoDbLeaseTable {
             .await?
             .iter()
             .filter_map(|item| {
-                let id = item
-                    .get("sk")?
-                    .as_s()
-                    .ok()?
-                    .strip_prefix("worker#")?
-                    .to_owned();
+                let id = item.get("sk")?.as_s().ok()?.strip_prefix("worker#")?.to_owned();
                 let counter = item.get("counter")?.as_n().ok()?.parse().ok()?;
-                Some(WorkerHeartbeat {
-                    worker: WorkerId::new(id),
-                    counter,
-                })
+                Some(WorkerHeartbeat { worker: WorkerId::new(id), counter })
             })
             .collect())
     }

@@ -49,9 +49,7 @@ const TRANSIENT_CODES: &[&str] = &[
 /// Classifies an SDK error.
 pub fn classify<E: ProvideErrorMetadata>(err: &SdkError<E, HttpResponse>) -> ErrorClass {
     match err {
-        SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => {
-            ErrorClass::Transient
-        }
+        SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => ErrorClass::Transient,
         SdkError::ServiceError(se) => {
             let code = se.err().code().unwrap_or_default();
             if THROTTLING_CODES.contains(&code) {
@@ -71,11 +69,7 @@ pub fn describe<E: ProvideErrorMetadata + std::error::Error, R>(err: &SdkError<E
     match err {
         SdkError::ServiceError(se) => {
             let e = se.err();
-            format!(
-                "{}: {}",
-                e.code().unwrap_or("error"),
-                e.message().unwrap_or("")
-            )
+            format!("{}: {}", e.code().unwrap_or("error"), e.message().unwrap_or(""))
         }
         SdkError::TimeoutError(_) => "request timed out".into(),
         SdkError::DispatchFailure(f) => format!("could not send request: {f:?}"),
@@ -85,11 +79,7 @@ pub fn describe<E: ProvideErrorMetadata + std::error::Error, R>(err: &SdkError<E
 
 /// Retries `op` while it fails with a retryable class, with exponential backoff and
 /// full jitter, until `deadline` has passed since the first attempt.
-pub async fn retry<T, E, F, Fut>(
-    deadline: Duration,
-    mut op: F,
-    class_of: impl Fn(&E) -> ErrorClass,
-) -> Result<T, E>
+pub async fn retry<T, E, F, Fut>(deadline: Duration, mut op: F, class_of: impl Fn(&E) -> ErrorClass) -> Result<T, E>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, E>>,
@@ -101,15 +91,9 @@ where
             Ok(v) => return Ok(v),
             Err(e) => {
                 let class = class_of(&e);
-                let cap = Duration::from_millis(50u64.saturating_mul(1 << attempt.min(10)))
-                    .min(Duration::from_secs(5));
-                let base = if class == ErrorClass::Throttling {
-                    cap * 2
-                } else {
-                    cap
-                };
-                let delay =
-                    Duration::from_millis(rand::rng().random_range(0..=base.as_millis() as u64));
+                let cap = Duration::from_millis(50u64.saturating_mul(1 << attempt.min(10))).min(Duration::from_secs(5));
+                let base = if class == ErrorClass::Throttling { cap * 2 } else { cap };
+                let delay = Duration::from_millis(rand::rng().random_range(0..=base.as_millis() as u64));
                 if class == ErrorClass::Permanent || start.elapsed() + delay > deadline {
                     return Err(e);
                 }

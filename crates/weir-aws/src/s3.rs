@@ -57,19 +57,12 @@ pub struct S3ObjectSink {
     options: S3Options,
 }
 
-fn store_err<E>(
-    what: &str,
-    e: aws_sdk_s3::error::SdkError<E, aws_sdk_s3::config::http::HttpResponse>,
-) -> SinkError
+fn store_err<E>(what: &str, e: aws_sdk_s3::error::SdkError<E, aws_sdk_s3::config::http::HttpResponse>) -> SinkError
 where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
 {
     let retryable = classify(&e) != ErrorClass::Permanent;
-    SinkError::Store {
-        message: format!("s3 {what}: {}", describe(&e)),
-        retryable,
-        source: Some(Box::new(e)),
-    }
+    SinkError::Store { message: format!("s3 {what}: {}", describe(&e)), retryable, source: Some(Box::new(e)) }
 }
 
 fn precondition_failed<E: ProvideErrorMetadata>(
@@ -93,39 +86,17 @@ impl S3ObjectSink {
             part_size: options.part_size.max(min),
             ..options
         };
-        Self {
-            client,
-            bucket: bucket.to_owned(),
-            options,
-        }
+        Self { client, bucket: bucket.to_owned(), options }
     }
 
     /// Creates the bucket if it does not exist (tests, first runs).
     pub async fn ensure_bucket(&self) -> Result<(), SinkError> {
-        if self
-            .client
-            .head_bucket()
-            .bucket(&self.bucket)
-            .send()
-            .await
-            .is_ok()
-        {
+        if self.client.head_bucket().bucket(&self.bucket).send().await.is_ok() {
             return Ok(());
         }
-        match self
-            .client
-            .create_bucket()
-            .bucket(&self.bucket)
-            .send()
-            .await
-        {
+        match self.client.create_bucket().bucket(&self.bucket).send().await {
             Ok(_) => Ok(()),
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|s| s.is_bucket_already_owned_by_you()) =>
-            {
-                Ok(())
-            }
+            Err(e) if e.as_service_error().is_some_and(|s| s.is_bucket_already_owned_by_you()) => Ok(()),
             Err(e) => Err(store_err(&format!("create bucket {}", self.bucket), e)),
         }
     }
@@ -134,12 +105,7 @@ impl S3ObjectSink {
         (!options.metadata.is_empty()).then(|| options.metadata.clone().into_iter().collect())
     }
 
-    async fn put_single(
-        &self,
-        key: &str,
-        body: Bytes,
-        options: &PutOptions,
-    ) -> Result<PutOutcome, SinkError> {
+    async fn put_single(&self, key: &str, body: Bytes, options: &PutOptions) -> Result<PutOutcome, SinkError> {
         let mut req = self
             .client
             .put_object()
@@ -152,9 +118,7 @@ impl S3ObjectSink {
             .set_metadata(Self::metadata(options));
         req = match &self.options.encryption {
             ServerSideEncryption::BucketDefault => req,
-            ServerSideEncryption::S3 => {
-                req.server_side_encryption(aws_sdk_s3::types::ServerSideEncryption::Aes256)
-            }
+            ServerSideEncryption::S3 => req.server_side_encryption(aws_sdk_s3::types::ServerSideEncryption::Aes256),
             ServerSideEncryption::Kms(key_id) => req
                 .server_side_encryption(aws_sdk_s3::types::ServerSideEncryption::AwsKms)
                 .set_ssekms_key_id(key_id.clone()),
@@ -166,12 +130,7 @@ impl S3ObjectSink {
         }
     }
 
-    async fn put_multipart(
-        &self,
-        key: &str,
-        body: Bytes,
-        options: &PutOptions,
-    ) -> Result<PutOutcome, SinkError> {
+    async fn put_multipart(&self, key: &str, body: Bytes, options: &PutOptions) -> Result<PutOutcome, SinkError> {
         let mut req = self
             .client
             .create_multipart_upload()
@@ -182,34 +141,19 @@ impl S3ObjectSink {
             .set_metadata(Self::metadata(options));
         req = match &self.options.encryption {
             ServerSideEncryption::BucketDefault => req,
-            ServerSideEncryption::S3 => {
-                req.server_side_encryption(aws_sdk_s3::types::ServerSideEncryption::Aes256)
-            }
+            ServerSideEncryption::S3 => req.server_side_encryption(aws_sdk_s3::types::ServerSideEncryption::Aes256),
             ServerSideEncryption::Kms(key_id) => req
                 .server_side_encryption(aws_sdk_s3::types::ServerSideEncryption::AwsKms)
                 .set_ssekms_key_id(key_id.clone()),
         };
-        let created = req
-            .send()
-            .await
-            .map_err(|e| store_err(&format!("create multipart upload {key}"), e))?;
+        let created = req.send().await.map_err(|e| store_err(&format!("create multipart upload {key}"), e))?;
         let Some(upload_id) = created.upload_id().map(str::to_owned) else {
-            return Err(SinkError::Store {
-                message: "s3 returned no upload id".into(),
-                retryable: true,
-                source: None,
-            });
+            return Err(SinkError::Store { message: "s3 returned no upload id".into(), retryable: true, source: None });
         };
         let result = self.upload_parts(key, &upload_id, body).await;
         if !matches!(result, Ok(PutOutcome::Created)) {
-            let abort = self
-                .client
-                .abort_multipart_upload()
-                .bucket(&self.bucket)
-                .key(key)
-                .upload_id(&upload_id)
-                .send()
-                .await;
+            let abort =
+                self.client.abort_multipart_upload().bucket(&self.bucket).key(key).upload_id(&upload_id).send().await;
             if let Err(e) = abort {
                 tracing::warn!(%key, error = %describe(&e), "abort of multipart upload failed");
             }
@@ -217,12 +161,7 @@ impl S3ObjectSink {
         result
     }
 
-    async fn upload_parts(
-        &self,
-        key: &str,
-        upload_id: &str,
-        body: Bytes,
-    ) -> Result<PutOutcome, SinkError> {
+    async fn upload_parts(&self, key: &str, upload_id: &str, body: Bytes) -> Result<PutOutcome, SinkError> {
         let mut parts = Vec::new();
         for (i, start) in (0..body.len()).step_by(self.options.part_size).enumerate() {
             let end = (start + self.options.part_size).min(body.len());
@@ -238,12 +177,7 @@ impl S3ObjectSink {
                 .send()
                 .await
                 .map_err(|e| store_err(&format!("upload part {number} of {key}"), e))?;
-            parts.push(
-                CompletedPart::builder()
-                    .part_number(number)
-                    .set_e_tag(out.e_tag().map(str::to_owned))
-                    .build(),
-            );
+            parts.push(CompletedPart::builder().part_number(number).set_e_tag(out.e_tag().map(str::to_owned)).build());
         }
         let done = self
             .client
@@ -252,11 +186,7 @@ impl S3ObjectSink {
             .key(key)
             .upload_id(upload_id)
             .if_none_match("*")
-            .multipart_upload(
-                CompletedMultipartUpload::builder()
-                    .set_parts(Some(parts))
-                    .build(),
-            )
+            .multipart_upload(CompletedMultipartUpload::builder().set_parts(Some(parts)).build())
             .send()
             .await;
         match done {
@@ -269,12 +199,7 @@ impl S3ObjectSink {
 
 #[async_trait]
 impl ObjectSink for S3ObjectSink {
-    async fn put_if_absent(
-        &self,
-        key: &str,
-        body: Bytes,
-        options: &PutOptions,
-    ) -> Result<PutOutcome, SinkError> {
+    async fn put_if_absent(&self, key: &str, body: Bytes, options: &PutOptions) -> Result<PutOutcome, SinkError> {
         validate_key(key)?;
         if body.len() >= self.options.multipart_threshold {
             self.put_multipart(key, body, options).await
@@ -285,14 +210,7 @@ impl ObjectSink for S3ObjectSink {
 
     async fn get(&self, key: &str) -> Result<Option<Bytes>, SinkError> {
         validate_key(key)?;
-        match self
-            .client
-            .get_object()
-            .bucket(&self.bucket)
-            .key(key)
-            .send()
-            .await
-        {
+        match self.client.get_object().bucket(&self.bucket).key(key).send().await {
             Ok(out) => {
                 let data = out.body.collect().await.map_err(|e| SinkError::Store {
                     message: format!("s3 read body of {key}: {e}"),
@@ -321,10 +239,7 @@ impl ObjectSink for S3ObjectSink {
                 .map_err(|e| store_err(&format!("list {prefix}"), e))?;
             for o in page.contents() {
                 if let Some(key) = o.key() {
-                    out.push(ObjectMeta {
-                        key: key.to_owned(),
-                        size: o.size().unwrap_or(0).max(0) as u64,
-                    });
+                    out.push(ObjectMeta { key: key.to_owned(), size: o.size().unwrap_or(0).max(0) as u64 });
                 }
             }
             match page.next_continuation_token() {

@@ -34,9 +34,7 @@ impl EfoEvents for FakeEvents {
         if self.silent {
             std::future::pending::<()>().await;
         }
-        let left = self
-            .until
-            .saturating_duration_since(tokio::time::Instant::now());
+        let left = self.until.saturating_duration_since(tokio::time::Instant::now());
         if left.is_zero() {
             return Ok(None);
         }
@@ -49,11 +47,7 @@ impl EfoEvents for FakeEvents {
                 let ended = b.child_shards.is_some();
                 Ok(Some(EfoEvent {
                     records: b.records,
-                    continuation: if ended {
-                        None
-                    } else {
-                        self.continuation.clone()
-                    },
+                    continuation: if ended { None } else { self.continuation.clone() },
                     millis_behind_latest: b.millis_behind_latest,
                     child_shards: b.child_shards.unwrap_or_default(),
                 }))
@@ -72,46 +66,24 @@ impl EfoEvents for FakeEvents {
 
 #[async_trait]
 impl EfoApi for FakeEfo {
-    async fn subscribe(
-        &self,
-        shard: &ShardId,
-        from: &StartingPosition,
-    ) -> Result<Box<dyn EfoEvents>, ReadError> {
-        if self
-            .in_use
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_ok()
-        {
-            return Err(ReadError::ResourceInUse(
-                "fake: subscription still active".into(),
-            ));
+    async fn subscribe(&self, shard: &ShardId, from: &StartingPosition) -> Result<Box<dyn EfoEvents>, ReadError> {
+        if self.in_use.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok() {
+            return Err(ReadError::ResourceInUse("fake: subscription still active".into()));
         }
         self.subscribed_at.lock().unwrap().push(from.clone());
-        let silent = self
-            .silent
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_ok();
+        let silent = self.silent.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok();
         let read = self.stream.open(shard, from, ReadMode::Live).await?;
         let continuation = match from {
             StartingPosition::AfterSequenceNumber(s) => Some(s.clone()),
             _ => None,
         };
-        Ok(Box::new(FakeEvents {
-            read,
-            until: tokio::time::Instant::now() + self.lifetime,
-            silent,
-            continuation,
-        }))
+        Ok(Box::new(FakeEvents { read, until: tokio::time::Instant::now() + self.lifetime, silent, continuation }))
     }
 }
 
 fn setup() -> (MemoryStream, Arc<FakeEfo>, ShardId) {
     let stream = MemoryStream::new(
-        StreamOptions {
-            shards: 1,
-            max_batch: 50,
-            subscription_lifetime: None,
-        },
+        StreamOptions { shards: 1, max_batch: 50, subscription_lifetime: None },
         Arc::new(weir_core::SystemClock),
     );
     let shard = stream.open_shards()[0].clone();
@@ -132,14 +104,7 @@ fn subscription(
     from: StartingPosition,
 ) -> EfoSubscription {
     let catalog: Arc<dyn StreamCatalog> = Arc::new(stream.clone());
-    EfoSubscription::new(
-        fake.clone(),
-        catalog,
-        None,
-        shard.clone(),
-        from,
-        EfoOptions::default(),
-    )
+    EfoSubscription::new(fake.clone(), catalog, None, shard.clone(), from, EfoOptions::default())
 }
 
 async fn collect(sub: &mut EfoSubscription, n: usize) -> Vec<Bytes> {
@@ -167,21 +132,12 @@ async fn renews_every_five_minutes_after_the_last_continuation() {
     let got = collect(&mut sub, 720).await;
     producer.await.unwrap();
     let want: Vec<Bytes> = (0..720).map(|i| Bytes::from(format!("r{i}"))).collect();
-    assert_eq!(
-        got, want,
-        "every record once, in order, across subscriptions"
-    );
+    assert_eq!(got, want, "every record once, in order, across subscriptions");
     let positions = fake.subscribed_at.lock().unwrap().clone();
-    assert!(
-        positions.len() >= 3,
-        "12 minutes need at least 3 subscriptions: {positions:?}"
-    );
+    assert!(positions.len() >= 3, "12 minutes need at least 3 subscriptions: {positions:?}");
     assert_eq!(positions[0], StartingPosition::TrimHorizon);
     for p in &positions[1..] {
-        assert!(
-            matches!(p, StartingPosition::AfterSequenceNumber(_)),
-            "re-subscribed with {p:?}"
-        );
+        assert!(matches!(p, StartingPosition::AfterSequenceNumber(_)), "re-subscribed with {p:?}");
     }
 }
 
@@ -196,11 +152,7 @@ async fn silent_subscription_is_restarted_after_60_seconds() {
     let start = tokio::time::Instant::now();
     let got = collect(&mut sub, 5).await;
     assert_eq!(got.len(), 5);
-    assert_eq!(
-        start.elapsed(),
-        Duration::from_secs(60),
-        "restarted exactly at the silence timeout"
-    );
+    assert_eq!(start.elapsed(), Duration::from_secs(60), "restarted exactly at the silence timeout");
     assert_eq!(fake.subscribed_at.lock().unwrap().len(), 2);
 }
 
@@ -209,10 +161,7 @@ async fn zero_record_events_advance_the_position() {
     let (stream, fake, shard) = setup();
     let (_, last) = stream.put("k", Bytes::from_static(b"only"));
     let mut sub = subscription(&stream, &fake, &shard, StartingPosition::TrimHorizon);
-    assert_eq!(
-        collect(&mut sub, 1).await,
-        vec![Bytes::from_static(b"only")]
-    );
+    assert_eq!(collect(&mut sub, 1).await, vec![Bytes::from_static(b"only")]);
     // Six minutes of empty events: the subscription ends and is renewed.
     let mut empties = 0;
     let start = tokio::time::Instant::now();
@@ -221,15 +170,9 @@ async fn zero_record_events_advance_the_position() {
         assert!(b.records.is_empty());
         empties += 1;
     }
-    assert!(
-        empties > 60,
-        "an event every 5 s, records or not: {empties}"
-    );
+    assert!(empties > 60, "an event every 5 s, records or not: {empties}");
     let positions = fake.subscribed_at.lock().unwrap().clone();
-    assert_eq!(
-        positions.last(),
-        Some(&StartingPosition::AfterSequenceNumber(last))
-    );
+    assert_eq!(positions.last(), Some(&StartingPosition::AfterSequenceNumber(last)));
 }
 
 #[tokio::test(start_paused = true)]
@@ -239,10 +182,7 @@ async fn resource_in_use_is_a_retryable_error_and_the_next_open_works() {
     fake.in_use.store(1, Ordering::SeqCst);
     let mut sub = subscription(&stream, &fake, &shard, StartingPosition::TrimHorizon);
     let err = sub.next().await.unwrap_err();
-    assert!(
-        matches!(err, ReadError::ResourceInUse(_)) && err.is_retryable(),
-        "{err:?}"
-    );
+    assert!(matches!(err, ReadError::ResourceInUse(_)) && err.is_retryable(), "{err:?}");
     assert_eq!(collect(&mut sub, 1).await, vec![Bytes::from_static(b"x")]);
 }
 
@@ -259,12 +199,7 @@ async fn shard_end_from_child_shards() {
             break batch;
         }
     };
-    let mut kids: Vec<ShardId> = end
-        .child_shards
-        .unwrap()
-        .into_iter()
-        .map(|c| c.shard_id)
-        .collect();
+    let mut kids: Vec<ShardId> = end.child_shards.unwrap().into_iter().map(|c| c.shard_id).collect();
     kids.sort();
     assert_eq!(kids, vec![a, b]);
     assert!(sub.next().await.unwrap().is_none());

@@ -12,9 +12,7 @@ use weir_aws::{AwsSettings, KinesisOptions, KinesisStream, load_sdk_config};
 use weir_core::ports::{ReadMode, ShardReader, StreamCatalog};
 use weir_core::{Clock, SequenceNumber, ShardId, SystemClock, Timestamp};
 use weir_testkit::Emulator;
-use weir_testkit::conformance::{
-    Quirks, StreamHarness, shard_reader_suite, shard_reader_suite_with,
-};
+use weir_testkit::conformance::{Quirks, StreamHarness, shard_reader_suite, shard_reader_suite_with};
 
 struct KinesisHarness {
     client: aws_sdk_kinesis::Client,
@@ -24,15 +22,8 @@ struct KinesisHarness {
 
 async fn wait_active(client: &aws_sdk_kinesis::Client, name: &str) {
     for _ in 0..200 {
-        let s = client
-            .describe_stream_summary()
-            .stream_name(name)
-            .send()
-            .await
-            .unwrap();
-        let status = s
-            .stream_description_summary()
-            .map(|d| d.stream_status().clone());
+        let s = client.describe_stream_summary().stream_name(name).send().await.unwrap();
+        let status = s.stream_description_summary().map(|d| d.stream_status().clone());
         if status == Some(aws_sdk_kinesis::types::StreamStatus::Active) {
             return;
         }
@@ -46,27 +37,15 @@ impl KinesisHarness {
         let sdk = load_sdk_config(&AwsSettings::emulator(endpoint)).await;
         let client = aws_sdk_kinesis::Client::new(&sdk);
         let name = format!("weir-test-{:08x}", rand::random::<u32>());
-        client
-            .create_stream()
-            .stream_name(&name)
-            .shard_count(1)
-            .send()
-            .await
-            .unwrap();
+        client.create_stream().stream_name(&name).shard_count(1).send().await.unwrap();
         wait_active(&client, &name).await;
         let options = KinesisOptions {
             efo_consumer: efo.then(|| "weir-test".to_owned()),
             idle_poll_interval: Duration::from_millis(200),
             ..KinesisOptions::default()
         };
-        let stream = KinesisStream::open(client.clone(), &name, options)
-            .await
-            .unwrap();
-        Self {
-            client,
-            name,
-            stream,
-        }
+        let stream = KinesisStream::open(client.clone(), &name, options).await.unwrap();
+        Self { client, name, stream }
     }
 }
 
@@ -88,10 +67,7 @@ impl StreamHarness for KinesisHarness {
             .send()
             .await
             .unwrap();
-        (
-            ShardId::from(out.shard_id()),
-            SequenceNumber::parse(out.sequence_number()).unwrap(),
-        )
+        (ShardId::from(out.shard_id()), SequenceNumber::parse(out.sequence_number()).unwrap())
     }
     async fn split(&self, shard: &ShardId) {
         let shards = self.stream.list_shards().await.unwrap();
@@ -143,14 +119,7 @@ async fn ferrokinesis_polling_passes_reader_conformance() {
 async fn kinesis_mock_efo_passes_reader_conformance() {
     let emu = Emulator::start("kinesis-local", &[]);
     let h = KinesisHarness::new(&emu.endpoint, true).await;
-    shard_reader_suite_with(
-        &h,
-        ReadMode::Live,
-        Quirks {
-            latest_delivers: false,
-        },
-    )
-    .await;
+    shard_reader_suite_with(&h, ReadMode::Live, Quirks { latest_delivers: false }).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -164,16 +133,8 @@ async fn kinesis_mock_polling_passes_reader_conformance() {
 async fn missing_stream_is_a_clear_error() {
     let emu = Emulator::start("ferrokinesis", &[]);
     let sdk = load_sdk_config(&AwsSettings::emulator(&emu.endpoint)).await;
-    let err = KinesisStream::open(
-        aws_sdk_kinesis::Client::new(&sdk),
-        "nope",
-        KinesisOptions::default(),
-    )
-    .await
-    .unwrap_err();
+    let err =
+        KinesisStream::open(aws_sdk_kinesis::Client::new(&sdk), "nope", KinesisOptions::default()).await.unwrap_err();
     let text = err.to_string();
-    assert!(
-        text.contains("nope") && text.contains("not found"),
-        "{text}"
-    );
+    assert!(text.contains("nope") && text.contains("not found"), "{text}");
 }

@@ -14,9 +14,7 @@ fn unique(prefix: &str) -> String {
 }
 
 fn rand_u32() -> u32 {
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap();
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
     t.subsec_nanos() ^ std::process::id()
 }
 
@@ -26,11 +24,7 @@ async fn dynamodb(endpoint: &str) -> aws_sdk_dynamodb::Client {
 
 async fn s3(endpoint: &str) -> aws_sdk_s3::Client {
     let sdk = load_sdk_config(&AwsSettings::emulator(endpoint)).await;
-    aws_sdk_s3::Client::from_conf(
-        aws_sdk_s3::config::Builder::from(&sdk)
-            .force_path_style(true)
-            .build(),
-    )
+    aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(&sdk).force_path_style(true).build())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -57,31 +51,16 @@ async fn dynamodb_lease_table_passes_conformance_on_moto() {
 async fn missing_lease_table_is_a_clear_error() {
     let moto = Emulator::start("moto", &[]);
     let client = dynamodb(&moto.endpoint).await;
-    let err = DynamoDbLeaseTable::open(client, "no-such-table", "app", false)
-        .await
-        .unwrap_err()
-        .to_string();
-    assert!(
-        err.contains("no-such-table") && err.contains("does not exist"),
-        "{err}"
-    );
-    assert!(
-        err.contains("create_table"),
-        "the error says how to fix it: {err}"
-    );
+    let err = DynamoDbLeaseTable::open(client, "no-such-table", "app", false).await.unwrap_err().to_string();
+    assert!(err.contains("no-such-table") && err.contains("does not exist"), "{err}");
+    assert!(err.contains("create_table"), "the error says how to fix it: {err}");
 }
 
 async fn s3_suite(endpoint: &str) {
     let client = s3(endpoint).await;
     let bucket = unique("weir-archive");
-    let sink = S3ObjectSink::new(
-        client,
-        &bucket,
-        S3Options {
-            multipart_threshold: 5 * 1024 * 1024,
-            ..S3Options::default()
-        },
-    );
+    let sink =
+        S3ObjectSink::new(client, &bucket, S3Options { multipart_threshold: 5 * 1024 * 1024, ..S3Options::default() });
     sink.ensure_bucket().await.unwrap();
     object_sink_suite(|| {
         let sink = sink.clone();

@@ -78,21 +78,12 @@ pub struct ConsumerError {
 impl ConsumerError {
     /// An error with a message only.
     pub fn msg(message: impl Into<String>) -> Self {
-        Self {
-            message: message.into(),
-            source: None,
-        }
+        Self { message: message.into(), source: None }
     }
 
     /// An error wrapping a cause.
-    pub fn with_source(
-        message: impl Into<String>,
-        source: impl std::error::Error + Send + Sync + 'static,
-    ) -> Self {
-        Self {
-            message: message.into(),
-            source: Some(Box::new(source)),
-        }
+    pub fn with_source(message: impl Into<String>, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Self { message: message.into(), source: Some(Box::new(source)) }
     }
 }
 
@@ -111,8 +102,7 @@ pub trait Consumer: Send + 'static {
     /// Records of one shard, in order, all after this consumer's checkpoint and after
     /// every record delivered before. On error nothing of the batch may be kept: it is
     /// delivered again later.
-    async fn on_batch(&mut self, batch: &RecordBatch, acks: &dyn Acks)
-    -> Result<(), ConsumerError>;
+    async fn on_batch(&mut self, batch: &RecordBatch, acks: &dyn Acks) -> Result<(), ConsumerError>;
 
     /// Time-driven work such as buffer interval flushes. Called periodically.
     async fn on_tick(&mut self, now: Timestamp, acks: &dyn Acks) -> Result<(), ConsumerError> {

@@ -144,10 +144,8 @@ fn decode_aggregate(body: &Bytes) -> Result<Vec<(String, Bytes)>, &'static str> 
     records
         .into_iter()
         .map(|(index, data)| {
-            let key = usize::try_from(index)
-                .ok()
-                .and_then(|i| keys.get(i))
-                .ok_or("partition key index out of range")?;
+            let key =
+                usize::try_from(index).ok().and_then(|i| keys.get(i)).ok_or("partition key index out of range")?;
             Ok((key.clone(), data))
         })
         .collect()
@@ -164,10 +162,7 @@ fn decode_record(buf: &Bytes) -> Result<(u64, Bytes), &'static str> {
             (_, wire) => r.skip(wire)?,
         }
     }
-    Ok((
-        key.ok_or("record without partition key index")?,
-        data.ok_or("record without data")?,
-    ))
+    Ok((key.ok_or("record without partition key index")?, data.ok_or("record without data")?))
 }
 
 /// Builds a KPL aggregate of `(partition key, data)` user records, as the KPL does

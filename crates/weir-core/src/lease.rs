@@ -134,12 +134,7 @@ pub struct LeaseMutation {
 impl LeaseMutation {
     /// A mutation conditioned on `seen`'s owner and counter.
     pub fn on(seen: &Lease, change: LeaseChange) -> Self {
-        Self {
-            key: seen.key.clone(),
-            expected_owner: seen.owner.clone(),
-            expected_counter: seen.counter,
-            change,
-        }
+        Self { key: seen.key.clone(), expected_owner: seen.owner.clone(), expected_counter: seen.counter, change }
     }
 
     /// Applies the mutation to the stored lease, returning the lease to store.
@@ -187,10 +182,7 @@ impl LeaseMutation {
                 next.owner = None;
                 next.handoff_to = None;
             }
-            LeaseChange::Checkpoint {
-                checkpoints,
-                ended_with_children,
-            } => {
+            LeaseChange::Checkpoint { checkpoints, ended_with_children } => {
                 if stored.owner.is_none() {
                     return Err(conflict());
                 }
@@ -238,9 +230,7 @@ pub enum LeaseError {
         actual_counter: u64,
     },
     /// A checkpoint would move backwards.
-    #[error(
-        "checkpoint of {consumer} on {key} would move backwards from {current:?} to {proposed:?}"
-    )]
+    #[error("checkpoint of {consumer} on {key} would move backwards from {current:?} to {proposed:?}")]
     CheckpointBackwards {
         /// Lease key.
         key: ShardId,
@@ -271,13 +261,7 @@ impl LeaseError {
     /// Whether a retry of the same call may succeed. Conflicts are not retryable: the
     /// caller must re-read the lease.
     pub fn is_retryable(&self) -> bool {
-        matches!(
-            self,
-            LeaseError::Store {
-                retryable: true,
-                ..
-            }
-        )
+        matches!(self, LeaseError::Store { retryable: true, .. })
     }
 
     /// A store error from any error type.
@@ -286,10 +270,6 @@ impl LeaseError {
         retryable: bool,
         source: impl std::error::Error + Send + Sync + 'static,
     ) -> Self {
-        LeaseError::Store {
-            message: message.into(),
-            retryable,
-            source: Some(Box::new(source)),
-        }
+        LeaseError::Store { message: message.into(), retryable, source: Some(Box::new(source)) }
     }
 }

@@ -137,9 +137,7 @@ impl From<&StartingPosition> for Checkpoint {
             StartingPosition::AtSequenceNumber(s) => {
                 Checkpoint::At(ExtendedSequenceNumber::plain(s.clone())).before_inclusive()
             }
-            StartingPosition::AfterSequenceNumber(s) => {
-                Checkpoint::At(ExtendedSequenceNumber::plain(s.clone()))
-            }
+            StartingPosition::AfterSequenceNumber(s) => Checkpoint::At(ExtendedSequenceNumber::plain(s.clone())),
         }
     }
 }
@@ -182,10 +180,7 @@ mod tests {
     use super::*;
 
     fn at(v: u128, sub: u64) -> Checkpoint {
-        Checkpoint::At(ExtendedSequenceNumber::new(
-            SequenceNumber::from_u128(v),
-            sub,
-        ))
+        Checkpoint::At(ExtendedSequenceNumber::new(SequenceNumber::from_u128(v), sub))
     }
 
     #[test]
@@ -203,12 +198,7 @@ mod tests {
 
     #[test]
     fn lowest_picks_earliest_read() {
-        let all = [
-            at(10, 0),
-            at(7, 2),
-            Checkpoint::Latest,
-            Checkpoint::ShardEnd,
-        ];
+        let all = [at(10, 0), at(7, 2), Checkpoint::Latest, Checkpoint::ShardEnd];
         assert_eq!(Checkpoint::lowest(&all), Some(at(7, 2)));
         let all = [at(10, 0), Checkpoint::TrimHorizon];
         assert_eq!(Checkpoint::lowest(&all), Some(Checkpoint::TrimHorizon));
@@ -231,22 +221,10 @@ mod tests {
 
     #[test]
     fn start_positions_from_sequence() {
+        assert_eq!(Checkpoint::from(&StartingPosition::AfterSequenceNumber(SequenceNumber::from_u128(9))), at(9, 0));
+        assert_eq!(Checkpoint::from(&StartingPosition::AtSequenceNumber(SequenceNumber::from_u128(100))), at(99, 0));
         assert_eq!(
-            Checkpoint::from(&StartingPosition::AfterSequenceNumber(
-                SequenceNumber::from_u128(9)
-            )),
-            at(9, 0)
-        );
-        assert_eq!(
-            Checkpoint::from(&StartingPosition::AtSequenceNumber(
-                SequenceNumber::from_u128(100)
-            )),
-            at(99, 0)
-        );
-        assert_eq!(
-            Checkpoint::from(&StartingPosition::AtSequenceNumber(
-                SequenceNumber::from_u128(0)
-            )),
+            Checkpoint::from(&StartingPosition::AtSequenceNumber(SequenceNumber::from_u128(0))),
             Checkpoint::TrimHorizon
         );
     }

@@ -32,10 +32,7 @@ pub struct HashKeyRange {
 
 impl HashKeyRange {
     /// The whole key space, `0..=2^128-1`.
-    pub const FULL: HashKeyRange = HashKeyRange {
-        start: 0,
-        end: u128::MAX,
-    };
+    pub const FULL: HashKeyRange = HashKeyRange { start: 0, end: u128::MAX };
 
     /// Whether `key` lies in the range.
     pub fn contains(&self, key: u128) -> bool {

@@ -47,17 +47,12 @@ impl SequenceNumber {
             return Err(SequenceNumberError::Empty);
         }
         if let Some(index) = value.bytes().position(|b| !b.is_ascii_digit()) {
-            return Err(SequenceNumberError::NotDecimal {
-                value: value.chars().take(64).collect(),
-                index,
-            });
+            return Err(SequenceNumberError::NotDecimal { value: value.chars().take(64).collect(), index });
         }
         let trimmed = value.trim_start_matches('0');
         let normalised = if trimmed.is_empty() { "0" } else { trimmed };
         if normalised.len() > MAX_SEQUENCE_DIGITS {
-            return Err(SequenceNumberError::TooLong {
-                digits: normalised.len(),
-            });
+            return Err(SequenceNumberError::TooLong { digits: normalised.len() });
         }
         Ok(Self(Arc::from(normalised)))
     }
@@ -76,10 +71,7 @@ impl SequenceNumber {
 impl Ord for SequenceNumber {
     fn cmp(&self, other: &Self) -> Ordering {
         // Normalised: no leading zeros, so more digits means a larger number.
-        self.0
-            .len()
-            .cmp(&other.0.len())
-            .then_with(|| self.0.as_bytes().cmp(other.0.as_bytes()))
+        self.0.len().cmp(&other.0.len()).then_with(|| self.0.as_bytes().cmp(other.0.as_bytes()))
     }
 }
 
@@ -137,10 +129,7 @@ pub struct ExtendedSequenceNumber {
 impl ExtendedSequenceNumber {
     /// A position with the given sub-sequence.
     pub fn new(sequence: SequenceNumber, sub_sequence: u64) -> Self {
-        Self {
-            sequence,
-            sub_sequence,
-        }
+        Self { sequence, sub_sequence }
     }
 
     /// The position of a plain (non-aggregated) record.
@@ -203,17 +192,11 @@ mod tests {
     #[test]
     fn rejects_bad_input() {
         assert_eq!(SequenceNumber::parse(""), Err(SequenceNumberError::Empty));
-        assert!(matches!(
-            SequenceNumber::parse("12a4"),
-            Err(SequenceNumberError::NotDecimal { index: 2, .. })
-        ));
+        assert!(matches!(SequenceNumber::parse("12a4"), Err(SequenceNumberError::NotDecimal { index: 2, .. })));
         assert!(SequenceNumber::parse("-1").is_err());
         assert!(SequenceNumber::parse(" 1").is_err());
         let long = "1".repeat(130);
-        assert_eq!(
-            SequenceNumber::parse(&long),
-            Err(SequenceNumberError::TooLong { digits: 130 })
-        );
+        assert_eq!(SequenceNumber::parse(&long), Err(SequenceNumberError::TooLong { digits: 130 }));
         assert!(SequenceNumber::parse(&"9".repeat(129)).is_ok());
         assert!(SequenceNumber::parse(&format!("000{}", "9".repeat(129))).is_ok());
     }

@@ -21,19 +21,14 @@ pub struct FsObjectSink {
 }
 
 fn io_err(what: &str, e: std::io::Error) -> SinkError {
-    SinkError::Store {
-        message: format!("{what}: {e}"),
-        retryable: true,
-        source: Some(Box::new(e)),
-    }
+    SinkError::Store { message: format!("{what}: {e}"), retryable: true, source: Some(Box::new(e)) }
 }
 
 impl FsObjectSink {
     /// A store rooted at `root` (created if missing).
     pub fn new(root: impl Into<PathBuf>) -> Result<Self, SinkError> {
         let root = root.into();
-        std::fs::create_dir_all(root.join(TMP_DIR))
-            .map_err(|e| io_err(&format!("create {}", root.display()), e))?;
+        std::fs::create_dir_all(root.join(TMP_DIR)).map_err(|e| io_err(&format!("create {}", root.display()), e))?;
         Ok(Self { root })
     }
 
@@ -48,15 +43,10 @@ impl FsObjectSink {
             std::fs::create_dir_all(parent).map_err(|e| io_err("create directories", e))?;
         }
         let tmp_dir = root.join(TMP_DIR);
-        let mut tmp = tempfile::Builder::new()
-            .prefix("put-")
-            .tempfile_in(&tmp_dir)
-            .map_err(|e| io_err("create temp file", e))?;
-        tmp.write_all(body)
-            .map_err(|e| io_err("write temp file", e))?;
-        tmp.as_file()
-            .sync_all()
-            .map_err(|e| io_err("sync temp file", e))?;
+        let mut tmp =
+            tempfile::Builder::new().prefix("put-").tempfile_in(&tmp_dir).map_err(|e| io_err("create temp file", e))?;
+        tmp.write_all(body).map_err(|e| io_err("write temp file", e))?;
+        tmp.as_file().sync_all().map_err(|e| io_err("sync temp file", e))?;
         let outcome = match std::fs::hard_link(tmp.path(), &target) {
             Ok(()) => PutOutcome::Created,
             Err(e) if e.kind() == ErrorKind::AlreadyExists => PutOutcome::AlreadyExists,
@@ -102,10 +92,7 @@ impl FsObjectSink {
                     stack.push(path);
                 } else if rel.starts_with(prefix) {
                     let size = entry.metadata().map_err(|e| io_err("metadata", e))?.len();
-                    out.push(ObjectMeta {
-                        key: rel.to_owned(),
-                        size,
-                    });
+                    out.push(ObjectMeta { key: rel.to_owned(), size });
                 }
             }
         }
@@ -116,18 +103,10 @@ impl FsObjectSink {
 
 #[async_trait]
 impl ObjectSink for FsObjectSink {
-    async fn put_if_absent(
-        &self,
-        key: &str,
-        body: Bytes,
-        _options: &PutOptions,
-    ) -> Result<PutOutcome, SinkError> {
+    async fn put_if_absent(&self, key: &str, body: Bytes, _options: &PutOptions) -> Result<PutOutcome, SinkError> {
         validate_key(key)?;
         if key.split('/').next() == Some(TMP_DIR) {
-            return Err(SinkError::InvalidKey {
-                key: key.to_owned(),
-                reason: "reserved prefix",
-            });
+            return Err(SinkError::InvalidKey { key: key.to_owned(), reason: "reserved prefix" });
         }
         let (root, key) = (self.root.clone(), key.to_owned());
         tokio::task::spawn_blocking(move || Self::put_blocking(&root, &key, &body))

@@ -25,13 +25,7 @@ const TOOLS: &[&str] = &[
     "translate",
     "send_email",
 ];
-const ERRORS: &[&str] = &[
-    "E_TIMEOUT",
-    "E_RATE_LIMITED",
-    "E_UPSTREAM",
-    "E_INVALID_ARGS",
-    "E_AUTH",
-];
+const ERRORS: &[&str] = &["E_TIMEOUT", "E_RATE_LIMITED", "E_UPSTREAM", "E_INVALID_ARGS", "E_AUTH"];
 
 /// Shape of the generated traffic.
 #[derive(Debug, Clone)]
@@ -52,14 +46,7 @@ pub struct GeneratorConfig {
 
 impl Default for GeneratorConfig {
     fn default() -> Self {
-        Self {
-            tenants: 20,
-            tools: 8,
-            error_rate: 0.02,
-            malformed_rate: 0.001,
-            median_duration_ms: 120,
-            seed: 7,
-        }
+        Self { tenants: 20, tools: 8, error_rate: 0.02, malformed_rate: 0.001, median_duration_ms: 120, seed: 7 }
     }
 }
 
@@ -88,15 +75,8 @@ impl McpEventGenerator {
     /// A generator with `config`.
     pub fn new(config: GeneratorConfig) -> Self {
         let mut rng = SmallRng::seed_from_u64(config.seed);
-        let sessions = (0..64)
-            .map(|_| format!("s-{:016x}", rng.random::<u64>()))
-            .collect();
-        Self {
-            config,
-            rng,
-            hot_tenant: None,
-            sessions,
-        }
+        let sessions = (0..64).map(|_| format!("s-{:016x}", rng.random::<u64>())).collect();
+        Self { config, rng, hot_tenant: None, sessions }
     }
 
     /// From now on tenant `tenant` fails with `error_rate` (the demo's incident).
@@ -113,10 +93,7 @@ impl McpEventGenerator {
     pub fn next_event(&mut self, now: Timestamp) -> (String, Bytes) {
         let tenant = self.rng.random_range(0..self.config.tenants.max(1));
         let tenant_id = Self::tenant_id(tenant);
-        if self
-            .rng
-            .random_bool(self.config.malformed_rate.clamp(0.0, 1.0))
-        {
+        if self.rng.random_bool(self.config.malformed_rate.clamp(0.0, 1.0)) {
             let payload = self.malformed(&tenant_id);
             return (tenant_id, payload);
         }
@@ -147,12 +124,8 @@ impl McpEventGenerator {
     fn malformed(&mut self, tenant_id: &str) -> Bytes {
         match self.rng.random_range(0..5) {
             0 => Bytes::from_static(b"not json at all"),
-            1 => Bytes::from(format!(
-                "{{\"tenantId\":\"{tenant_id}\",\"toolName\":\"trunc"
-            )),
-            2 => Bytes::from(format!(
-                "{{\"tenantId\":\"{tenant_id}\",\"durationMs\":\"slow\",\"success\":\"maybe\"}}"
-            )),
+            1 => Bytes::from(format!("{{\"tenantId\":\"{tenant_id}\",\"toolName\":\"trunc")),
+            2 => Bytes::from(format!("{{\"tenantId\":\"{tenant_id}\",\"durationMs\":\"slow\",\"success\":\"maybe\"}}")),
             3 => Bytes::from_static(b"{\"toolName\":\"search_docs\"}"),
             _ => Bytes::from_static(&[0xff, 0xfe, b'{', 0x80, b'}']),
         }
@@ -165,10 +138,7 @@ mod tests {
 
     #[test]
     fn events_are_json_with_the_mcp_fields() {
-        let mut g = McpEventGenerator::new(GeneratorConfig {
-            malformed_rate: 0.0,
-            ..Default::default()
-        });
+        let mut g = McpEventGenerator::new(GeneratorConfig { malformed_rate: 0.0, ..Default::default() });
         for _ in 0..200 {
             let (pk, data) = g.next_event(Timestamp::from_millis(1_764_400_000_000));
             let v: serde_json::Value = serde_json::from_slice(&data).unwrap();

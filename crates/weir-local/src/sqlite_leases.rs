@@ -24,10 +24,7 @@ pub struct SqliteLeaseTable {
 
 impl std::fmt::Debug for SqliteLeaseTable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SqliteLeaseTable")
-            .field("path", &self.path)
-            .field("namespace", &self.namespace)
-            .finish()
+        f.debug_struct("SqliteLeaseTable").field("path", &self.path).field("namespace", &self.namespace).finish()
     }
 }
 
@@ -40,12 +37,9 @@ impl SqliteLeaseTable {
     pub fn open(path: impl AsRef<Path>, namespace: &str) -> Result<Self, LeaseError> {
         let path = path.as_ref().to_path_buf();
         let conn = Connection::open(&path).map_err(|e| store_err("open", e))?;
-        conn.busy_timeout(Duration::from_secs(10))
-            .map_err(|e| store_err("busy timeout", e))?;
-        conn.pragma_update(None, "journal_mode", "WAL")
-            .map_err(|e| store_err("wal", e))?;
-        conn.pragma_update(None, "synchronous", "NORMAL")
-            .map_err(|e| store_err("synchronous", e))?;
+        conn.busy_timeout(Duration::from_secs(10)).map_err(|e| store_err("busy timeout", e))?;
+        conn.pragma_update(None, "journal_mode", "WAL").map_err(|e| store_err("wal", e))?;
+        conn.pragma_update(None, "synchronous", "NORMAL").map_err(|e| store_err("synchronous", e))?;
         conn.execute_batch(
             "CREATE TABLE IF NOT EXISTS leases (
                 namespace TEXT NOT NULL,
@@ -61,11 +55,7 @@ impl SqliteLeaseTable {
                 PRIMARY KEY (namespace, worker));",
         )
         .map_err(|e| store_err("create tables", e))?;
-        Ok(Self {
-            conn: Arc::new(Mutex::new(conn)),
-            namespace: namespace.into(),
-            path,
-        })
+        Ok(Self { conn: Arc::new(Mutex::new(conn)), namespace: namespace.into(), path })
     }
 
     /// The database file.
@@ -119,9 +109,7 @@ impl LeaseTable for SqliteLeaseTable {
             let mut stmt = c
                 .prepare("SELECT body FROM leases WHERE namespace = ?1 ORDER BY lease_key")
                 .map_err(|e| store_err("prepare list", e))?;
-            let rows = stmt
-                .query_map(params![ns], |r| r.get::<_, String>(0))
-                .map_err(|e| store_err("list", e))?;
+            let rows = stmt.query_map(params![ns], |r| r.get::<_, String>(0)).map_err(|e| store_err("list", e))?;
             let mut out = Vec::new();
             for row in rows {
                 out.push(decode(&row.map_err(|e| store_err("list row", e))?)?);
@@ -150,9 +138,7 @@ impl LeaseTable for SqliteLeaseTable {
     async fn mutate(&self, mutation: &LeaseMutation) -> Result<Lease, LeaseError> {
         let m = mutation.clone();
         self.with(move |c, ns| {
-            let tx = c
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(|e| store_err("begin", e))?;
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate).map_err(|e| store_err("begin", e))?;
             let body: Option<String> = tx
                 .query_row(
                     "SELECT body FROM leases WHERE namespace = ?1 AND lease_key = ?2",
@@ -184,11 +170,8 @@ impl LeaseTable for SqliteLeaseTable {
     async fn delete(&self, key: &ShardId) -> Result<(), LeaseError> {
         let key = key.clone();
         self.with(move |c, ns| {
-            c.execute(
-                "DELETE FROM leases WHERE namespace = ?1 AND lease_key = ?2",
-                params![ns, key.as_str()],
-            )
-            .map_err(|e| store_err("delete", e))?;
+            c.execute("DELETE FROM leases WHERE namespace = ?1 AND lease_key = ?2", params![ns, key.as_str()])
+                .map_err(|e| store_err("delete", e))?;
             Ok(())
         })
         .await
@@ -221,8 +204,7 @@ impl LeaseTable for SqliteLeaseTable {
                     })
                 })
                 .map_err(|e| store_err("workers", e))?;
-            rows.collect::<Result<Vec<_>, _>>()
-                .map_err(|e| store_err("worker row", e))
+            rows.collect::<Result<Vec<_>, _>>().map_err(|e| store_err("worker row", e))
         })
         .await
     }
@@ -230,11 +212,8 @@ impl LeaseTable for SqliteLeaseTable {
     async fn remove_worker(&self, worker: &WorkerId) -> Result<(), LeaseError> {
         let worker = worker.clone();
         self.with(move |c, ns| {
-            c.execute(
-                "DELETE FROM workers WHERE namespace = ?1 AND worker = ?2",
-                params![ns, worker.as_str()],
-            )
-            .map_err(|e| store_err("remove worker", e))?;
+            c.execute("DELETE FROM workers WHERE namespace = ?1 AND worker = ?2", params![ns, worker.as_str()])
+                .map_err(|e| store_err("remove worker", e))?;
             Ok(())
         })
         .await
@@ -279,18 +258,8 @@ mod tests {
             .await
             .unwrap();
             let seen = b.get(&key).await.unwrap().unwrap();
-            let ta = LeaseMutation::on(
-                &seen,
-                LeaseChange::Take {
-                    owner: WorkerId::new("a"),
-                },
-            );
-            let tb = LeaseMutation::on(
-                &seen,
-                LeaseChange::Take {
-                    owner: WorkerId::new("b"),
-                },
-            );
+            let ta = LeaseMutation::on(&seen, LeaseChange::Take { owner: WorkerId::new("a") });
+            let tb = LeaseMutation::on(&seen, LeaseChange::Take { owner: WorkerId::new("b") });
             let (ra, rb) = tokio::join!(a.mutate(&ta), b.mutate(&tb));
             assert!(ra.is_ok() != rb.is_ok(), "exactly one connection must win");
             wins += 1;

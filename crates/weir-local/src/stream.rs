@@ -9,13 +9,11 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 use tokio::sync::watch;
-use weir_core::ports::{
-    ReadError, ReadMode, ShardInfo, ShardReader, ShardSubscription, StreamCatalog,
-};
+use weir_core::ports::{ReadError, ReadMode, ShardInfo, ShardReader, ShardSubscription, StreamCatalog};
 use weir_core::record::partition_hash;
 use weir_core::{
-    ChildShard, Clock, ExtendedSequenceNumber, HashKeyRange, Record, RecordBatch, SequenceNumber,
-    ShardId, StartingPosition, Timestamp,
+    ChildShard, Clock, ExtendedSequenceNumber, HashKeyRange, Record, RecordBatch, SequenceNumber, ShardId,
+    StartingPosition, Timestamp,
 };
 
 /// Options of a [`MemoryStream`].
@@ -32,11 +30,7 @@ pub struct StreamOptions {
 
 impl Default for StreamOptions {
     fn default() -> Self {
-        Self {
-            shards: 4,
-            max_batch: 1_000,
-            subscription_lifetime: None,
-        }
+        Self { shards: 4, max_batch: 1_000, subscription_lifetime: None }
     }
 }
 
@@ -69,9 +63,7 @@ pub struct MemoryStream {
 
 impl std::fmt::Debug for MemoryStream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MemoryStream")
-            .field("options", &self.inner.options)
-            .finish()
+        f.debug_struct("MemoryStream").field("options", &self.inner.options).finish()
     }
 }
 
@@ -87,11 +79,7 @@ impl MemoryStream {
         let shards = (0..n)
             .map(|i| {
                 let start = i * width;
-                let end = if i == n - 1 {
-                    u128::MAX
-                } else {
-                    (i + 1) * width - 1
-                };
+                let end = if i == n - 1 { u128::MAX } else { (i + 1) * width - 1 };
                 ShardState {
                     info: ShardInfo {
                         id: shard_id(i as u32),
@@ -107,11 +95,7 @@ impl MemoryStream {
         let (version, _) = watch::channel(0);
         Self {
             inner: Arc::new(Inner {
-                state: Mutex::new(State {
-                    shards,
-                    next_seq: 1,
-                    next_shard: n as u32,
-                }),
+                state: Mutex::new(State { shards, next_seq: 1, next_shard: n as u32 }),
                 version,
                 clock,
                 options,
@@ -136,16 +120,11 @@ impl MemoryStream {
             let seq_n = s.next_seq;
             s.next_seq += 1;
             // Kinesis-like 56-digit sequence numbers; fixed width keeps them ordered.
-            let seq = SequenceNumber::parse(&format!("49{seq_n:054}"))
-                .unwrap_or_else(|_| SequenceNumber::from_u128(seq_n));
-            let shard = s
-                .shards
-                .iter_mut()
-                .find(|sh| !sh.info.closed && sh.info.hash_range.contains(hash));
+            let seq =
+                SequenceNumber::parse(&format!("49{seq_n:054}")).unwrap_or_else(|_| SequenceNumber::from_u128(seq_n));
+            let shard = s.shards.iter_mut().find(|sh| !sh.info.closed && sh.info.hash_range.contains(hash));
             // Open shards always cover the whole key space.
-            let Some(shard) = shard else {
-                unreachable!("open shards cover the key space")
-            };
+            let Some(shard) = shard else { unreachable!("open shards cover the key space") };
             shard.records.push(Record {
                 partition_key: partition_key.to_owned(),
                 position: ExtendedSequenceNumber::plain(seq.clone()),
@@ -162,22 +141,11 @@ impl MemoryStream {
     pub fn split(&self, shard: &ShardId) -> Option<(ShardId, ShardId)> {
         let out = {
             let mut s = self.lock();
-            let idx = s
-                .shards
-                .iter()
-                .position(|sh| &sh.info.id == shard && !sh.info.closed)?;
+            let idx = s.shards.iter().position(|sh| &sh.info.id == shard && !sh.info.closed)?;
             let range = s.shards[idx].info.hash_range;
             let mid = range.start + (range.end - range.start) / 2;
-            let ranges = [
-                HashKeyRange {
-                    start: range.start,
-                    end: mid,
-                },
-                HashKeyRange {
-                    start: mid + 1,
-                    end: range.end,
-                },
-            ];
+            let ranges =
+                [HashKeyRange { start: range.start, end: mid }, HashKeyRange { start: mid + 1, end: range.end }];
             let ids = self.add_children(&mut s, &[idx], &ranges);
             (ids[0].clone(), ids[1].clone())
         };
@@ -189,56 +157,27 @@ impl MemoryStream {
     pub fn merge(&self, a: &ShardId, b: &ShardId) -> Option<ShardId> {
         let out = {
             let mut s = self.lock();
-            let ia = s
-                .shards
-                .iter()
-                .position(|sh| &sh.info.id == a && !sh.info.closed)?;
-            let ib = s
-                .shards
-                .iter()
-                .position(|sh| &sh.info.id == b && !sh.info.closed)?;
+            let ia = s.shards.iter().position(|sh| &sh.info.id == a && !sh.info.closed)?;
+            let ib = s.shards.iter().position(|sh| &sh.info.id == b && !sh.info.closed)?;
             let (ra, rb) = (s.shards[ia].info.hash_range, s.shards[ib].info.hash_range);
-            let (lo, hi) = if ra.start < rb.start {
-                (ra, rb)
-            } else {
-                (rb, ra)
-            };
+            let (lo, hi) = if ra.start < rb.start { (ra, rb) } else { (rb, ra) };
             if lo.end.checked_add(1) != Some(hi.start) {
                 return None;
             }
-            let ids = self.add_children(
-                &mut s,
-                &[ia, ib],
-                &[HashKeyRange {
-                    start: lo.start,
-                    end: hi.end,
-                }],
-            );
+            let ids = self.add_children(&mut s, &[ia, ib], &[HashKeyRange { start: lo.start, end: hi.end }]);
             ids[0].clone()
         };
         self.bump();
         Some(out)
     }
 
-    fn add_children(
-        &self,
-        s: &mut State,
-        parents: &[usize],
-        ranges: &[HashKeyRange],
-    ) -> Vec<ShardId> {
-        let parent_ids: Vec<ShardId> = parents
-            .iter()
-            .map(|i| s.shards[*i].info.id.clone())
-            .collect();
+    fn add_children(&self, s: &mut State, parents: &[usize], ranges: &[HashKeyRange]) -> Vec<ShardId> {
+        let parent_ids: Vec<ShardId> = parents.iter().map(|i| s.shards[*i].info.id.clone()).collect();
         let mut children = Vec::new();
         for range in ranges {
             let id = shard_id(s.next_shard);
             s.next_shard += 1;
-            children.push(ChildShard {
-                shard_id: id,
-                parents: parent_ids.clone(),
-                hash_range: *range,
-            });
+            children.push(ChildShard { shard_id: id, parents: parent_ids.clone(), hash_range: *range });
         }
         for i in parents {
             s.shards[*i].info.closed = true;
@@ -261,30 +200,17 @@ impl MemoryStream {
 
     /// Open shards, in creation order.
     pub fn open_shards(&self) -> Vec<ShardId> {
-        self.lock()
-            .shards
-            .iter()
-            .filter(|s| !s.info.closed)
-            .map(|s| s.info.id.clone())
-            .collect()
+        self.lock().shards.iter().filter(|s| !s.info.closed).map(|s| s.info.id.clone()).collect()
     }
 
     /// Number of records stored per shard.
     pub fn record_counts(&self) -> Vec<(ShardId, usize)> {
-        self.lock()
-            .shards
-            .iter()
-            .map(|s| (s.info.id.clone(), s.records.len()))
-            .collect()
+        self.lock().shards.iter().map(|s| (s.info.id.clone(), s.records.len())).collect()
     }
 
     /// Every record of every shard (tests compare deliveries against it).
     pub fn all_records(&self) -> Vec<(ShardId, Record)> {
-        self.lock()
-            .shards
-            .iter()
-            .flat_map(|s| s.records.iter().map(|r| (s.info.id.clone(), r.clone())))
-            .collect()
+        self.lock().shards.iter().flat_map(|s| s.records.iter().map(|r| (s.info.id.clone(), r.clone()))).collect()
     }
 
     /// The stream's clock.
@@ -318,22 +244,12 @@ impl ShardReader for MemoryStream {
         let cursor = match from {
             StartingPosition::TrimHorizon => 0,
             StartingPosition::Latest => recs.len(),
-            StartingPosition::AtTimestamp(t) => {
-                recs.partition_point(|r| r.approximate_arrival < *t)
-            }
-            StartingPosition::AtSequenceNumber(q) => {
-                recs.partition_point(|r| r.position.sequence < *q)
-            }
-            StartingPosition::AfterSequenceNumber(q) => {
-                recs.partition_point(|r| r.position.sequence <= *q)
-            }
+            StartingPosition::AtTimestamp(t) => recs.partition_point(|r| r.approximate_arrival < *t),
+            StartingPosition::AtSequenceNumber(q) => recs.partition_point(|r| r.position.sequence < *q),
+            StartingPosition::AfterSequenceNumber(q) => recs.partition_point(|r| r.position.sequence <= *q),
         };
         drop(s);
-        let expires_at = self
-            .inner
-            .options
-            .subscription_lifetime
-            .map(|d| tokio::time::Instant::now() + d);
+        let expires_at = self.inner.options.subscription_lifetime.map(|d| tokio::time::Instant::now() + d);
         Ok(Box::new(MemorySubscription {
             stream: self.clone(),
             idx,
@@ -361,10 +277,7 @@ impl ShardSubscription for MemorySubscription {
             if self.ended {
                 return Ok(None);
             }
-            if self
-                .expires_at
-                .is_some_and(|t| tokio::time::Instant::now() >= t)
-            {
+            if self.expires_at.is_some_and(|t| tokio::time::Instant::now() >= t) {
                 return Err(ReadError::Expired);
             }
             // Mark the version seen before looking, so no put is missed in between.
@@ -451,11 +364,7 @@ mod tests {
     #[tokio::test]
     async fn passes_shard_reader_conformance() {
         for mode in [ReadMode::Live, ReadMode::Polling] {
-            let opts = StreamOptions {
-                shards: 1,
-                max_batch: 7,
-                subscription_lifetime: None,
-            };
+            let opts = StreamOptions { shards: 1, max_batch: 7, subscription_lifetime: None };
             let h = Harness(MemoryStream::new(opts, Arc::new(SystemClock)));
             shard_reader_suite(&h, mode).await;
         }
@@ -463,13 +372,7 @@ mod tests {
 
     #[test]
     fn shards_cover_the_key_space() {
-        let s = MemoryStream::new(
-            StreamOptions {
-                shards: 5,
-                ..Default::default()
-            },
-            Arc::new(SystemClock),
-        );
+        let s = MemoryStream::new(StreamOptions { shards: 5, ..Default::default() }, Arc::new(SystemClock));
         let shards = futures_lite(s.list_shards());
         assert_eq!(shards[0].hash_range.start, 0);
         assert_eq!(shards[4].hash_range.end, u128::MAX);
@@ -479,26 +382,15 @@ mod tests {
     }
 
     fn futures_lite<T>(f: impl std::future::Future<Output = Result<T, ReadError>>) -> T {
-        tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap()
-            .block_on(f)
-            .unwrap()
+        tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(f).unwrap()
     }
 
     #[tokio::test(start_paused = true)]
     async fn subscriptions_expire() {
-        let opts = StreamOptions {
-            shards: 1,
-            max_batch: 10,
-            subscription_lifetime: Some(Duration::from_secs(300)),
-        };
+        let opts = StreamOptions { shards: 1, max_batch: 10, subscription_lifetime: Some(Duration::from_secs(300)) };
         let s = MemoryStream::new(opts, Arc::new(SystemClock));
         let shard = s.open_shards()[0].clone();
-        let mut sub = s
-            .open(&shard, &StartingPosition::TrimHorizon, ReadMode::Live)
-            .await
-            .unwrap();
+        let mut sub = s.open(&shard, &StartingPosition::TrimHorizon, ReadMode::Live).await.unwrap();
         let start = tokio::time::Instant::now();
         let r = sub.next().await;
         assert!(matches!(r, Err(ReadError::Expired)));

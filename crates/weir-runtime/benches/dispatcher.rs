@@ -31,40 +31,24 @@ impl Consumer for Noop {
     fn name(&self) -> &str {
         &self.name
     }
-    async fn on_batch(
-        &mut self,
-        batch: &RecordBatch,
-        acks: &dyn Acks,
-    ) -> Result<(), ConsumerError> {
+    async fn on_batch(&mut self, batch: &RecordBatch, acks: &dyn Acks) -> Result<(), ConsumerError> {
         if let Some(last) = batch.last_position() {
             acks.durable(&batch.shard_id, last);
         }
-        let n = self
-            .seen
-            .fetch_add(batch.records.len() as u64, Ordering::Relaxed)
-            + batch.records.len() as u64;
+        let n = self.seen.fetch_add(batch.records.len() as u64, Ordering::Relaxed) + batch.records.len() as u64;
         if n >= self.target {
             self.done.notify_one();
         }
         Ok(())
     }
-    async fn on_shard_close(
-        &mut self,
-        _: &ShardId,
-        _: CloseReason,
-        _: &dyn Acks,
-    ) -> Result<(), ConsumerError> {
+    async fn on_shard_close(&mut self, _: &ShardId, _: CloseReason, _: &dyn Acks) -> Result<(), ConsumerError> {
         Ok(())
     }
 }
 
 fn filled_stream() -> MemoryStream {
     let stream = MemoryStream::new(
-        StreamOptions {
-            shards: 4,
-            max_batch: 10_000,
-            subscription_lifetime: None,
-        },
+        StreamOptions { shards: 4, max_batch: 10_000, subscription_lifetime: None },
         Arc::new(weir_core::SystemClock),
     );
     let payload = Bytes::from(vec![b'x'; 256]);
@@ -80,12 +64,7 @@ async fn run_once(stream: MemoryStream) -> Duration {
     for i in 0..3 {
         let done = Arc::new(Notify::new());
         waits.push(done.clone());
-        consumers.push(Box::new(Noop {
-            name: format!("noop-{i}"),
-            seen: Arc::default(),
-            done,
-            target: RECORDS,
-        }));
+        consumers.push(Box::new(Noop { name: format!("noop-{i}"), seen: Arc::default(), done, target: RECORDS }));
     }
     let mut config = RuntimeConfig::new("bench".into());
     config.queue_capacity = 64;
@@ -112,10 +91,7 @@ async fn run_once(stream: MemoryStream) -> Duration {
 }
 
 fn dispatcher(c: &mut Criterion) {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let mut group = c.benchmark_group("dispatcher");
     group.throughput(Throughput::Elements(RECORDS));
     group.sample_size(10);

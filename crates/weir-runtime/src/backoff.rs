@@ -14,11 +14,7 @@ pub struct Backoff {
 impl Backoff {
     /// A backoff starting at `initial`, capped at `max`.
     pub fn new(initial: Duration, max: Duration) -> Self {
-        Self {
-            initial,
-            max,
-            attempt: 0,
-        }
+        Self { initial, max, attempt: 0 }
     }
 
     /// The next delay.
@@ -51,10 +47,7 @@ mod tests {
         let mut b = Backoff::new(Duration::from_millis(100), Duration::from_secs(2));
         for _ in 0..50 {
             let d = b.next_delay();
-            assert!(
-                d >= Duration::from_millis(50) && d <= Duration::from_secs(2),
-                "{d:?}"
-            );
+            assert!(d >= Duration::from_millis(50) && d <= Duration::from_secs(2), "{d:?}");
         }
         b.reset();
         assert!(b.next_delay() <= Duration::from_millis(100));

@@ -17,10 +17,7 @@ impl TokioClock {
 
     /// A clock starting at `base`.
     pub fn starting_at(base: Timestamp) -> Self {
-        Self {
-            base,
-            start: tokio::time::Instant::now(),
-        }
+        Self { base, start: tokio::time::Instant::now() }
     }
 }
 

@@ -73,20 +73,12 @@ impl RuntimeConfig {
 
     /// Checks the relations between settings.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let err = |field, reason: &str| {
-            Err(ConfigError {
-                field,
-                reason: reason.to_owned(),
-            })
-        };
+        let err = |field, reason: &str| Err(ConfigError { field, reason: reason.to_owned() });
         if self.failover < Duration::from_millis(100) {
             return err("failover", "must be at least 100ms");
         }
         if self.renew_interval.is_zero() || self.renew_interval * 2 > self.failover {
-            return err(
-                "renew_interval",
-                "must be positive and at most half of failover",
-            );
+            return err("renew_interval", "must be positive and at most half of failover");
         }
         if self.taker_interval.is_zero() {
             return err("taker_interval", "must be positive");

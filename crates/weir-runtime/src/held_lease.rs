@@ -17,9 +17,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use weir_core::ports::LeaseTable;
-use weir_core::{
-    Checkpoint, ConsumerName, Lease, LeaseChange, LeaseError, LeaseMutation, ShardId, WorkerId,
-};
+use weir_core::{Checkpoint, ConsumerName, Lease, LeaseChange, LeaseError, LeaseMutation, ShardId, WorkerId};
 
 /// Why a write was refused locally or by the store.
 #[derive(Debug, thiserror::Error)]
@@ -113,8 +111,7 @@ impl HeldLease {
                 let still_mine = next.owner == owner_before;
                 *state = next.clone();
                 if still_mine {
-                    *self.valid_until.lock().unwrap_or_else(|p| p.into_inner()) =
-                        started + self.failover;
+                    *self.valid_until.lock().unwrap_or_else(|p| p.into_inner()) = started + self.failover;
                 }
                 if next.handoff_to != *self.handoff.borrow() {
                     self.handoff.send_replace(next.handoff_to.clone());
@@ -141,11 +138,7 @@ impl HeldLease {
         ended_with_children: Option<Vec<ShardId>>,
     ) -> Result<Lease, HeldError> {
         metrics::counter!(crate::metrics::CHECKPOINT_WRITES).increment(1);
-        self.write(LeaseChange::Checkpoint {
-            checkpoints,
-            ended_with_children,
-        })
-        .await
+        self.write(LeaseChange::Checkpoint { checkpoints, ended_with_children }).await
     }
 
     /// Gives the lease away (graceful handoff) or up (`None`: release). After this the
@@ -191,10 +184,7 @@ mod tests {
         assert!(held.lost().is_cancelled());
         let stored = table.get(&ShardId::new("s-1")).await.unwrap().unwrap();
         assert_eq!(stored.owner, Some(WorkerId::new("b")));
-        assert!(
-            stored.checkpoints.is_empty(),
-            "the late write must not land"
-        );
+        assert!(stored.checkpoints.is_empty(), "the late write must not land");
     }
 
     #[tokio::test(start_paused = true)]

@@ -15,8 +15,7 @@ use tokio_stream::StreamExt;
 use tokio_stream::StreamMap;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 use weir_core::{
-    Acks, Clock, CloseReason, Consumer, ConsumerError, ConsumerName, ExtendedSequenceNumber,
-    ShardContext, ShardId,
+    Acks, Clock, CloseReason, Consumer, ConsumerError, ConsumerName, ExtendedSequenceNumber, ShardContext, ShardId,
 };
 
 use crate::lane::{LaneMsg, LaneShared};
@@ -25,16 +24,9 @@ use crate::stats::WorkerStats;
 /// Control messages to a host.
 pub(crate) enum HostCtl {
     /// A shard opens: register its lane.
-    Open {
-        ctx: ShardContext,
-        lane: Arc<LaneShared>,
-        rx: mpsc::UnboundedReceiver<LaneMsg>,
-    },
+    Open { ctx: ShardContext, lane: Arc<LaneShared>, rx: mpsc::UnboundedReceiver<LaneMsg> },
     /// The lease is lost: drop queued batches and close with `LeaseLost`.
-    Abandon {
-        shard: ShardId,
-        done: oneshot::Sender<()>,
-    },
+    Abandon { shard: ShardId, done: oneshot::Sender<()> },
     /// The shard worker is finished with the lane: forget it.
     Remove { shard: ShardId },
 }
@@ -88,9 +80,7 @@ pub(crate) async fn run_host(
 ) {
     let name = ConsumerName::new(consumer.name());
     let mut lanes: StreamMap<ShardId, UnboundedReceiverStream<LaneMsg>> = StreamMap::new();
-    let mut acks = LaneAcks {
-        lanes: HashMap::new(),
-    };
+    let mut acks = LaneAcks { lanes: HashMap::new() };
     let mut tick = tokio::time::interval(tick_every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -168,15 +158,8 @@ pub(crate) async fn run_host(
     }
 }
 
-fn failure(
-    name: &ConsumerName,
-    shard: &ShardId,
-    stats: &WorkerStats,
-    e: &ConsumerError,
-    call: &str,
-) {
-    metrics::counter!(crate::metrics::CONSUMER_FAILURES, "consumer" => name.to_string())
-        .increment(1);
+fn failure(name: &ConsumerName, shard: &ShardId, stats: &WorkerStats, e: &ConsumerError, call: &str) {
+    metrics::counter!(crate::metrics::CONSUMER_FAILURES, "consumer" => name.to_string()).increment(1);
     stats.lane(shard, name, |s| s.failures += 1);
     tracing::warn!(consumer = %name, %shard, call, error = %e, "consumer call failed");
 }

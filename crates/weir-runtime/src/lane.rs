@@ -13,14 +13,8 @@ use weir_core::{CloseReason, ConsumerName, ExtendedSequenceNumber, RecordBatch, 
 
 /// Messages on a lane, in order.
 pub(crate) enum LaneMsg {
-    Batch {
-        epoch: u64,
-        batch: Arc<RecordBatch>,
-    },
-    Close {
-        reason: CloseReason,
-        done: oneshot::Sender<bool>,
-    },
+    Batch { epoch: u64, batch: Arc<RecordBatch> },
+    Close { reason: CloseReason, done: oneshot::Sender<bool> },
 }
 
 /// Positions of a lane; `None` means "nothing in this session".

@@ -33,17 +33,8 @@ impl WorkerStats {
         f(&mut self.inner.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
-    pub(crate) fn lane(
-        &self,
-        shard: &ShardId,
-        consumer: &ConsumerName,
-        f: impl FnOnce(&mut LaneStats),
-    ) {
-        self.with(|s| {
-            f(s.lanes
-                .entry((shard.clone(), consumer.clone()))
-                .or_default())
-        });
+    pub(crate) fn lane(&self, shard: &ShardId, consumer: &ConsumerName, f: impl FnOnce(&mut LaneStats)) {
+        self.with(|s| f(s.lanes.entry((shard.clone(), consumer.clone())).or_default()));
     }
 
     pub(crate) fn read(&self, shard: &ShardId, n: u64) {

@@ -79,15 +79,7 @@ impl Worker {
                 return Err(WorkerError::DuplicateConsumer(c.name().to_owned()));
             }
         }
-        Ok(Self {
-            config: Arc::new(config),
-            table,
-            reader,
-            catalog,
-            consumers,
-            clock,
-            stats: WorkerStats::default(),
-        })
+        Ok(Self { config: Arc::new(config), table, reader, catalog, consumers, clock, stats: WorkerStats::default() })
     }
 
     /// Live counters of this worker.
@@ -98,37 +90,21 @@ impl Worker {
     /// Runs until `shutdown` is cancelled, then drains gracefully.
     pub async fn run(mut self, shutdown: CancellationToken) -> Result<(), WorkerError> {
         let me = self.config.worker_id.clone();
-        self.table
-            .heartbeat(&me)
-            .await
-            .map_err(WorkerError::Lease)?;
+        self.table.heartbeat(&me).await.map_err(WorkerError::Lease)?;
         tracing::info!(worker = %me, consumers = self.consumers.len(), "worker starting");
 
         let mut host_tasks = JoinSet::new();
         let mut hosts = Vec::new();
         for consumer in std::mem::take(&mut self.consumers) {
             let (tx, rx) = mpsc::unbounded_channel();
-            hosts.push(HostHandle {
-                name: ConsumerName::new(consumer.name()),
-                ctl: tx,
-            });
-            host_tasks.spawn(run_host(
-                consumer,
-                rx,
-                self.clock.clone(),
-                self.config.tick_interval,
-                self.stats.clone(),
-            ));
+            hosts.push(HostHandle { name: ConsumerName::new(consumer.name()), ctl: tx });
+            host_tasks.spawn(run_host(consumer, rx, self.clock.clone(), self.config.tick_interval, self.stats.clone()));
         }
 
         let held: HeldMap = Arc::default();
         let renewer_stop = CancellationToken::new();
         let mut renewer = JoinSet::new();
-        renewer.spawn(renew_loop(
-            held.clone(),
-            self.config.renew_interval,
-            renewer_stop.clone(),
-        ));
+        renewer.spawn(renew_loop(held.clone(), self.config.renew_interval, renewer_stop.clone()));
         let shard_stop = CancellationToken::new();
         let shard_ended = Arc::new(Notify::new());
         let deps = ShardDeps {
@@ -204,12 +180,7 @@ impl Worker {
     }
 
     fn publish_held(&self, held: &HeldMap) {
-        let keys: Vec<ShardId> = held
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .keys()
-            .cloned()
-            .collect();
+        let keys: Vec<ShardId> = held.lock().unwrap_or_else(|p| p.into_inner()).keys().cloned().collect();
         metrics::gauge!(crate::metrics::LEASES_HELD).set(keys.len() as f64);
         self.stats.set_held(keys);
     }
@@ -290,20 +261,10 @@ impl Coordinator {
             }
         };
         self.seen.observe(&leases, &workers, now);
-        let held_keys: HashSet<ShardId> = held
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .keys()
-            .cloned()
-            .collect();
+        let held_keys: HashSet<ShardId> = held.lock().unwrap_or_else(|p| p.into_inner()).keys().cloned().collect();
         let mut out = Vec::new();
         let adopt = |lease: weir_core::Lease, since: Instant, out: &mut Vec<Arc<HeldLease>>| {
-            out.push(HeldLease::new(
-                lease,
-                since,
-                self.table.clone(),
-                self.config.failover,
-            ));
+            out.push(HeldLease::new(lease, since, self.table.clone(), self.config.failover));
         };
 
         // Leases handed to this worker (or left owned by it by an earlier run).
@@ -317,8 +278,7 @@ impl Coordinator {
         let adopted: HashSet<ShardId> = out.iter().map(|h| h.key().clone()).collect();
 
         // Requested handoffs: drop the ones overtaken, force the ones overdue.
-        let by_key: HashMap<&ShardId, &weir_core::Lease> =
-            leases.iter().map(|l| (&l.key, l)).collect();
+        let by_key: HashMap<&ShardId, &weir_core::Lease> = leases.iter().map(|l| (&l.key, l)).collect();
         for (key, deadline) in self.pending_steals.clone() {
             let Some(l) = by_key.get(&key) else {
                 self.pending_steals.remove(&key);
@@ -329,14 +289,7 @@ impl Coordinator {
             } else if Instant::now() >= deadline {
                 self.pending_steals.remove(&key);
                 let since = Instant::now();
-                match self
-                    .table
-                    .mutate(&LeaseMutation::on(
-                        l,
-                        LeaseChange::Take { owner: me.clone() },
-                    ))
-                    .await
-                {
+                match self.table.mutate(&LeaseMutation::on(l, LeaseChange::Take { owner: me.clone() })).await {
                     Ok(taken) => {
                         tracing::warn!(shard = %key, "handoff not completed in time; lease taken");
                         adopt(taken, since, &mut out);
@@ -346,27 +299,13 @@ impl Coordinator {
             }
         }
 
-        let plan = plan_takes(
-            &me,
-            &leases,
-            &workers,
-            &self.seen,
-            now,
-            self.config.failover,
-        );
+        let plan = plan_takes(&me, &leases, &workers, &self.seen, now, self.config.failover);
         for l in plan.take {
             if held_keys.contains(&l.key) || adopted.contains(&l.key) {
                 continue;
             }
             let since = Instant::now();
-            match self
-                .table
-                .mutate(&LeaseMutation::on(
-                    &l,
-                    LeaseChange::Take { owner: me.clone() },
-                ))
-                .await
-            {
+            match self.table.mutate(&LeaseMutation::on(&l, LeaseChange::Take { owner: me.clone() })).await {
                 Ok(taken) => {
                     metrics::counter!(crate::metrics::LEASES_TAKEN).increment(1);
                     tracing::info!(shard = %l.key, previous = ?l.owner, "lease taken");
@@ -378,19 +317,11 @@ impl Coordinator {
         if let Some(l) = plan.steal
             && self.pending_steals.is_empty()
         {
-            match self
-                .table
-                .mutate(&LeaseMutation::on(
-                    &l,
-                    LeaseChange::RequestHandoff { to: me.clone() },
-                ))
-                .await
-            {
+            match self.table.mutate(&LeaseMutation::on(&l, LeaseChange::RequestHandoff { to: me.clone() })).await {
                 Ok(_) => {
                     metrics::counter!(crate::metrics::LEASE_STEALS).increment(1);
                     tracing::info!(shard = %l.key, from = ?l.owner, "handoff requested");
-                    let deadline =
-                        Instant::now() + self.config.handoff_timeout + self.config.failover;
+                    let deadline = Instant::now() + self.config.handoff_timeout + self.config.failover;
                     self.pending_steals.insert(l.key.clone(), deadline);
                 }
                 Err(e) => {

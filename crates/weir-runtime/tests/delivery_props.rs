@@ -12,8 +12,8 @@ use common::{config, stream_data};
 use proptest::prelude::*;
 use weir_core::ports::{LeaseTable, WorkerHeartbeat};
 use weir_core::{
-    Checkpoint, Consumer, ExtendedSequenceNumber, Lease, LeaseChange, LeaseError, LeaseMutation,
-    NewLease, ShardId, WorkerId,
+    Checkpoint, Consumer, ExtendedSequenceNumber, Lease, LeaseChange, LeaseError, LeaseMutation, NewLease, ShardId,
+    WorkerId,
 };
 use weir_local::{MemoryStream, StreamOptions};
 use weir_runtime::{TokioClock, Worker};
@@ -36,13 +36,7 @@ impl CheckingTable {
         controls
             .iter()
             .filter(|(n, _)| n == consumer)
-            .flat_map(|(_, c)| {
-                c.recorded()
-                    .acks
-                    .into_iter()
-                    .filter(|(s, _)| s == shard)
-                    .map(|(_, p)| p)
-            })
+            .flat_map(|(_, c)| c.recorded().acks.into_iter().filter(|(s, _)| s == shard).map(|(_, p)| p))
             .max()
     }
 }
@@ -77,10 +71,10 @@ impl LeaseTable for CheckingTable {
                     _ => true,
                 };
                 if !ok {
-                    self.violations.lock().unwrap().push(format!(
-                        "{} {consumer}: wrote {cp:?}, acked {acked:?}",
-                        m.key
-                    ));
+                    self.violations
+                        .lock()
+                        .unwrap()
+                        .push(format!("{} {consumer}: wrote {cp:?}, acked {acked:?}", m.key));
                 }
             }
         }
@@ -107,33 +101,16 @@ enum Crash {
 }
 
 fn ack_mode() -> impl Strategy<Value = AckMode> {
-    prop_oneof![
-        Just(AckMode::Immediately),
-        Just(AckMode::OnTick),
-        Just(AckMode::OnClose)
-    ]
+    prop_oneof![Just(AckMode::Immediately), Just(AckMode::OnTick), Just(AckMode::OnClose)]
 }
 
 fn crash() -> impl Strategy<Value = Crash> {
-    prop_oneof![
-        (500u64..15_000).prop_map(Crash::Kill),
-        (500u64..15_000).prop_map(Crash::Graceful)
-    ]
+    prop_oneof![(500u64..15_000).prop_map(Crash::Kill), (500u64..15_000).prop_map(Crash::Graceful)]
 }
 
-async fn scenario(
-    shards: usize,
-    max_batch: usize,
-    modes: [AckMode; 2],
-    crashes: Vec<Crash>,
-    split_at: Option<u64>,
-) {
+async fn scenario(shards: usize, max_batch: usize, modes: [AckMode; 2], crashes: Vec<Crash>, split_at: Option<u64>) {
     let stream = MemoryStream::new(
-        StreamOptions {
-            shards,
-            max_batch,
-            subscription_lifetime: None,
-        },
+        StreamOptions { shards, max_batch, subscription_lifetime: None },
         Arc::new(TokioClock::new()),
     );
     let controls: Controls = Arc::default();
@@ -213,29 +190,19 @@ async fn scenario(
     loop {
         let done = ["x", "y"].iter().all(|n| {
             let got = delivered(n);
-            want.iter()
-                .all(|(s, d)| got.get(s).is_some_and(|g| g.len() == d.len()))
+            want.iter().all(|(s, d)| got.get(s).is_some_and(|g| g.len() == d.len()))
         });
         if done {
             break;
         }
-        assert!(
-            tokio::time::Instant::now() < limit,
-            "not everything delivered"
-        );
+        assert!(tokio::time::Instant::now() < limit, "not everything delivered");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     // The last incarnation must own every live lease and have caught up before the
     // graceful stop: leases of a killed worker are taken only after failover.
     let last_id = format!("w{generation}");
-    let last_of = |shard: &ShardId| {
-        stream
-            .all_records()
-            .into_iter()
-            .filter(|(s, _)| s == shard)
-            .map(|(_, r)| r.position)
-            .max()
-    };
+    let last_of =
+        |shard: &ShardId| stream.all_records().into_iter().filter(|(s, _)| s == shard).map(|(_, r)| r.position).max();
     loop {
         let leases = table.inner.list().await.unwrap();
         let controls_now = controls.lock().unwrap().clone();
@@ -247,20 +214,14 @@ async fn scenario(
                         None => true,
                         Some(last) => {
                             l.checkpoint_for(&name.as_str().into()) == &Checkpoint::At(last.clone())
-                                || c.recorded()
-                                    .records
-                                    .iter()
-                                    .any(|(s, p, _)| s == &l.key && *p == last)
+                                || c.recorded().records.iter().any(|(s, p, _)| s == &l.key && *p == last)
                         }
                     }))
         });
         if caught_up {
             break;
         }
-        assert!(
-            tokio::time::Instant::now() < limit,
-            "last worker never caught up"
-        );
+        assert!(tokio::time::Instant::now() < limit, "last worker never caught up");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     current.1.cancel();

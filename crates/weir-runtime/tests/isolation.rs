@@ -9,19 +9,13 @@ use weir_testkit::{AckMode, Event};
 
 #[tokio::test(start_paused = true)]
 async fn stalled_consumer_is_detached_and_catches_up() {
-    let mut fleet = Fleet::new(
-        2,
-        50,
-        &[("fast", AckMode::Immediately), ("slow", AckMode::OnTick)],
-    );
+    let mut fleet = Fleet::new(2, 50, &[("fast", AckMode::Immediately), ("slow", AckMode::OnTick)]);
     fleet.start("w1");
     let total = 4_000;
     let warmup = fleet.produce(200, Duration::from_millis(10));
-    eventually(
-        "both consumers running",
-        Duration::from_secs(60),
-        || async { fleet.control("w1", "slow").recorded().records.len() == 200 },
-    )
+    eventually("both consumers running", Duration::from_secs(60), || async {
+        fleet.control("w1", "slow").recorded().records.len() == 200
+    })
     .await;
     warmup.await.unwrap();
 
@@ -40,10 +34,7 @@ async fn stalled_consumer_is_detached_and_catches_up() {
     }
     // A put becomes visible to the fast consumer without waiting on any timer; allow
     // one in-flight batch per shard.
-    assert!(
-        max_lag <= 100,
-        "fast consumer fell behind by {max_lag} records during the stall"
-    );
+    assert!(max_lag <= 100, "fast consumer fell behind by {max_lag} records during the stall");
     let slow_rec = slow.recorded();
     assert!(slow_rec.records.len() < 1_000, "slow consumer was stalled");
     let detaches = fleet.workers["w1"]
@@ -57,11 +48,9 @@ async fn stalled_consumer_is_detached_and_catches_up() {
 
     slow.resume();
     producer.await.unwrap();
-    eventually(
-        "slow consumer caught up",
-        Duration::from_secs(300),
-        || async { slow.recorded().records.len() >= total },
-    )
+    eventually("slow consumer caught up", Duration::from_secs(300), || async {
+        slow.recorded().records.len() >= total
+    })
     .await;
     assert_exactly_once_in_order(&fleet.stream, &fast.recorded(), "fast");
     assert_exactly_once_in_order(&fleet.stream, &slow.recorded(), "slow");
@@ -69,65 +58,37 @@ async fn stalled_consumer_is_detached_and_catches_up() {
     // catch-up read.
     let before = slow.recorded().timeline.len();
     fleet.produce(10, Duration::ZERO).await.unwrap();
-    eventually(
-        "slow gets fresh records",
-        Duration::from_secs(5),
-        || async { slow.recorded().records.len() == total + 10 },
-    )
+    eventually("slow gets fresh records", Duration::from_secs(5), || async {
+        slow.recorded().records.len() == total + 10
+    })
     .await;
-    assert!(
-        slow.recorded().timeline[before..]
-            .iter()
-            .all(|(_, _, e)| matches!(e, Event::Batch(_)))
-    );
+    assert!(slow.recorded().timeline[before..].iter().all(|(_, _, e)| matches!(e, Event::Batch(_))));
 }
 
 #[tokio::test(start_paused = true)]
 async fn failing_and_panicking_consumer_is_retried_without_loss() {
-    let mut fleet = Fleet::new(
-        2,
-        20,
-        &[
-            ("steady", AckMode::Immediately),
-            ("flaky", AckMode::Immediately),
-        ],
-    );
+    let mut fleet = Fleet::new(2, 20, &[("steady", AckMode::Immediately), ("flaky", AckMode::Immediately)]);
     fleet.start("w1");
     let flaky = fleet.control("w1", "flaky");
     flaky.fail_next(3, false);
     let producer = fleet.produce(500, Duration::from_millis(5));
-    eventually(
-        "flaky failed three times",
-        Duration::from_secs(60),
-        || async { flaky.recorded().injected_failures == 3 },
-    )
+    eventually("flaky failed three times", Duration::from_secs(60), || async {
+        flaky.recorded().injected_failures == 3
+    })
     .await;
     flaky.fail_next(1, true);
     producer.await.unwrap();
     fleet.produce(100, Duration::from_millis(5)).await.unwrap();
-    eventually(
-        "everything delivered to both",
-        Duration::from_secs(300),
-        || async {
-            flaky.recorded().records.len() >= 600
-                && fleet.control("w1", "steady").recorded().records.len() >= 600
-        },
-    )
+    eventually("everything delivered to both", Duration::from_secs(300), || async {
+        flaky.recorded().records.len() >= 600 && fleet.control("w1", "steady").recorded().records.len() >= 600
+    })
     .await;
-    assert_eq!(
-        flaky.recorded().injected_failures,
-        4,
-        "the panic was caught, the worker lives on"
-    );
+    assert_eq!(flaky.recorded().injected_failures, 4, "the panic was caught, the worker lives on");
     for name in ["steady", "flaky"] {
         assert_exactly_once_in_order(&fleet.stream, &fleet.control("w1", name).recorded(), name);
     }
     let lanes = fleet.workers["w1"].stats.lanes();
-    let failures: u64 = lanes
-        .iter()
-        .filter(|((_, c), _)| c.as_str() == "flaky")
-        .map(|(_, s)| s.failures)
-        .sum();
+    let failures: u64 = lanes.iter().filter(|((_, c), _)| c.as_str() == "flaky").map(|(_, s)| s.failures).sum();
     assert_eq!(failures, 4);
     assert!(!fleet.workers["w1"].handle.is_finished());
 }

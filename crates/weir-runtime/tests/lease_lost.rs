@@ -13,25 +13,19 @@ async fn partitioned_owner_stops_before_takeover() {
     let mut fleet = Fleet::new(2, 10, &[("c", AckMode::OnTick)]);
     fleet.start("a");
     let producer = fleet.produce(2_000, Duration::from_millis(10));
-    eventually("a holds both shards", Duration::from_secs(60), || async {
-        fleet.owners().await.get("a") == Some(&2)
+    eventually("a holds both shards", Duration::from_secs(60), || async { fleet.owners().await.get("a") == Some(&2) })
+        .await;
+    eventually("a has processed records", Duration::from_secs(60), || async {
+        fleet.control("a", "c").recorded().records.len() > 100
     })
-    .await;
-    eventually(
-        "a has processed records",
-        Duration::from_secs(60),
-        || async { fleet.control("a", "c").recorded().records.len() > 100 },
-    )
     .await;
     // a's consumer stalls mid-batch, and a is cut off from the lease table.
     let a = fleet.control("a", "c");
     a.stall();
     fleet.workers["a"].table.set_down(true);
     fleet.start("b");
-    eventually("b took both shards", Duration::from_secs(60), || async {
-        fleet.owners().await.get("b") == Some(&2)
-    })
-    .await;
+    eventually("b took both shards", Duration::from_secs(60), || async { fleet.owners().await.get("b") == Some(&2) })
+        .await;
     eventually("b is processing", Duration::from_secs(60), || async {
         fleet.control("b", "c").recorded().records.len() > 10
     })
@@ -45,11 +39,9 @@ async fn partitioned_owner_stops_before_takeover() {
     tokio::time::sleep(Duration::from_secs(2)).await;
     fleet.kill("a");
     producer.await.unwrap();
-    eventually(
-        "b delivered everything",
-        Duration::from_secs(300),
-        || async { fleet.control("b", "c").recorded().records.len() >= 1_500 },
-    )
+    eventually("b delivered everything", Duration::from_secs(300), || async {
+        fleet.control("b", "c").recorded().records.len() >= 1_500
+    })
     .await;
 
     let ra = a.recorded();
@@ -61,39 +53,20 @@ async fn partitioned_owner_stops_before_takeover() {
             .filter(|(_, s, e)| s == &shard && matches!(e, Event::Batch(_)))
             .map(|(t, _, _)| *t)
             .max();
-        let b_open = rb
-            .timeline
-            .iter()
-            .find(|(_, s, e)| s == &shard && *e == Event::Open)
-            .map(|(t, _, _)| *t)
-            .unwrap();
-        assert!(
-            a_last_batch.unwrap() < b_open,
-            "{shard}: old owner delivered after the new owner started"
-        );
-        assert!(
-            ra.closes.contains(&(shard.clone(), CloseReason::LeaseLost)),
-            "old owner closed {shard} as lost"
-        );
+        let b_open = rb.timeline.iter().find(|(_, s, e)| s == &shard && *e == Event::Open).map(|(t, _, _)| *t).unwrap();
+        assert!(a_last_batch.unwrap() < b_open, "{shard}: old owner delivered after the new owner started");
+        assert!(ra.closes.contains(&(shard.clone(), CloseReason::LeaseLost)), "old owner closed {shard} as lost");
     }
     // Every checkpoint in the table is covered by b's acknowledgements (a's late acks
     // were never written), and checkpoints only moved forward since the takeover.
     let leases = fleet.leases().await;
     for l in &leases {
         let cp = l.checkpoint_for(&consumer("c"));
-        let before = checkpoints_after_takeover
-            .iter()
-            .find(|x| x.key == l.key)
-            .unwrap()
-            .checkpoint_for(&consumer("c"));
+        let before = checkpoints_after_takeover.iter().find(|x| x.key == l.key).unwrap().checkpoint_for(&consumer("c"));
         assert!(before.can_advance_to(cp));
         if let Checkpoint::At(p) = cp {
             let covered_by_b = rb.acks.iter().any(|(s, q)| s == &l.key && q == p);
-            assert!(
-                covered_by_b,
-                "checkpoint {p:?} on {} was not acknowledged by the owner",
-                l.key
-            );
+            assert!(covered_by_b, "checkpoint {p:?} on {} was not acknowledged by the owner", l.key);
         }
         assert_eq!(l.owner.as_ref().map(|o| o.as_str()), Some("b"));
     }

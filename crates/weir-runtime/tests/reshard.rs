@@ -8,9 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use common::{Fleet, config, eventually, stream_data};
 use weir_core::ports::LeaseTable;
-use weir_core::{
-    Acks, Checkpoint, CloseReason, Consumer, ConsumerError, RecordBatch, ShardContext, ShardId,
-};
+use weir_core::{Acks, Checkpoint, CloseReason, Consumer, ConsumerError, RecordBatch, ShardContext, ShardId};
 use weir_runtime::{TokioClock, Worker};
 use weir_testkit::AckMode;
 
@@ -34,17 +32,14 @@ impl Consumer for ParentChecker {
                 .iter()
                 .all(|c| lease.checkpoint_for(&(*c).into()) == &Checkpoint::ShardEnd);
             if !lease.ended || !all_end {
-                self.violations.lock().unwrap().push(format!(
-                    "{} opened before parent {p} finished: {lease:?}",
-                    shard.shard_id
-                ));
+                self.violations
+                    .lock()
+                    .unwrap()
+                    .push(format!("{} opened before parent {p} finished: {lease:?}", shard.shard_id));
             }
         }
         if !shard.parents.is_empty() {
-            self.opened_children
-                .lock()
-                .unwrap()
-                .push(shard.shard_id.clone());
+            self.opened_children.lock().unwrap().push(shard.shard_id.clone());
         }
         Ok(())
     }
@@ -54,12 +49,7 @@ impl Consumer for ParentChecker {
         }
         Ok(())
     }
-    async fn on_shard_close(
-        &mut self,
-        _: &ShardId,
-        _: CloseReason,
-        _: &dyn Acks,
-    ) -> Result<(), ConsumerError> {
+    async fn on_shard_close(&mut self, _: &ShardId, _: CloseReason, _: &dyn Acks) -> Result<(), ConsumerError> {
         Ok(())
     }
 }
@@ -67,11 +57,7 @@ impl Consumer for ParentChecker {
 #[tokio::test(start_paused = true)]
 async fn split_and_merge_respect_parent_order() {
     // Consumer "b" acknowledges only on ticks and close: shard end must wait for it.
-    let fleet = Fleet::new(
-        2,
-        25,
-        &[("a", AckMode::Immediately), ("b", AckMode::OnTick)],
-    );
+    let fleet = Fleet::new(2, 25, &[("a", AckMode::Immediately), ("b", AckMode::OnTick)]);
     let violations = Arc::new(Mutex::new(Vec::new()));
     let opened_children = Arc::new(Mutex::new(Vec::new()));
     let mut workers = Vec::new();
@@ -109,38 +95,22 @@ async fn split_and_merge_respect_parent_order() {
     producer.await.unwrap();
 
     let want = stream_data(&fleet.stream);
-    eventually(
-        "every record delivered to a and b",
-        Duration::from_secs(600),
-        || async {
-            let got = |i: usize| {
-                controls
-                    .iter()
-                    .map(|c| {
-                        if i == 0 {
-                            c.0.recorded().records.len()
-                        } else {
-                            c.1.recorded().records.len()
-                        }
-                    })
-                    .sum::<usize>()
-            };
-            got(0) >= 3_000 && got(1) >= 3_000
-        },
-    )
+    eventually("every record delivered to a and b", Duration::from_secs(600), || async {
+        let got = |i: usize| {
+            controls
+                .iter()
+                .map(|c| if i == 0 { c.0.recorded().records.len() } else { c.1.recorded().records.len() })
+                .sum::<usize>()
+        };
+        got(0) >= 3_000 && got(1) >= 3_000
+    })
     .await;
     eventually("parents ended", Duration::from_secs(120), || async {
         let leases = fleet.table.list().await.unwrap();
-        [&shards[0], &c1, &c2, &shards[1]]
-            .iter()
-            .all(|k| leases.iter().any(|l| &&l.key == k && l.ended))
+        [&shards[0], &c1, &c2, &shards[1]].iter().all(|k| leases.iter().any(|l| &&l.key == k && l.ended))
     })
     .await;
-    assert!(
-        violations.lock().unwrap().is_empty(),
-        "{:?}",
-        violations.lock().unwrap()
-    );
+    assert!(violations.lock().unwrap().is_empty(), "{:?}", violations.lock().unwrap());
     let children = opened_children.lock().unwrap().clone();
     for c in [&c1, &c2, &merged, &c3] {
         assert!(children.contains(c), "child {c} was processed");
@@ -150,17 +120,8 @@ async fn split_and_merge_respect_parent_order() {
         for (shard, data) in &want {
             let mut got = Vec::new();
             for c in &controls {
-                let rec = if i == 0 {
-                    c.0.recorded()
-                } else {
-                    c.1.recorded()
-                };
-                got.extend(
-                    rec.records
-                        .iter()
-                        .filter(|(s, _, _)| s == shard)
-                        .map(|(_, p, d)| (p.clone(), d.clone())),
-                );
+                let rec = if i == 0 { c.0.recorded() } else { c.1.recorded() };
+                got.extend(rec.records.iter().filter(|(s, _, _)| s == shard).map(|(_, p, d)| (p.clone(), d.clone())));
             }
             got.sort();
             got.dedup();

@@ -56,8 +56,6 @@ impl Emulator {
 
 impl Drop for Emulator {
     fn drop(&mut self) {
-        let _ = Command::new(scripts().join("stop.sh"))
-            .arg(self.pid.to_string())
-            .status();
+        let _ = Command::new(scripts().join("stop.sh")).arg(self.pid.to_string()).status();
     }
 }

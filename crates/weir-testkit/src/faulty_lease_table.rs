@@ -16,10 +16,7 @@ pub struct FaultyLeaseTable {
 impl FaultyLeaseTable {
     /// Wraps `inner`.
     pub fn new(inner: Arc<dyn LeaseTable>) -> Self {
-        Self {
-            inner,
-            down: Arc::default(),
-        }
+        Self { inner, down: Arc::default() }
     }
 
     /// Cuts this view off (or restores it).

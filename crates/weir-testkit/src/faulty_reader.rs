@@ -32,18 +32,12 @@ pub struct FaultPlan {
 impl FaultPlan {
     /// Queues a fault for a future `open`.
     pub fn on_open(&self, fault: Fault) {
-        self.on_open
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push_back(fault);
+        self.on_open.lock().unwrap_or_else(|p| p.into_inner()).push_back(fault);
     }
 
     /// Queues a fault for a future `next`.
     pub fn on_next(&self, fault: Fault) {
-        self.on_next
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push_back(fault);
+        self.on_next.lock().unwrap_or_else(|p| p.into_inner()).push_back(fault);
     }
 
     fn pop(queue: &Mutex<VecDeque<Fault>>) -> Option<Fault> {
@@ -88,10 +82,7 @@ impl ShardReader for FaultyReader {
     ) -> Result<Box<dyn ShardSubscription>, ReadError> {
         inject(FaultPlan::pop(&self.plan.on_open)).await?;
         let inner = self.inner.open(shard, from, mode).await?;
-        Ok(Box::new(FaultySubscription {
-            inner,
-            plan: self.plan.clone(),
-        }))
+        Ok(Box::new(FaultySubscription { inner, plan: self.plan.clone() }))
     }
 }
 

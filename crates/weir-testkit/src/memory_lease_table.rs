@@ -67,10 +67,7 @@ impl LeaseTable for MemoryLeaseTable {
 
     async fn mutate(&self, mutation: &LeaseMutation) -> Result<Lease, LeaseError> {
         let mut s = self.check()?;
-        let stored = s
-            .leases
-            .get(&mutation.key)
-            .ok_or_else(|| LeaseError::NotFound(mutation.key.clone()))?;
+        let stored = s.leases.get(&mutation.key).ok_or_else(|| LeaseError::NotFound(mutation.key.clone()))?;
         let next = mutation.apply(stored)?;
         s.leases.insert(next.key.clone(), next.clone());
         Ok(next)
@@ -87,15 +84,7 @@ impl LeaseTable for MemoryLeaseTable {
     }
 
     async fn list_workers(&self) -> Result<Vec<WorkerHeartbeat>, LeaseError> {
-        Ok(self
-            .check()?
-            .workers
-            .iter()
-            .map(|(w, c)| WorkerHeartbeat {
-                worker: w.clone(),
-                counter: *c,
-            })
-            .collect())
+        Ok(self.check()?.workers.iter().map(|(w, c)| WorkerHeartbeat { worker: w.clone(), counter: *c }).collect())
     }
 
     async fn remove_worker(&self, worker: &WorkerId) -> Result<(), LeaseError> {
@@ -110,9 +99,6 @@ mod tests {
 
     #[tokio::test]
     async fn passes_lease_table_conformance() {
-        crate::conformance::lease_table_suite(|| async {
-            std::sync::Arc::new(MemoryLeaseTable::new()) as _
-        })
-        .await;
+        crate::conformance::lease_table_suite(|| async { std::sync::Arc::new(MemoryLeaseTable::new()) as _ }).await;
     }
 }

@@ -28,32 +28,17 @@ impl MemoryObjectSink {
     /// A copy of every object.
     pub fn snapshot(&self) -> BTreeMap<String, Bytes> {
         let objects = self.objects.lock().unwrap_or_else(|p| p.into_inner());
-        objects
-            .iter()
-            .map(|(k, (b, _))| (k.clone(), b.clone()))
-            .collect()
+        objects.iter().map(|(k, (b, _))| (k.clone(), b.clone())).collect()
     }
 }
 
 #[async_trait]
 impl ObjectSink for MemoryObjectSink {
-    async fn put_if_absent(
-        &self,
-        key: &str,
-        body: Bytes,
-        options: &PutOptions,
-    ) -> Result<PutOutcome, SinkError> {
+    async fn put_if_absent(&self, key: &str, body: Bytes, options: &PutOptions) -> Result<PutOutcome, SinkError> {
         validate_key(key)?;
-        let failing = self
-            .failures
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_ok();
+        let failing = self.failures.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok();
         if failing {
-            return Err(SinkError::Store {
-                message: "injected put failure".into(),
-                retryable: true,
-                source: None,
-            });
+            return Err(SinkError::Store { message: "injected put failure".into(), retryable: true, source: None });
         }
         let mut objects = self.objects.lock().unwrap_or_else(|p| p.into_inner());
         if objects.contains_key(key) {
@@ -74,10 +59,7 @@ impl ObjectSink for MemoryObjectSink {
         Ok(objects
             .range(prefix.to_owned()..)
             .take_while(|(k, _)| k.starts_with(prefix))
-            .map(|(k, (b, _))| ObjectMeta {
-                key: k.clone(),
-                size: b.len() as u64,
-            })
+            .map(|(k, (b, _))| ObjectMeta { key: k.clone(), size: b.len() as u64 })
             .collect())
     }
 
@@ -92,9 +74,6 @@ mod tests {
 
     #[tokio::test]
     async fn passes_object_sink_conformance() {
-        crate::conformance::object_sink_suite(|| async {
-            std::sync::Arc::new(MemoryObjectSink::new()) as _
-        })
-        .await;
+        crate::conformance::object_sink_suite(|| async { std::sync::Arc::new(MemoryObjectSink::new()) as _ }).await;
     }
 }

@@ -5,8 +5,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use tokio::sync::watch;
 use weir_core::{
-    Acks, CloseReason, Consumer, ConsumerError, ExtendedSequenceNumber, RecordBatch, ShardContext,
-    ShardId, Timestamp,
+    Acks, CloseReason, Consumer, ConsumerError, ExtendedSequenceNumber, RecordBatch, ShardContext, ShardId, Timestamp,
 };
 
 /// When a [`RecordingConsumer`] acknowledges.
@@ -52,11 +51,7 @@ pub struct Recorded {
 impl Recorded {
     /// Positions delivered for one shard.
     pub fn positions(&self, shard: &ShardId) -> Vec<ExtendedSequenceNumber> {
-        self.records
-            .iter()
-            .filter(|(s, _, _)| s == shard)
-            .map(|(_, p, _)| p.clone())
-            .collect()
+        self.records.iter().filter(|(s, _, _)| s == shard).map(|(_, p, _)| p.clone()).collect()
     }
 }
 
@@ -72,10 +67,7 @@ pub struct ConsumerControl {
 impl ConsumerControl {
     /// A copy of what was recorded.
     pub fn recorded(&self) -> Recorded {
-        self.recorded
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.recorded.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Makes `on_batch` wait until [`ConsumerControl::resume`].
@@ -118,12 +110,7 @@ impl RecordingConsumer {
             fail_next: Arc::default(),
             mode: Arc::new(Mutex::new(mode)),
         };
-        let consumer = Self {
-            name: name.to_owned(),
-            control: control.clone(),
-            stall_rx: rx,
-            pending: BTreeMap::new(),
-        };
+        let consumer = Self { name: name.to_owned(), control: control.clone(), stall_rx: rx, pending: BTreeMap::new() };
         (consumer, control)
     }
 
@@ -135,10 +122,7 @@ impl RecordingConsumer {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Recorded> {
-        self.control
-            .recorded
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        self.control.recorded.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn mode(&self) -> AckMode {
@@ -155,19 +139,11 @@ impl Consumer for RecordingConsumer {
     async fn on_shard_open(&mut self, shard: &ShardContext) -> Result<(), ConsumerError> {
         let mut rec = self.lock();
         rec.opens.push(shard.clone());
-        rec.timeline.push((
-            tokio::time::Instant::now(),
-            shard.shard_id.clone(),
-            Event::Open,
-        ));
+        rec.timeline.push((tokio::time::Instant::now(), shard.shard_id.clone(), Event::Open));
         Ok(())
     }
 
-    async fn on_batch(
-        &mut self,
-        batch: &RecordBatch,
-        acks: &dyn Acks,
-    ) -> Result<(), ConsumerError> {
+    async fn on_batch(&mut self, batch: &RecordBatch, acks: &dyn Acks) -> Result<(), ConsumerError> {
         self.lock().timeline.push((
             tokio::time::Instant::now(),
             batch.shard_id.clone(),
@@ -179,11 +155,7 @@ impl Consumer for RecordingConsumer {
             }
         }
         let fail = {
-            let mut f = self
-                .control
-                .fail_next
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
+            let mut f = self.control.fail_next.lock().unwrap_or_else(|p| p.into_inner());
             if f.0 > 0 {
                 f.0 -= 1;
                 Some(f.1)
@@ -201,8 +173,7 @@ impl Consumer for RecordingConsumer {
         {
             let mut rec = self.lock();
             for r in &batch.records {
-                rec.records
-                    .push((batch.shard_id.clone(), r.position.clone(), r.data.clone()));
+                rec.records.push((batch.shard_id.clone(), r.position.clone(), r.data.clone()));
             }
         }
         if let Some(last) = batch.last_position() {
@@ -233,11 +204,7 @@ impl Consumer for RecordingConsumer {
         {
             let mut rec = self.lock();
             rec.closes.push((shard.clone(), reason));
-            rec.timeline.push((
-                tokio::time::Instant::now(),
-                shard.clone(),
-                Event::Close(reason),
-            ));
+            rec.timeline.push((tokio::time::Instant::now(), shard.clone(), Event::Close(reason)));
         }
         if reason.should_flush() {
             self.ack(shard, acks);

@@ -4,7 +4,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use weir_aws::{S3ObjectSink, S3Options};
 use weir_core::Consumer;
+use weir_core::ports::ObjectSink;
 use weir_local::FsObjectSink;
 use weir_runtime::consumers::{CountConsumer, Counts, FilesConsumer, FilesOptions, LogConsumer};
 
@@ -16,7 +18,7 @@ pub struct Built {
     pub counts: Vec<(String, Counts)>,
 }
 
-pub fn build(sections: &[ConsumerSection]) -> Result<Built> {
+pub fn build(sections: &[ConsumerSection], s3: Option<&aws_sdk_s3::Client>) -> Result<Built> {
     let mut consumers: Vec<Box<dyn Consumer>> = Vec::new();
     let mut counts = Vec::new();
     for (i, section) in sections.iter().enumerate() {
@@ -27,21 +29,20 @@ pub fn build(sections: &[ConsumerSection]) -> Result<Built> {
                 consumers.push(Box::new(c));
             }
             ConsumerSection::Log { name } => consumers.push(Box::new(LogConsumer::new(name))),
-            ConsumerSection::Files {
-                name,
-                directory,
-                prefix,
-                max_bytes,
-                max_age,
-            } => {
-                let sink = FsObjectSink::new(directory)
-                    .with_context(|| format!("consumers[{i}].directory {}", directory.display()))?;
-                let options = FilesOptions {
-                    prefix: prefix.clone(),
-                    max_bytes: *max_bytes,
-                    max_age: *max_age,
+            ConsumerSection::Files { name, directory, bucket, prefix, max_bytes, max_age } => {
+                let sink: Arc<dyn ObjectSink> = match (directory, bucket) {
+                    (Some(dir), _) => Arc::new(
+                        FsObjectSink::new(dir)
+                            .with_context(|| format!("consumers[{i}].directory {}", dir.display()))?,
+                    ),
+                    (None, Some(bucket)) => {
+                        let client = s3.with_context(|| format!("consumers[{i}].bucket needs an S3 client"))?;
+                        Arc::new(S3ObjectSink::new(client.clone(), bucket, S3Options::default()))
+                    }
+                    (None, None) => anyhow::bail!("consumers[{i}]: needs a directory or a bucket"),
                 };
-                consumers.push(Box::new(FilesConsumer::new(name, Arc::new(sink), options)));
+                let options = FilesOptions { prefix: prefix.clone(), max_bytes: *max_bytes, max_age: *max_age };
+                consumers.push(Box::new(FilesConsumer::new(name, sink, options)));
             }
         }
     }
@@ -51,13 +52,12 @@ pub fn build(sections: &[ConsumerSection]) -> Result<Built> {
 /// Consumers of the demo, writing files under `dir`.
 pub fn demo_sections(dir: &std::path::Path) -> Vec<ConsumerSection> {
     vec![
-        ConsumerSection::Count {
-            name: "count".into(),
-        },
+        ConsumerSection::Count { name: "count".into() },
         ConsumerSection::Log { name: "log".into() },
         ConsumerSection::Files {
             name: "files".into(),
-            directory: dir.to_path_buf(),
+            directory: Some(dir.to_path_buf()),
+            bucket: None,
             prefix: "raw/".into(),
             max_bytes: 1024 * 1024,
             max_age: Duration::from_secs(2),

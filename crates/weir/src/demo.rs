@@ -56,8 +56,7 @@ fn prepare(out: &Path) -> Result<()> {
     }
     let files = out.join("files");
     if files.exists() {
-        std::fs::remove_dir_all(&files)
-            .with_context(|| format!("cannot clear {}", files.display()))?;
+        std::fs::remove_dir_all(&files).with_context(|| format!("cannot clear {}", files.display()))?;
     }
     Ok(())
 }
@@ -88,13 +87,7 @@ pub async fn run(args: DemoArgs) -> Result<()> {
     let db = args.out.join("leases.db");
     let files_dir = args.out.join("files");
     let clock = Arc::new(TokioClock::new());
-    let stream = MemoryStream::new(
-        StreamOptions {
-            shards: args.shards,
-            ..StreamOptions::default()
-        },
-        clock.clone(),
-    );
+    let stream = MemoryStream::new(StreamOptions { shards: args.shards, ..StreamOptions::default() }, clock.clone());
     let sections = crate::consumers::demo_sections(&files_dir);
     let names: Vec<String> = sections.iter().map(|s| s.name().to_owned()).collect();
 
@@ -107,7 +100,7 @@ pub async fn run(args: DemoArgs) -> Result<()> {
     for i in 1..=args.workers {
         let id = format!("demo-worker-{i}");
         let table = SqliteLeaseTable::open(&db, "demo")?;
-        let built = crate::consumers::build(&sections)?;
+        let built = crate::consumers::build(&sections, None)?;
         counts.extend(built.counts);
         let w = Worker::new(
             demo_runtime(&id),
@@ -122,13 +115,7 @@ pub async fn run(args: DemoArgs) -> Result<()> {
         workers.push(tokio::spawn(async move { w.run(token).await }));
     }
     if let Some(addr) = args.http {
-        crate::http::serve(
-            addr,
-            crate::http::install_recorder()?,
-            stats.clone(),
-            stop_workers.clone(),
-        )
-        .await?;
+        crate::http::serve(addr, crate::http::install_recorder()?, stats.clone(), stop_workers.clone()).await?;
     }
     println!(
         "weir demo: {} shards, {} workers, {} events/s for {:?}; output in {}",
@@ -141,13 +128,7 @@ pub async fn run(args: DemoArgs) -> Result<()> {
 
     let produce_stop = CancellationToken::new();
     let generator = GeneratorConfig::default();
-    let producer = spawn_generator(
-        stream.clone(),
-        generator,
-        args.rate,
-        args.records,
-        produce_stop.clone(),
-    );
+    let producer = spawn_generator(stream.clone(), generator, args.rate, args.records, produce_stop.clone());
     let third = duration / 3;
     let reshard = async {
         tokio::time::sleep(third).await;
@@ -159,14 +140,7 @@ pub async fn run(args: DemoArgs) -> Result<()> {
         println!("  resharding: merged {a} and {b} into {merged}");
         tokio::time::sleep(duration.saturating_sub(third * 2)).await;
         // With --records, let the generator finish its last events.
-        while args.records.is_some_and(|n| {
-            stream
-                .record_counts()
-                .iter()
-                .map(|(_, c)| *c as u64)
-                .sum::<u64>()
-                < n
-        }) {
+        while args.records.is_some_and(|n| stream.record_counts().iter().map(|(_, c)| *c as u64).sum::<u64>() < n) {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         anyhow::Ok(())
@@ -179,17 +153,9 @@ pub async fn run(args: DemoArgs) -> Result<()> {
     let produced = producer.await.unwrap_or(0);
 
     // Drain: wait until the count consumers have seen every record.
-    let total_counted = || {
-        counts
-            .iter()
-            .map(|(_, c)| c.snapshot().values().map(|v| v.0).sum::<u64>())
-            .sum::<u64>()
-    };
+    let total_counted = || counts.iter().map(|(_, c)| c.snapshot().values().map(|v| v.0).sum::<u64>()).sum::<u64>();
     let drain_deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    while total_counted() < produced
-        && tokio::time::Instant::now() < drain_deadline
-        && !shutdown.is_cancelled()
-    {
+    while total_counted() < produced && tokio::time::Instant::now() < drain_deadline && !shutdown.is_cancelled() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     stop_workers.cancel();
@@ -209,26 +175,15 @@ pub async fn run(args: DemoArgs) -> Result<()> {
             e.failures += v.failures;
         }
     }
-    println!(
-        "\nShards, leases and checkpoints (records processed per consumer, summed over workers):"
-    );
-    println!(
-        "{}",
-        crate::summary::shards_table(&leases, &stream_counts, &lanes, &names)
-    );
+    println!("\nShards, leases and checkpoints (records processed per consumer, summed over workers):");
+    println!("{}", crate::summary::shards_table(&leases, &stream_counts, &lanes, &names));
     let (objects, lines) = count_output(&files_dir.join("raw"))?;
     println!("\nRecords produced:           {produced}");
     println!("Records counted (count):    {}", total_counted());
     println!("Lines in files output:      {lines} in {objects} gzip NDJSON objects");
     println!("\nOutput:");
-    println!(
-        "  leases and checkpoints    {} (SQLite, namespace \"demo\")",
-        db.display()
-    );
-    println!(
-        "  files consumer objects    {}/raw/<shard>/<first>-<last>.ndjson.gz",
-        files_dir.display()
-    );
+    println!("  leases and checkpoints    {} (SQLite, namespace \"demo\")", db.display());
+    println!("  files consumer objects    {}/raw/<shard>/<first>-<last>.ndjson.gz", files_dir.display());
     println!("  try: zcat {}/raw/*/*.gz | head -3", files_dir.display());
     if total_counted() < produced || lines < produced {
         bail!("not every record was processed before the drain deadline");

@@ -22,9 +22,7 @@ struct AppState {
 
 /// Installs the Prometheus recorder (once per process).
 pub fn install_recorder() -> Result<PrometheusHandle> {
-    PrometheusBuilder::new()
-        .install_recorder()
-        .context("cannot install the metrics recorder")
+    PrometheusBuilder::new().install_recorder().context("cannot install the metrics recorder")
 }
 
 /// Serves the endpoints until `shutdown`.
@@ -34,15 +32,9 @@ pub async fn serve(
     workers: Vec<WorkerStats>,
     shutdown: CancellationToken,
 ) -> Result<JoinHandle<()>> {
-    let state = AppState {
-        metrics,
-        workers: Arc::new(workers),
-    };
+    let state = AppState { metrics, workers: Arc::new(workers) };
     let app = Router::new()
-        .route(
-            "/metrics",
-            get(|State(s): State<AppState>| async move { s.metrics.render() }),
-        )
+        .route("/metrics", get(|State(s): State<AppState>| async move { s.metrics.render() }))
         .route("/healthz", get(|| async { "ok\n" }))
         .route(
             "/readyz",
@@ -55,14 +47,11 @@ pub async fn serve(
             }),
         )
         .with_state(state);
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .with_context(|| format!("cannot listen on {addr} (http.listen)"))?;
+    let listener =
+        tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr} (http.listen)"))?;
     tracing::info!(%addr, "serving /metrics, /healthz, /readyz");
     Ok(tokio::spawn(async move {
-        let served = axum::serve(listener, app)
-            .with_graceful_shutdown(shutdown.cancelled_owned())
-            .await;
+        let served = axum::serve(listener, app).with_graceful_shutdown(shutdown.cancelled_owned()).await;
         if let Err(e) = served {
             tracing::error!(error = %e, "http server failed");
         }

@@ -20,13 +20,7 @@ use clap::{Parser, Subcommand};
 #[command(name = "weir", version, about)]
 struct Cli {
     /// Log format.
-    #[arg(
-        long,
-        global = true,
-        value_enum,
-        default_value = "human",
-        env = "WEIR_LOG_FORMAT"
-    )]
+    #[arg(long, global = true, value_enum, default_value = "human", env = "WEIR_LOG_FORMAT")]
     log_format: telemetry::LogFormat,
     /// Log filter (tracing `EnvFilter` syntax), e.g. `info` or `weir_runtime=debug`.
     #[arg(long, global = true, default_value = "info", env = "WEIR_LOG")]
@@ -70,10 +64,7 @@ fn main() -> ExitCode {
         eprintln!("error: {e:#}");
         return ExitCode::from(2);
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
@@ -91,11 +82,7 @@ fn main() -> ExitCode {
                     "{}: ok ({} consumers: {}; leases in {} namespace {:?})",
                     file.display(),
                     c.consumers.len(),
-                    c.consumers
-                        .iter()
-                        .map(|c| c.name())
-                        .collect::<Vec<_>>()
-                        .join(", "),
+                    c.consumers.iter().map(|c| c.name()).collect::<Vec<_>>().join(", "),
                     c.leases.path.display(),
                     c.leases.namespace
                 );

@@ -63,22 +63,16 @@ fn parse_path(path: &str) -> Result<Vec<String>> {
 }
 
 fn key_at(line: &[u8], path: &[String]) -> Result<String, String> {
-    let value: serde_json::Value =
-        serde_json::from_slice(line).map_err(|e| format!("not valid JSON: {e}"))?;
+    let value: serde_json::Value = serde_json::from_slice(line).map_err(|e| format!("not valid JSON: {e}"))?;
     let mut v = &value;
     for p in path {
-        v = v
-            .get(p)
-            .ok_or_else(|| format!("no field .{}", path.join(".")))?;
+        v = v.get(p).ok_or_else(|| format!("no field .{}", path.join(".")))?;
     }
     match v {
         serde_json::Value::String(s) => Ok(s.clone()),
         serde_json::Value::Number(n) => Ok(n.to_string()),
         serde_json::Value::Bool(b) => Ok(b.to_string()),
-        other => Err(format!(
-            "partition key .{} is not a scalar: {other}",
-            path.join(".")
-        )),
+        other => Err(format!("partition key .{} is not a scalar: {other}", path.join("."))),
     }
 }
 
@@ -112,11 +106,7 @@ pub async fn run(args: PutArgs) -> Result<()> {
             },
             None => format!("{:032x}", rand::random::<u128>()),
         };
-        let record = Outgoing {
-            id: n,
-            partition_key: key,
-            data: Bytes::from(line),
-        };
+        let record = Outgoing { id: n, partition_key: key, data: Bytes::from(line) };
         match check(&record) {
             Ok(()) => records.push(record),
             Err(reason) => rejected.push((n, reason)),
@@ -143,10 +133,7 @@ pub async fn run(args: PutArgs) -> Result<()> {
         report.failed.len()
     );
     if !rejected.is_empty() || !report.failed.is_empty() {
-        bail!(
-            "{} lines were not put (see above)",
-            rejected.len() + report.failed.len()
-        );
+        bail!("{} lines were not put (see above)", rejected.len() + report.failed.len());
     }
     Ok(())
 }

@@ -5,12 +5,12 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use tokio_util::sync::CancellationToken;
-use weir_local::{
-    GeneratorConfig, McpEventGenerator, MemoryStream, SqliteLeaseTable, StreamOptions,
-};
+use weir_aws::{AwsSettings, DynamoDbLeaseTable, KinesisOptions, KinesisStream, load_sdk_config};
+use weir_core::ports::{LeaseTable, ShardReader, StreamCatalog};
+use weir_local::{GeneratorConfig, McpEventGenerator, MemoryStream, SqliteLeaseTable, StreamOptions};
 use weir_runtime::{TokioClock, Worker};
 
-use crate::config::Config;
+use crate::config::{AwsSection, Config, ConsumerSection, LeasesKind, StreamKind};
 
 /// `<hostname>-<pid>-<random>`: unique per process.
 pub fn default_worker_id() -> String {
@@ -24,10 +24,8 @@ pub fn default_worker_id() -> String {
 }
 
 fn rand_suffix() -> u16 {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
     (nanos ^ (nanos >> 16)) as u16
 }
 
@@ -36,14 +34,13 @@ pub fn cancel_on_signal(token: CancellationToken) {
     tokio::spawn(async move {
         #[cfg(unix)]
         {
-            let mut term =
-                match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                    Ok(s) => s,
-                    Err(e) => {
-                        tracing::error!(error = %e, "cannot listen for SIGTERM");
-                        return;
-                    }
-                };
+            let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot listen for SIGTERM");
+                    return;
+                }
+            };
             tokio::select! {
                 _ = term.recv() => tracing::info!("SIGTERM: draining"),
                 _ = tokio::signal::ctrl_c() => tracing::info!("Ctrl-C: draining"),
@@ -88,69 +85,109 @@ pub fn spawn_generator(
     })
 }
 
+/// The adapters a config selects.
+struct Wired {
+    table: Arc<dyn LeaseTable>,
+    reader: Arc<dyn ShardReader>,
+    catalog: Arc<dyn StreamCatalog>,
+    /// The in-process stream, when the config uses it (it gets a generator).
+    memory: Option<MemoryStream>,
+    s3: Option<aws_sdk_s3::Client>,
+}
+
+async fn sdk(aws: &AwsSection, service_endpoint: &Option<String>) -> aws_config::SdkConfig {
+    let settings = AwsSettings {
+        region: aws.region.clone(),
+        profile: aws.profile.clone(),
+        endpoint_url: service_endpoint.clone().or_else(|| aws.endpoint_url.clone()),
+        static_credentials: None,
+    };
+    load_sdk_config(&settings).await
+}
+
+async fn wire(config: &Config, clock: Arc<TokioClock>) -> Result<Wired> {
+    let aws = &config.aws;
+    let (reader, catalog, memory): (Arc<dyn ShardReader>, Arc<dyn StreamCatalog>, _) = match config.stream.kind {
+        StreamKind::Memory => {
+            let options = StreamOptions { shards: config.stream.shards, ..StreamOptions::default() };
+            let stream = MemoryStream::new(options, clock);
+            (Arc::new(stream.clone()), Arc::new(stream.clone()), Some(stream))
+        }
+        StreamKind::Kinesis => {
+            let client = aws_sdk_kinesis::Client::new(&sdk(aws, &aws.kinesis_endpoint_url).await);
+            let options =
+                KinesisOptions { efo_consumer: config.stream.efo_consumer.clone(), ..KinesisOptions::default() };
+            let stream = KinesisStream::open(client, &config.stream.name, options)
+                .await
+                .map_err(|e| anyhow::anyhow!("stream {}: {e}", config.stream.name))?;
+            (Arc::new(stream.clone()), Arc::new(stream), None)
+        }
+    };
+    let table: Arc<dyn LeaseTable> = match config.leases.kind {
+        LeasesKind::Sqlite => {
+            if let Some(dir) = config.leases.path.parent().filter(|p| !p.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir)
+                    .with_context(|| format!("leases.path: cannot create {}", dir.display()))?;
+            }
+            Arc::new(
+                SqliteLeaseTable::open(&config.leases.path, &config.leases.namespace)
+                    .with_context(|| format!("leases.path: cannot open {}", config.leases.path.display()))?,
+            )
+        }
+        LeasesKind::Dynamodb => {
+            let client = aws_sdk_dynamodb::Client::new(&sdk(aws, &aws.dynamodb_endpoint_url).await);
+            let name = config.leases.table.clone().unwrap_or_default();
+            Arc::new(
+                DynamoDbLeaseTable::open(client, &name, &config.leases.namespace, config.leases.create_table)
+                    .await
+                    .with_context(|| format!("leases.table {name}"))?,
+            )
+        }
+    };
+    let uses_s3 = config.consumers.iter().any(|c| matches!(c, ConsumerSection::Files { bucket: Some(_), .. }));
+    let s3 = if uses_s3 {
+        let shared = sdk(aws, &aws.s3_endpoint_url).await;
+        let conf = aws_sdk_s3::config::Builder::from(&shared).force_path_style(aws.s3_force_path_style).build();
+        Some(aws_sdk_s3::Client::from_conf(conf))
+    } else {
+        None
+    };
+    Ok(Wired { table, reader, catalog, memory, s3 })
+}
+
 pub async fn run(config: Config) -> Result<()> {
     let worker_id = config.worker.id.clone().unwrap_or_else(default_worker_id);
     let clock = Arc::new(TokioClock::new());
-    let stream = MemoryStream::new(
-        StreamOptions {
-            shards: config.stream.shards,
-            ..StreamOptions::default()
-        },
-        clock.clone(),
-    );
-    if let Some(dir) = config
-        .leases
-        .path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-    {
-        std::fs::create_dir_all(dir)
-            .with_context(|| format!("leases.path: cannot create {}", dir.display()))?;
-    }
-    let table = SqliteLeaseTable::open(&config.leases.path, &config.leases.namespace)
-        .with_context(|| format!("leases.path: cannot open {}", config.leases.path.display()))?;
-    let built = crate::consumers::build(&config.consumers)?;
-    let worker = Worker::new(
-        config.runtime(&worker_id),
-        Arc::new(table),
-        Arc::new(stream.clone()),
-        Arc::new(stream.clone()),
-        built.consumers,
-        clock,
-    )?;
+    let wired = wire(&config, clock.clone()).await?;
+    let built = crate::consumers::build(&config.consumers, wired.s3.as_ref())?;
+    let worker =
+        Worker::new(config.runtime(&worker_id), wired.table, wired.reader, wired.catalog, built.consumers, clock)?;
     let shutdown = CancellationToken::new();
     cancel_on_signal(shutdown.clone());
     let http = match config.http.listen {
         Some(addr) => Some(
-            crate::http::serve(
-                addr,
-                crate::http::install_recorder()?,
-                vec![worker.stats()],
-                shutdown.clone(),
-            )
-            .await?,
+            crate::http::serve(addr, crate::http::install_recorder()?, vec![worker.stats()], shutdown.clone()).await?,
         ),
         None => None,
     };
-    let generator = GeneratorConfig {
-        tenants: config.stream.tenants,
-        error_rate: config.stream.error_rate,
-        malformed_rate: config.stream.malformed_rate,
-        ..GeneratorConfig::default()
-    };
-    let producer = spawn_generator(
-        stream,
-        generator,
-        config.stream.rate,
-        None,
-        shutdown.clone(),
-    );
+    let producer = wired.memory.map(|stream| {
+        let generator = GeneratorConfig {
+            tenants: config.stream.tenants,
+            error_rate: config.stream.error_rate,
+            malformed_rate: config.stream.malformed_rate,
+            ..GeneratorConfig::default()
+        };
+        spawn_generator(stream, generator, config.stream.rate, None, shutdown.clone())
+    });
     tracing::info!(worker = %worker_id, stream = %config.stream.name, "weir running; SIGTERM or Ctrl-C to stop");
     worker.run(shutdown).await?;
-    let sent = producer.await.unwrap_or(0);
+    if let Some(p) = producer {
+        let sent = p.await.unwrap_or(0);
+        tracing::info!(records_generated = sent, "generator stopped");
+    }
     if let Some(h) = http {
         let _ = h.await;
     }
-    tracing::info!(records_generated = sent, "stopped");
+    tracing::info!("stopped");
     Ok(())
 }

@@ -30,12 +30,7 @@ pub fn shards_table(
 ) -> Table {
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED);
-    let mut header = vec![
-        "shard".to_owned(),
-        "parents".into(),
-        "lease".into(),
-        "records".into(),
-    ];
+    let mut header = vec!["shard".to_owned(), "parents".into(), "lease".into(), "records".into()];
     for c in consumers {
         header.push(format!("{c} got"));
     }
@@ -47,29 +42,17 @@ pub fn shards_table(
         let state = if l.ended {
             "ended".to_owned()
         } else {
-            l.owner
-                .as_ref()
-                .map_or("free".into(), |o| format!("held by {o}"))
+            l.owner.as_ref().map_or("free".into(), |o| format!("held by {o}"))
         };
         let parents = if l.parents.is_empty() {
             "-".to_owned()
         } else {
-            l.parents
-                .iter()
-                .map(|p| tail(p.as_str()))
-                .collect::<Vec<_>>()
-                .join("+")
+            l.parents.iter().map(|p| tail(p.as_str())).collect::<Vec<_>>().join("+")
         };
-        let mut row = vec![
-            tail(l.key.as_str()),
-            parents,
-            state,
-            stream_counts.get(&l.key).copied().unwrap_or(0).to_string(),
-        ];
+        let mut row =
+            vec![tail(l.key.as_str()), parents, state, stream_counts.get(&l.key).copied().unwrap_or(0).to_string()];
         for c in consumers {
-            let n = lanes
-                .get(&(l.key.clone(), ConsumerName::new(c.as_str())))
-                .map_or(0, |s| s.records);
+            let n = lanes.get(&(l.key.clone(), ConsumerName::new(c.as_str()))).map_or(0, |s| s.records);
             row.push(n.to_string());
         }
         for c in consumers {

@@ -21,11 +21,7 @@ fn write_config(dir: &std::path::Path, body: &str) -> std::path::PathBuf {
 fn config_check_accepts_the_example() {
     let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/weir.toml");
     let out = weir().args(["config", "check", example]).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stdout).contains("ok (3 consumers: count, log, files"));
 }
 
@@ -36,33 +32,18 @@ fn bad_config_fails_at_start_naming_the_field() {
         ("[worker]\nfailover = \"soon\"\n", "worker.failover"),
         ("[leases]\npath = \"x.db\"\nnamspace = \"a\"\n", "namspace"),
         ("[[consumers]]\ntype = \"kafka\"\nname = \"k\"\n", "kafka"),
-        (
-            "[[consumers]]\ntype = \"files\"\nname = \"f\"\n",
-            "directory",
-        ),
-        (
-            "[worker]\nrenew_interval = \"8s\"\n[[consumers]]\ntype = \"count\"\nname = \"c\"\n",
-            "worker.renew_interval",
-        ),
+        ("[[consumers]]\ntype = \"files\"\nname = \"f\"\n", "directory"),
+        ("[worker]\nrenew_interval = \"8s\"\n[[consumers]]\ntype = \"count\"\nname = \"c\"\n", "worker.renew_interval"),
     ] {
         let p = write_config(dir.path(), body);
-        for args in [
-            vec!["config", "check", p.to_str().unwrap()],
-            vec!["run", "--config", p.to_str().unwrap()],
-        ] {
+        for args in [vec!["config", "check", p.to_str().unwrap()], vec!["run", "--config", p.to_str().unwrap()]] {
             let out = weir().args(&args).output().unwrap();
             let err = String::from_utf8_lossy(&out.stderr);
             assert!(!out.status.success(), "{args:?} accepted {body:?}");
-            assert!(
-                err.contains(field),
-                "{args:?}: error for {body:?} does not name {field}: {err}"
-            );
+            assert!(err.contains(field), "{args:?}: error for {body:?} does not name {field}: {err}");
         }
     }
-    let out = weir()
-        .args(["config", "check", "/nonexistent/weir.toml"])
-        .output()
-        .unwrap();
+    let out = weir().args(["config", "check", "/nonexistent/weir.toml"]).output().unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("does not exist"));
 }
@@ -72,23 +53,11 @@ fn demo_runs_and_reports_where_output_is() {
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("demo");
     let out = weir()
-        .args([
-            "demo",
-            "--records",
-            "2400",
-            "--rate",
-            "800",
-            "--out",
-            out_dir.to_str().unwrap(),
-        ])
+        .args(["demo", "--records", "2400", "--rate", "800", "--out", out_dir.to_str().unwrap()])
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("resharding: split"), "{stdout}");
     assert!(stdout.contains("SHARD_END"), "{stdout}");
     let produced: u64 = field(&stdout, "Records produced:");
@@ -100,26 +69,14 @@ fn demo_runs_and_reports_where_output_is() {
 }
 
 fn field(text: &str, label: &str) -> u64 {
-    let line = text
-        .lines()
-        .find(|l| l.starts_with(label))
-        .unwrap_or_else(|| panic!("no {label} in {text}"));
-    line[label.len()..]
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap()
+    let line = text.lines().find(|l| l.starts_with(label)).unwrap_or_else(|| panic!("no {label} in {text}"));
+    line[label.len()..].split_whitespace().next().unwrap().parse().unwrap()
 }
 
 fn get(port: u16, path: &str) -> Option<(u16, String)> {
     let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
+    write!(s, "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").ok()?;
     let mut body = String::new();
     s.read_to_string(&mut body).ok()?;
     let status = body.split_whitespace().nth(1)?.parse().ok()?;
@@ -129,11 +86,7 @@ fn get(port: u16, path: &str) -> Option<(u16, String)> {
 #[test]
 fn run_serves_health_and_metrics_and_drains_on_sigterm() {
     let dir = tempfile::tempdir().unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let cfg = write_config(
         dir.path(),
         &format!(
@@ -146,11 +99,7 @@ fn run_serves_health_and_metrics_and_drains_on_sigterm() {
             port
         ),
     );
-    let mut child = weir()
-        .args(["run", "--config", cfg.to_str().unwrap()])
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = weir().args(["run", "--config", cfg.to_str().unwrap()]).stderr(Stdio::null()).spawn().unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut ready = false;
     while Instant::now() < deadline {
@@ -166,38 +115,25 @@ fn run_serves_health_and_metrics_and_drains_on_sigterm() {
     let mut metrics = String::new();
     while Instant::now() < deadline {
         metrics = get(port, "/metrics").unwrap().1;
-        if metrics.contains("weir_checkpoint_writes_total")
-            && metrics.contains("weir_records_delivered_total")
-        {
+        if metrics.contains("weir_checkpoint_writes_total") && metrics.contains("weir_records_delivered_total") {
             break;
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    assert!(
-        metrics.contains("weir_records_delivered_total{consumer=\"files\"}"),
-        "{metrics}"
-    );
+    assert!(metrics.contains("weir_records_delivered_total{consumer=\"files\"}"), "{metrics}");
     assert!(metrics.contains("weir_leases_held"), "{metrics}");
-    let kill = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
+    let kill = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
     assert!(kill.success());
     let deadline = Instant::now() + Duration::from_secs(30);
     let status = loop {
         if let Some(s) = child.try_wait().unwrap() {
             break s;
         }
-        assert!(
-            Instant::now() < deadline,
-            "weir run did not drain within 30s of SIGTERM"
-        );
+        assert!(Instant::now() < deadline, "weir run did not drain within 30s of SIGTERM");
         std::thread::sleep(Duration::from_millis(50));
     };
     assert!(status.success(), "exit after SIGTERM: {status}");
     // The drain flushed the files consumer: objects exist.
-    let objects = std::fs::read_dir(dir.path().join("out/raw"))
-        .map(|d| d.count())
-        .unwrap_or(0);
+    let objects = std::fs::read_dir(dir.path().join("out/raw")).map(|d| d.count()).unwrap_or(0);
     assert!(objects > 0, "files consumer flushed on shutdown");
 }

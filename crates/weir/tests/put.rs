@@ -11,22 +11,10 @@ use weir_core::ports::{ReadMode, ShardReader, StreamCatalog};
 use weir_testkit::Emulator;
 
 async fn create_stream(client: &aws_sdk_kinesis::Client, name: &str, shards: i32) {
-    client
-        .create_stream()
-        .stream_name(name)
-        .shard_count(shards)
-        .send()
-        .await
-        .unwrap();
+    client.create_stream().stream_name(name).shard_count(shards).send().await.unwrap();
     for _ in 0..200 {
-        let s = client
-            .describe_stream_summary()
-            .stream_name(name)
-            .send()
-            .await
-            .unwrap();
-        if s.stream_description_summary()
-            .map(|d| d.stream_status().clone())
+        let s = client.describe_stream_summary().stream_name(name).send().await.unwrap();
+        if s.stream_description_summary().map(|d| d.stream_status().clone())
             == Some(aws_sdk_kinesis::types::StreamStatus::Active)
         {
             return;
@@ -57,63 +45,32 @@ async fn twenty_thousand_records_exactly_once_under_throttling() {
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("events.ndjson");
     let pad = "x".repeat(200);
-    let lines: Vec<String> = (0..20_000)
-        .map(|i| {
-            format!(
-                "{{\"tenantId\":\"t-{:03}\",\"n\":{i},\"pad\":\"{pad}\"}}",
-                i % 50
-            )
-        })
-        .collect();
+    let lines: Vec<String> =
+        (0..20_000).map(|i| format!("{{\"tenantId\":\"t-{:03}\",\"n\":{i},\"pad\":\"{pad}\"}}", i % 50)).collect();
     std::fs::write(&input, lines.join("\n") + "\n").unwrap();
     let out = weir_put(
         &emu.endpoint,
-        &[
-            "--stream",
-            "put-test",
-            "--input",
-            input.to_str().unwrap(),
-            "--partition-key",
-            ".tenantId",
-        ],
+        &["--stream", "put-test", "--input", input.to_str().unwrap(), "--partition-key", ".tenantId"],
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("put 20000 of 20000"), "{stdout}");
-    let retried: u64 = stdout
-        .split('(')
-        .nth(1)
-        .and_then(|s| s.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
-        .unwrap();
-    assert!(
-        retried > 0,
-        "write limits should have throttled some records: {stdout}"
-    );
+    let retried: u64 =
+        stdout.split('(').nth(1).and_then(|s| s.split_whitespace().next()).and_then(|n| n.parse().ok()).unwrap();
+    assert!(retried > 0, "write limits should have throttled some records: {stdout}");
 
     // Read everything back and compare: each line exactly once.
-    let stream = KinesisStream::open(client, "put-test", KinesisOptions::default())
-        .await
-        .unwrap();
+    let stream = KinesisStream::open(client, "put-test", KinesisOptions::default()).await.unwrap();
     let mut seen: BTreeMap<String, u32> = BTreeMap::new();
     for shard in stream.list_shards().await.unwrap() {
-        let mut sub = stream
-            .open(&shard.id, &StartingPosition::TrimHorizon, ReadMode::Polling)
-            .await
-            .unwrap();
+        let mut sub = stream.open(&shard.id, &StartingPosition::TrimHorizon, ReadMode::Polling).await.unwrap();
         loop {
             let b = sub.next().await.unwrap().unwrap();
             if b.records.is_empty() && b.millis_behind_latest == Some(0) {
                 break;
             }
             for r in b.records {
-                *seen
-                    .entry(String::from_utf8(r.data.to_vec()).unwrap())
-                    .or_default() += 1;
+                *seen.entry(String::from_utf8(r.data.to_vec()).unwrap()).or_default() += 1;
             }
         }
     }
@@ -131,10 +88,7 @@ async fn bad_lines_are_reported_with_line_numbers() {
     create_stream(&aws_sdk_kinesis::Client::new(&sdk), "bad-input", 1).await;
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("mixed.ndjson");
-    let big = format!(
-        "{{\"tenantId\":\"t\",\"pad\":\"{}\"}}",
-        "y".repeat(1024 * 1024)
-    );
+    let big = format!("{{\"tenantId\":\"t\",\"pad\":\"{}\"}}", "y".repeat(1024 * 1024));
     let text = [
         "{\"tenantId\":\"t-1\"}",
         "not json",
@@ -148,24 +102,13 @@ async fn bad_lines_are_reported_with_line_numbers() {
     std::fs::write(&input, text).unwrap();
     let out = weir_put(
         &emu.endpoint,
-        &[
-            "--stream",
-            "bad-input",
-            "--input",
-            input.to_str().unwrap(),
-            "--partition-key",
-            ".tenantId",
-        ],
+        &["--stream", "bad-input", "--input", input.to_str().unwrap(), "--partition-key", ".tenantId"],
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "rejections make the command fail");
-    for (line, what) in [
-        (2, "not valid JSON"),
-        (3, "empty line"),
-        (4, "no field .tenantId"),
-        (5, "at most"),
-        (6, "not a scalar"),
-    ] {
+    for (line, what) in
+        [(2, "not valid JSON"), (3, "empty line"), (4, "no field .tenantId"), (5, "at most"), (6, "not a scalar")]
+    {
         assert!(
             stderr.contains(&format!("line {line}: rejected: ")) && stderr.contains(what),
             "line {line} ({what}) not reported: {stderr}"

@@ -53,11 +53,7 @@ pub trait EfoEvents: Send {
 #[async_trait]
 pub trait EfoApi: Send + Sync {
     /// SubscribeToShard.
-    async fn subscribe(
-        &self,
-        shard: &ShardId,
-        from: &StartingPosition,
-    ) -> Result<Box<dyn EfoEvents>, ReadError>;
+    async fn subscribe(&self, shard: &ShardId, from: &StartingPosition) -> Result<Box<dyn EfoEvents>, ReadError>;
 }
 
 /// Tuning of EFO reads.
@@ -73,10 +69,7 @@ pub struct EfoOptions {
 
 impl Default for EfoOptions {
     fn default() -> Self {
-        Self {
-            silence_timeout: Duration::from_secs(60),
-            closed_check_interval: Duration::from_secs(10),
-        }
+        Self { silence_timeout: Duration::from_secs(60), closed_check_interval: Duration::from_secs(10) }
     }
 }
 
@@ -143,9 +136,7 @@ impl EfoSubscription {
     }
 
     /// `Some(closed)` for a listed shard, `None` when the catalog does not list it.
-    fn shard_closed(
-        &self,
-    ) -> impl std::future::Future<Output = Result<Option<bool>, ReadError>> + Send + 'static {
+    fn shard_closed(&self) -> impl std::future::Future<Output = Result<Option<bool>, ReadError>> + Send + 'static {
         let (catalog, shard) = (self.catalog.clone(), self.shard.clone());
         async move {
             let shards = catalog.list_shards().await?;
@@ -153,18 +144,8 @@ impl EfoSubscription {
         }
     }
 
-    fn batch(
-        &self,
-        records: Vec<Record>,
-        behind: Option<u64>,
-        end: Option<Vec<ChildShard>>,
-    ) -> RecordBatch {
-        RecordBatch {
-            shard_id: self.shard.clone(),
-            records,
-            millis_behind_latest: behind,
-            child_shards: end,
-        }
+    fn batch(&self, records: Vec<Record>, behind: Option<u64>, end: Option<Vec<ChildShard>>) -> RecordBatch {
+        RecordBatch { shard_id: self.shard.clone(), records, millis_behind_latest: behind, child_shards: end }
     }
 }
 
@@ -190,61 +171,47 @@ impl ShardSubscription for EfoSubscription {
             let Some(events) = self.events.as_mut() else {
                 continue;
             };
-            let event =
-                match tokio::time::timeout(self.options.silence_timeout, events.next_event()).await
-                {
-                    Err(_) => {
-                        tracing::warn!(shard = %self.shard, "subscription silent; restarting it");
-                        self.events = None;
-                        continue;
-                    }
-                    Ok(Ok(None)) => {
-                        self.events = None;
-                        continue;
-                    }
-                    Ok(Err(ReadError::ShardNotFound(_))) => {
-                        self.events = None;
-                        // Confirm before believing it.
-                        return match self.shard_closed().await? {
-                            None => Err(ReadError::ShardNotFound(self.shard.clone())),
-                            Some(_) => Err(ReadError::Transient(format!(
-                                "shard {} reported missing",
-                                self.shard
-                            ))),
-                        };
-                    }
-                    Ok(Err(e)) => {
-                        self.events = None;
-                        return Err(e);
-                    }
-                    Ok(Ok(Some(mut event))) => {
-                        let floor = &self.floor;
-                        event.records.retain(|r| at_or_after(floor, r));
-                        event
-                    }
-                };
+            let event = match tokio::time::timeout(self.options.silence_timeout, events.next_event()).await {
+                Err(_) => {
+                    tracing::warn!(shard = %self.shard, "subscription silent; restarting it");
+                    self.events = None;
+                    continue;
+                }
+                Ok(Ok(None)) => {
+                    self.events = None;
+                    continue;
+                }
+                Ok(Err(ReadError::ShardNotFound(_))) => {
+                    self.events = None;
+                    // Confirm before believing it.
+                    return match self.shard_closed().await? {
+                        None => Err(ReadError::ShardNotFound(self.shard.clone())),
+                        Some(_) => Err(ReadError::Transient(format!("shard {} reported missing", self.shard))),
+                    };
+                }
+                Ok(Err(e)) => {
+                    self.events = None;
+                    return Err(e);
+                }
+                Ok(Ok(Some(mut event))) => {
+                    let floor = &self.floor;
+                    event.records.retain(|r| at_or_after(floor, r));
+                    event
+                }
+            };
             if let Some(c) = &event.continuation {
                 self.position = StartingPosition::AfterSequenceNumber(c.clone());
             } else if let Some(last) = event.records.last() {
-                self.position =
-                    StartingPosition::AfterSequenceNumber(last.position.sequence.clone());
+                self.position = StartingPosition::AfterSequenceNumber(last.position.sequence.clone());
             }
             // The end: children announced with no continuation, or with nothing left to
             // read (some services repeat ChildShards on every event of a closed shard).
-            if !event.child_shards.is_empty()
-                && (event.continuation.is_none() || event.records.is_empty())
-            {
+            if !event.child_shards.is_empty() && (event.continuation.is_none() || event.records.is_empty()) {
                 self.ended = true;
-                return Ok(Some(self.batch(
-                    event.records,
-                    event.millis_behind_latest,
-                    Some(event.child_shards),
-                )));
+                return Ok(Some(self.batch(event.records, event.millis_behind_latest, Some(event.child_shards))));
             }
             let at_tip = event.records.is_empty() && event.millis_behind_latest.unwrap_or(0) == 0;
-            let check_due = self
-                .last_closed_check
-                .is_none_or(|t| t.elapsed() >= self.options.closed_check_interval);
+            let check_due = self.last_closed_check.is_none_or(|t| t.elapsed() >= self.options.closed_check_interval);
             if (at_tip && check_due) || event.continuation.is_none() {
                 self.last_closed_check = Some(tokio::time::Instant::now());
                 if self.shard_closed().await? == Some(true) {
@@ -252,24 +219,15 @@ impl ShardSubscription for EfoSubscription {
                         tracing::info!(shard = %self.shard, "closed shard without ChildShards on the subscription; draining by polling");
                         self.events = None;
                         let (shard, position) = (self.shard.clone(), self.position.clone());
-                        self.drain =
-                            Some(polling.open(&shard, &position, ReadMode::Polling).await?);
+                        self.drain = Some(polling.open(&shard, &position, ReadMode::Polling).await?);
                         if !event.records.is_empty() {
-                            return Ok(Some(self.batch(
-                                event.records,
-                                event.millis_behind_latest,
-                                None,
-                            )));
+                            return Ok(Some(self.batch(event.records, event.millis_behind_latest, None)));
                         }
                         continue;
                     }
                 }
             }
-            return Ok(Some(self.batch(
-                event.records,
-                event.millis_behind_latest,
-                None,
-            )));
+            return Ok(Some(self.batch(event.records, event.millis_behind_latest, None)));
         }
     }
 }
@@ -291,19 +249,13 @@ pub struct SdkEfo {
 }
 
 fn sdk_read_error<E: ProvideErrorMetadata>(what: &str, code: Option<&str>, e: &E) -> ReadError {
-    let text = format!(
-        "{what}: {}: {}",
-        code.unwrap_or("error"),
-        e.message().unwrap_or("")
-    );
+    let text = format!("{what}: {}: {}", code.unwrap_or("error"), e.message().unwrap_or(""));
     match code {
         Some("ResourceInUseException") => ReadError::ResourceInUse(text),
         Some("LimitExceededException" | "ThrottlingException") => ReadError::Throttled(text),
         Some("ResourceNotFoundException") => ReadError::ShardNotFound(ShardId::new(what)),
         Some("InternalFailureException" | "KMSThrottlingException") => ReadError::Transient(text),
-        Some("AccessDeniedException" | "ValidationException" | "InvalidArgumentException") => {
-            ReadError::Fatal(text)
-        }
+        Some("AccessDeniedException" | "ValidationException" | "InvalidArgumentException") => ReadError::Fatal(text),
         _ => ReadError::Transient(text),
     }
 }
@@ -311,51 +263,28 @@ fn sdk_read_error<E: ProvideErrorMetadata>(what: &str, code: Option<&str>, e: &E
 impl SdkEfo {
     /// Finds the consumer `name` of the stream or registers it (never twice), then waits
     /// until it is ACTIVE.
-    pub async fn register(
-        client: Client,
-        stream: &str,
-        stream_arn: &str,
-        name: &str,
-    ) -> Result<Self, ReadError> {
+    pub async fn register(client: Client, stream: &str, stream_arn: &str, name: &str) -> Result<Self, ReadError> {
         let fatal = |what: &str, e: String| {
             ReadError::Fatal(format!(
                 "{what} enhanced fan-out consumer {name} of stream {stream}: {e} (needs kinesis:DescribeStreamConsumer and kinesis:RegisterStreamConsumer)"
             ))
         };
         for attempt in 0..240 {
-            let described = client
-                .describe_stream_consumer()
-                .stream_arn(stream_arn)
-                .consumer_name(name)
-                .send()
-                .await;
+            let described = client.describe_stream_consumer().stream_arn(stream_arn).consumer_name(name).send().await;
             match described {
                 Ok(out) => {
                     if let Some(d) = out.consumer_description() {
                         if d.consumer_status() == &ConsumerStatus::Active {
-                            return Ok(Self {
-                                client,
-                                consumer_arn: d.consumer_arn().to_owned(),
-                            });
+                            return Ok(Self { client, consumer_arn: d.consumer_arn().to_owned() });
                         }
                     }
                 }
-                Err(e)
-                    if e.as_service_error()
-                        .is_some_and(|s| s.is_resource_not_found_exception()) =>
-                {
-                    let registered = client
-                        .register_stream_consumer()
-                        .stream_arn(stream_arn)
-                        .consumer_name(name)
-                        .send()
-                        .await;
+                Err(e) if e.as_service_error().is_some_and(|s| s.is_resource_not_found_exception()) => {
+                    let registered =
+                        client.register_stream_consumer().stream_arn(stream_arn).consumer_name(name).send().await;
                     if let Err(e) = registered {
                         // In use: another worker registered it first; describe again.
-                        if !e
-                            .as_service_error()
-                            .is_some_and(|s| s.is_resource_in_use_exception())
-                        {
+                        if !e.as_service_error().is_some_and(|s| s.is_resource_in_use_exception()) {
                             return Err(fatal("cannot register", describe(&e)));
                         }
                     }
@@ -365,9 +294,7 @@ impl SdkEfo {
             }
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
-        Err(ReadError::Fatal(format!(
-            "enhanced fan-out consumer {name} of stream {stream} did not become ACTIVE"
-        )))
+        Err(ReadError::Fatal(format!("enhanced fan-out consumer {name} of stream {stream} did not become ACTIVE")))
     }
 
     /// The consumer's ARN.
@@ -378,28 +305,22 @@ impl SdkEfo {
 
 #[async_trait]
 impl EfoApi for SdkEfo {
-    async fn subscribe(
-        &self,
-        shard: &ShardId,
-        from: &StartingPosition,
-    ) -> Result<Box<dyn EfoEvents>, ReadError> {
+    async fn subscribe(&self, shard: &ShardId, from: &StartingPosition) -> Result<Box<dyn EfoEvents>, ReadError> {
         let builder = aws_sdk_kinesis::types::StartingPosition::builder();
         let builder = match from {
             StartingPosition::TrimHorizon => builder.r#type(ShardIteratorType::TrimHorizon),
             StartingPosition::Latest => builder.r#type(ShardIteratorType::Latest),
-            StartingPosition::AtTimestamp(t) => builder
-                .r#type(ShardIteratorType::AtTimestamp)
-                .timestamp(DateTime::from_millis(t.as_millis())),
-            StartingPosition::AtSequenceNumber(s) => builder
-                .r#type(ShardIteratorType::AtSequenceNumber)
-                .sequence_number(s.as_str()),
-            StartingPosition::AfterSequenceNumber(s) => builder
-                .r#type(ShardIteratorType::AfterSequenceNumber)
-                .sequence_number(s.as_str()),
+            StartingPosition::AtTimestamp(t) => {
+                builder.r#type(ShardIteratorType::AtTimestamp).timestamp(DateTime::from_millis(t.as_millis()))
+            }
+            StartingPosition::AtSequenceNumber(s) => {
+                builder.r#type(ShardIteratorType::AtSequenceNumber).sequence_number(s.as_str())
+            }
+            StartingPosition::AfterSequenceNumber(s) => {
+                builder.r#type(ShardIteratorType::AfterSequenceNumber).sequence_number(s.as_str())
+            }
         };
-        let position = builder
-            .build()
-            .map_err(|e| ReadError::Fatal(format!("starting position: {e}")))?;
+        let position = builder.build().map_err(|e| ReadError::Fatal(format!("starting position: {e}")))?;
         let out = self
             .client
             .subscribe_to_shard()
@@ -418,10 +339,7 @@ impl EfoApi for SdkEfo {
                 }
                 None => ReadError::Transient(describe(&e)),
             })?;
-        Ok(Box::new(SdkEvents {
-            shard: shard.clone(),
-            receiver: out.event_stream,
-        }))
+        Ok(Box::new(SdkEvents { shard: shard.clone(), receiver: out.event_stream }))
     }
 }
 
@@ -437,21 +355,16 @@ struct SdkEvents {
 impl EfoEvents for SdkEvents {
     async fn next_event(&mut self) -> Result<Option<EfoEvent>, ReadError> {
         loop {
-            let message = self
-                .receiver
-                .recv()
-                .await
-                .map_err(|e| match e.as_service_error() {
-                    Some(s) => {
-                        let mut err =
-                            sdk_read_error(&format!("subscription to {}", self.shard), s.code(), s);
-                        if let ReadError::ShardNotFound(_) = err {
-                            err = ReadError::ShardNotFound(self.shard.clone());
-                        }
-                        err
+            let message = self.receiver.recv().await.map_err(|e| match e.as_service_error() {
+                Some(s) => {
+                    let mut err = sdk_read_error(&format!("subscription to {}", self.shard), s.code(), s);
+                    if let ReadError::ShardNotFound(_) = err {
+                        err = ReadError::ShardNotFound(self.shard.clone());
                     }
-                    None => ReadError::Transient(format!("subscription to {}: {e}", self.shard)),
-                })?;
+                    err
+                }
+                None => ReadError::Transient(format!("subscription to {}: {e}", self.shard)),
+            })?;
             let Some(message) = message else {
                 return Ok(None);
             };
@@ -465,9 +378,7 @@ impl EfoEvents for SdkEvents {
             let continuation = match event.continuation_sequence_number() {
                 "" => None,
                 c => Some(SequenceNumber::parse(c).map_err(|e| {
-                    ReadError::Fatal(format!(
-                        "invalid continuation sequence number from service: {e}"
-                    ))
+                    ReadError::Fatal(format!("invalid continuation sequence number from service: {e}"))
                 })?),
             };
             return Ok(Some(EfoEvent {

@@ -13,9 +13,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use aws_sdk_kinesis::Client;
-use weir_core::ports::{
-    ReadError, ReadMode, ShardInfo, ShardReader, ShardSubscription, StreamCatalog,
-};
+use weir_core::ports::{ReadError, ReadMode, ShardInfo, ShardReader, ShardSubscription, StreamCatalog};
 use weir_core::{ShardId, StartingPosition};
 
 pub use efo::{EfoApi, EfoEvent, EfoEvents, EfoOptions, EfoSubscription, SdkEfo};
@@ -61,21 +59,14 @@ pub struct KinesisStream {
 
 impl std::fmt::Debug for KinesisStream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("KinesisStream")
-            .field("stream", &self.stream)
-            .field("options", &self.options)
-            .finish()
+        f.debug_struct("KinesisStream").field("stream", &self.stream).field("options", &self.options).finish()
     }
 }
 
 impl KinesisStream {
     /// Opens `stream`: checks it exists and, with EFO, registers the consumer (or finds
     /// it) and waits until it is active. Errors name the resource and what to fix.
-    pub async fn open(
-        client: Client,
-        stream: &str,
-        options: KinesisOptions,
-    ) -> Result<Self, ReadError> {
+    pub async fn open(client: Client, stream: &str, options: KinesisOptions) -> Result<Self, ReadError> {
         let summary = client.describe_stream_summary().stream_name(stream).send().await.map_err(|e| {
             if e.as_service_error().is_some_and(|s| s.is_resource_not_found_exception()) {
                 ReadError::Fatal(format!("kinesis stream {stream} not found: create it or fix stream.name / region"))
@@ -89,23 +80,12 @@ impl KinesisStream {
         let arn = summary
             .stream_description_summary()
             .map(|s| s.stream_arn().to_owned())
-            .ok_or_else(|| {
-                ReadError::Fatal(format!(
-                    "kinesis stream {stream}: no ARN in DescribeStreamSummary"
-                ))
-            })?;
+            .ok_or_else(|| ReadError::Fatal(format!("kinesis stream {stream}: no ARN in DescribeStreamSummary")))?;
         let efo = match &options.efo_consumer {
-            Some(name) => Some(Arc::new(
-                SdkEfo::register(client.clone(), stream, &arn, name).await?,
-            )),
+            Some(name) => Some(Arc::new(SdkEfo::register(client.clone(), stream, &arn, name).await?)),
             None => None,
         };
-        Ok(Self {
-            client,
-            stream: stream.to_owned(),
-            options,
-            efo,
-        })
+        Ok(Self { client, stream: stream.to_owned(), options, efo })
     }
 
     /// The stream name.
@@ -144,10 +124,7 @@ impl ShardReader for KinesisStream {
                 .await?;
                 Ok(Box::new(sub))
             }
-            _ => Ok(Box::new(
-                polling::PollingSubscription::open(self.clone(), shard.clone(), from.clone())
-                    .await?,
-            )),
+            _ => Ok(Box::new(polling::PollingSubscription::open(self.clone(), shard.clone(), from.clone()).await?)),
         }
     }
 }

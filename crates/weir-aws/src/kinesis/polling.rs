@@ -43,23 +43,13 @@ impl PollingSubscription {
         start: StartingPosition,
     ) -> Result<Self, ReadError> {
         let iterator = iterator(&stream, &shard, &start).await?;
-        Ok(Self {
-            stream,
-            shard,
-            start,
-            iterator,
-            last: None,
-            next_call: Instant::now(),
-            ended: false,
-        })
+        Ok(Self { stream, shard, start, iterator, last: None, next_call: Instant::now(), ended: false })
     }
 
     /// Whether the shard is gone: confirmed through ListShards, not guessed.
     async fn confirm_missing(&self) -> ReadError {
         match self.stream.list_shards().await {
-            Ok(shards) if !shards.iter().any(|s| s.id == self.shard) => {
-                ReadError::ShardNotFound(self.shard.clone())
-            }
+            Ok(shards) if !shards.iter().any(|s| s.id == self.shard) => ReadError::ShardNotFound(self.shard.clone()),
             Ok(_) => ReadError::Transient(format!("shard {} briefly not found", self.shard)),
             Err(e) => e,
         }
@@ -71,28 +61,22 @@ pub(crate) async fn iterator(
     shard: &ShardId,
     from: &StartingPosition,
 ) -> Result<String, ReadError> {
-    let mut req = stream
-        .client
-        .get_shard_iterator()
-        .stream_name(&stream.stream)
-        .shard_id(shard.as_str());
+    let mut req = stream.client.get_shard_iterator().stream_name(&stream.stream).shard_id(shard.as_str());
     req = match from {
         StartingPosition::TrimHorizon => req.shard_iterator_type(ShardIteratorType::TrimHorizon),
         StartingPosition::Latest => req.shard_iterator_type(ShardIteratorType::Latest),
-        StartingPosition::AtTimestamp(t) => req
-            .shard_iterator_type(ShardIteratorType::AtTimestamp)
-            .timestamp(DateTime::from_millis(t.as_millis())),
-        StartingPosition::AtSequenceNumber(s) => req
-            .shard_iterator_type(ShardIteratorType::AtSequenceNumber)
-            .starting_sequence_number(s.as_str()),
-        StartingPosition::AfterSequenceNumber(s) => req
-            .shard_iterator_type(ShardIteratorType::AfterSequenceNumber)
-            .starting_sequence_number(s.as_str()),
+        StartingPosition::AtTimestamp(t) => {
+            req.shard_iterator_type(ShardIteratorType::AtTimestamp).timestamp(DateTime::from_millis(t.as_millis()))
+        }
+        StartingPosition::AtSequenceNumber(s) => {
+            req.shard_iterator_type(ShardIteratorType::AtSequenceNumber).starting_sequence_number(s.as_str())
+        }
+        StartingPosition::AfterSequenceNumber(s) => {
+            req.shard_iterator_type(ShardIteratorType::AfterSequenceNumber).starting_sequence_number(s.as_str())
+        }
     };
     let out = req.send().await.map_err(|e| {
-        if e.as_service_error()
-            .is_some_and(|s| s.is_resource_not_found_exception())
-        {
+        if e.as_service_error().is_some_and(|s| s.is_resource_not_found_exception()) {
             ReadError::ShardNotFound(shard.clone())
         } else {
             read_error(&format!("get shard iterator for {shard}"), &e)
@@ -113,11 +97,7 @@ pub(crate) async fn children_from_catalog(
         .await?
         .into_iter()
         .filter(|s| s.parents.contains(shard))
-        .map(|s| ChildShard {
-            shard_id: s.id,
-            parents: s.parents,
-            hash_range: s.hash_range,
-        })
+        .map(|s| ChildShard { shard_id: s.id, parents: s.parents, hash_range: s.hash_range })
         .collect())
 }
 

@@ -60,9 +60,7 @@ pub struct PutReport {
 pub fn check(record: &Outgoing) -> Result<(), String> {
     let pk = record.partition_key.chars().count();
     if pk == 0 || pk > 256 {
-        return Err(format!(
-            "partition key must have 1 to 256 characters, has {pk}"
-        ));
+        return Err(format!("partition key must have 1 to 256 characters, has {pk}"));
     }
     let size = record.data.len() + record.partition_key.len();
     if size > MAX_RECORD_BYTES {
@@ -80,9 +78,7 @@ pub fn batches(records: Vec<Outgoing>) -> Vec<Vec<Outgoing>> {
     let mut bytes = 0;
     for r in records {
         let size = r.data.len() + r.partition_key.len();
-        if !current.is_empty()
-            && (current.len() == MAX_BATCH_RECORDS || bytes + size > MAX_BATCH_BYTES)
-        {
+        if !current.is_empty() && (current.len() == MAX_BATCH_RECORDS || bytes + size > MAX_BATCH_BYTES) {
             out.push(std::mem::take(&mut current));
             bytes = 0;
         }
@@ -107,11 +103,7 @@ pub struct Producer {
 impl Producer {
     /// A producer for `stream`.
     pub fn new(client: Client, stream: &str) -> Self {
-        Self {
-            client,
-            stream: stream.to_owned(),
-            deadline: Duration::from_secs(300),
-        }
+        Self { client, stream: stream.to_owned(), deadline: Duration::from_secs(300) }
     }
 
     /// Puts every record (already [`check`]ed), batch by batch.
@@ -128,16 +120,13 @@ impl Producer {
         let mut attempt = 0u32;
         while !pending.is_empty() {
             if attempt > 0 {
-                let cap =
-                    Duration::from_millis(100u64 << attempt.min(6)).min(Duration::from_secs(5));
+                let cap = Duration::from_millis(100u64 << attempt.min(6)).min(Duration::from_secs(5));
                 let delay = Duration::from_millis(
                     rand::rng().random_range(cap.as_millis() as u64 / 2..=cap.as_millis() as u64),
                 );
                 if start.elapsed() + delay > self.deadline {
                     for r in pending.drain(..) {
-                        report
-                            .failed
-                            .push((r.id, "gave up after the retry deadline".into()));
+                        report.failed.push((r.id, "gave up after the retry deadline".into()));
                     }
                     return;
                 }
@@ -156,13 +145,7 @@ impl Producer {
                 })
                 .collect();
             report.calls += 1;
-            let out = match self
-                .client
-                .put_records()
-                .stream_name(&self.stream)
-                .set_records(Some(entries))
-                .send()
-                .await
+            let out = match self.client.put_records().stream_name(&self.stream).set_records(Some(entries)).send().await
             {
                 Ok(out) => out,
                 Err(e) => {
@@ -178,21 +161,12 @@ impl Producer {
             };
             let mut retry = Vec::new();
             for (r, result) in pending.drain(..).zip(out.records()) {
-                match (
-                    result.error_code(),
-                    result.shard_id(),
-                    result.sequence_number(),
-                ) {
+                match (result.error_code(), result.shard_id(), result.sequence_number()) {
                     (None, Some(shard), Some(seq)) => match SequenceNumber::parse(seq) {
-                        Ok(sequence) => report.accepted.push(Accepted {
-                            id: r.id,
-                            shard: ShardId::from(shard),
-                            sequence,
-                        }),
-                        Err(e) => report.failed.push((
-                            r.id,
-                            format!("accepted with an invalid sequence number: {e}"),
-                        )),
+                        Ok(sequence) => {
+                            report.accepted.push(Accepted { id: r.id, shard: ShardId::from(shard), sequence })
+                        }
+                        Err(e) => report.failed.push((r.id, format!("accepted with an invalid sequence number: {e}"))),
                     },
                     // ProvisionedThroughputExceeded or InternalFailure: only these go again.
                     _ => retry.push(r),
@@ -208,25 +182,15 @@ mod tests {
     use super::*;
 
     fn rec(id: u64, size: usize) -> Outgoing {
-        Outgoing {
-            id,
-            partition_key: "k".into(),
-            data: Bytes::from(vec![b'x'; size]),
-        }
+        Outgoing { id, partition_key: "k".into(), data: Bytes::from(vec![b'x'; size]) }
     }
 
     #[test]
     fn batches_respect_count_and_size_limits() {
         let b = batches((0..1_201).map(|i| rec(i, 10)).collect());
-        assert_eq!(
-            b.iter().map(Vec::len).collect::<Vec<_>>(),
-            vec![500, 500, 201]
-        );
+        assert_eq!(b.iter().map(Vec::len).collect::<Vec<_>>(), vec![500, 500, 201]);
         let b = batches((0..12).map(|i| rec(i, 1024 * 1024 - 1)).collect());
-        assert!(
-            b.iter()
-                .all(|b| b.iter().map(|r| r.data.len() + 1).sum::<usize>() <= MAX_BATCH_BYTES)
-        );
+        assert!(b.iter().all(|b| b.iter().map(|r| r.data.len() + 1).sum::<usize>() <= MAX_BATCH_BYTES));
         assert_eq!(b.iter().map(Vec::len).sum::<usize>(), 12);
         let ids: Vec<u64> = b.into_iter().flatten().map(|r| r.id).collect();
         assert_eq!(ids, (0..12).collect::<Vec<_>>(), "order kept");

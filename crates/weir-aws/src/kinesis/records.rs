@@ -11,10 +11,7 @@ use super::catalog::hash_range;
 /// Metric: records that looked like KPL aggregates but failed to decode.
 pub const KPL_CORRUPT: &str = "weir_kpl_corrupt_records_total";
 
-pub(crate) fn convert(
-    r: &aws_sdk_kinesis::types::Record,
-    out: &mut Vec<Record>,
-) -> Result<(), ReadError> {
+pub(crate) fn convert(r: &aws_sdk_kinesis::types::Record, out: &mut Vec<Record>) -> Result<(), ReadError> {
     let sequence = SequenceNumber::parse(r.sequence_number())
         .map_err(|e| ReadError::Fatal(format!("invalid sequence number from service: {e}")))?;
     let arrival = r
@@ -31,27 +28,18 @@ pub(crate) fn convert(
     let (records, how) = deaggregate(record);
     if let Aggregation::Corrupt(reason) = how {
         metrics::counter!(KPL_CORRUPT, "reason" => reason).increment(1);
-        tracing::warn!(
-            reason,
-            "record starts like a KPL aggregate but does not decode; passed through unchanged"
-        );
+        tracing::warn!(reason, "record starts like a KPL aggregate but does not decode; passed through unchanged");
     }
     out.extend(records);
     Ok(())
 }
 
-pub(crate) fn children(
-    c: &[aws_sdk_kinesis::types::ChildShard],
-) -> Result<Vec<ChildShard>, ReadError> {
+pub(crate) fn children(c: &[aws_sdk_kinesis::types::ChildShard]) -> Result<Vec<ChildShard>, ReadError> {
     c.iter()
         .map(|c| {
             Ok(ChildShard {
                 shard_id: ShardId::from(c.shard_id()),
-                parents: c
-                    .parent_shards()
-                    .iter()
-                    .map(|p| ShardId::from(p.as_str()))
-                    .collect(),
+                parents: c.parent_shards().iter().map(|p| ShardId::from(p.as_str())).collect(),
                 hash_range: hash_range(c.hash_key_range())?,
             })
         })

@@ -13,11 +13,7 @@ use crate::position::Checkpoint;
 /// A shard whose parent is known (in the list or already leased) starts at
 /// `TrimHorizon`: its records follow its parents' and must not be skipped. Other shards
 /// start at `initial`, the application's configured starting position.
-pub fn leases_to_create(
-    shards: &[ShardInfo],
-    existing: &HashSet<ShardId>,
-    initial: &Checkpoint,
-) -> Vec<NewLease> {
+pub fn leases_to_create(shards: &[ShardInfo], existing: &HashSet<ShardId>, initial: &Checkpoint) -> Vec<NewLease> {
     let by_id: BTreeMap<&ShardId, &ShardInfo> = shards.iter().map(|s| (&s.id, s)).collect();
     let mut out = Vec::new();
     let mut placed: HashSet<ShardId> = HashSet::new();
@@ -48,17 +44,10 @@ fn visit(
     if existing.contains(&shard.id) {
         return;
     }
-    let has_known_parent = shard
-        .parents
-        .iter()
-        .any(|p| by_id.contains_key(p) || existing.contains(p));
+    let has_known_parent = shard.parents.iter().any(|p| by_id.contains_key(p) || existing.contains(p));
     out.push(NewLease {
         key: shard.id.clone(),
-        initial: if has_known_parent {
-            Checkpoint::TrimHorizon
-        } else {
-            initial.clone()
-        },
+        initial: if has_known_parent { Checkpoint::TrimHorizon } else { initial.clone() },
         parents: shard.parents.clone(),
         hash_range: Some(shard.hash_range),
     });
@@ -80,16 +69,9 @@ mod tests {
 
     #[test]
     fn parents_before_children_whatever_the_listing_order() {
-        let shards = [
-            shard("c", &["a", "b"]),
-            shard("b", &[]),
-            shard("d", &["c"]),
-            shard("a", &[]),
-        ];
-        let got: Vec<String> = leases_to_create(&shards, &HashSet::new(), &Checkpoint::Latest)
-            .iter()
-            .map(|l| l.key.to_string())
-            .collect();
+        let shards = [shard("c", &["a", "b"]), shard("b", &[]), shard("d", &["c"]), shard("a", &[])];
+        let got: Vec<String> =
+            leases_to_create(&shards, &HashSet::new(), &Checkpoint::Latest).iter().map(|l| l.key.to_string()).collect();
         let pos = |k: &str| got.iter().position(|g| g == k).unwrap();
         assert_eq!(got.len(), 4);
         assert!(pos("a") < pos("c") && pos("b") < pos("c") && pos("c") < pos("d"));

@@ -60,9 +60,7 @@ impl Observations {
             return true;
         }
         match self.leases.get(&lease.key) {
-            Some((counter, since)) if *counter == lease.counter => {
-                now.saturating_since(*since) >= failover
-            }
+            Some((counter, since)) if *counter == lease.counter => now.saturating_since(*since) >= failover,
             _ => false,
         }
     }
@@ -120,10 +118,7 @@ pub fn plan_takes(
     }
     let target = active.len().div_ceil(load.len());
     let mine = load.get(me).map_or(0, Vec::len);
-    let mut plan = TakePlan {
-        target,
-        ..TakePlan::default()
-    };
+    let mut plan = TakePlan { target, ..TakePlan::default() };
     if mine >= target {
         return plan;
     }
@@ -135,18 +130,13 @@ pub fn plan_takes(
         plan.take = expired;
         return plan;
     }
-    let most_loaded = load
-        .iter()
-        .filter(|(w, _)| *w != me)
-        .max_by(|a, b| a.1.len().cmp(&b.1.len()).then_with(|| b.0.cmp(a.0)));
+    let most_loaded =
+        load.iter().filter(|(w, _)| *w != me).max_by(|a, b| a.1.len().cmp(&b.1.len()).then_with(|| b.0.cmp(a.0)));
     if let Some((_, their)) = most_loaded {
         let count = their.len();
         if count > target || (count == target && needed > 1) {
-            plan.steal = their
-                .iter()
-                .filter(|l| l.handoff_to.is_none())
-                .max_by(|a, b| a.key.cmp(&b.key))
-                .map(|l| (*l).clone());
+            plan.steal =
+                their.iter().filter(|l| l.handoff_to.is_none()).max_by(|a, b| a.key.cmp(&b.key)).map(|l| (*l).clone());
         }
     }
     plan
@@ -159,32 +149,23 @@ mod tests {
     use crate::position::Checkpoint;
 
     fn lease(key: &str, owner: Option<&str>, counter: u64) -> Lease {
-        let mut l = NewLease {
-            key: ShardId::new(key),
-            initial: Checkpoint::TrimHorizon,
-            parents: vec![],
-            hash_range: None,
-        }
-        .into_lease();
+        let mut l =
+            NewLease { key: ShardId::new(key), initial: Checkpoint::TrimHorizon, parents: vec![], hash_range: None }
+                .into_lease();
         l.owner = owner.map(WorkerId::new);
         l.counter = counter;
         l
     }
 
     fn hb(w: &str, c: u64) -> WorkerHeartbeat {
-        WorkerHeartbeat {
-            worker: WorkerId::new(w),
-            counter: c,
-        }
+        WorkerHeartbeat { worker: WorkerId::new(w), counter: c }
     }
 
     const F: Duration = Duration::from_secs(10);
 
     #[test]
     fn takes_free_leases_up_to_target() {
-        let leases: Vec<Lease> = (0..12)
-            .map(|i| lease(&format!("s{i:02}"), None, 0))
-            .collect();
+        let leases: Vec<Lease> = (0..12).map(|i| lease(&format!("s{i:02}"), None, 0)).collect();
         let workers = [hb("a", 1), hb("b", 1), hb("c", 1)];
         let mut seen = Observations::default();
         let t0 = Timestamp::from_millis(0);
@@ -242,13 +223,7 @@ mod tests {
         let t = Timestamp::from_millis(0);
         seen.observe(&leases, &workers, t);
         let plan = plan_takes(&WorkerId::new("a"), &leases, &workers, &seen, t, F);
-        assert_eq!(
-            plan,
-            TakePlan {
-                target: 4,
-                ..TakePlan::default()
-            }
-        );
+        assert_eq!(plan, TakePlan { target: 4, ..TakePlan::default() });
     }
 
     #[test]
@@ -267,14 +242,7 @@ mod tests {
     fn ended_leases_are_ignored() {
         let mut l = lease("s0", None, 3);
         l.ended = true;
-        let plan = plan_takes(
-            &WorkerId::new("a"),
-            &[l],
-            &[],
-            &Observations::default(),
-            Timestamp::default(),
-            F,
-        );
+        let plan = plan_takes(&WorkerId::new("a"), &[l], &[], &Observations::default(), Timestamp::default(), F);
         assert!(plan.take.is_empty());
     }
 

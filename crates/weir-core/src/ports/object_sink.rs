@@ -59,13 +59,7 @@ pub enum SinkError {
 impl SinkError {
     /// Whether a retry may succeed.
     pub fn is_retryable(&self) -> bool {
-        matches!(
-            self,
-            SinkError::Store {
-                retryable: true,
-                ..
-            }
-        )
+        matches!(self, SinkError::Store { retryable: true, .. })
     }
 }
 
@@ -73,12 +67,7 @@ impl SinkError {
 /// or `..` segment, no control characters or backslashes. Every sink enforces it, so
 /// a key can never escape its prefix on any backend.
 pub fn validate_key(key: &str) -> Result<(), SinkError> {
-    let bad = |reason| {
-        Err(SinkError::InvalidKey {
-            key: key.chars().take(200).collect(),
-            reason,
-        })
-    };
+    let bad = |reason| Err(SinkError::InvalidKey { key: key.chars().take(200).collect(), reason });
     if key.is_empty() {
         return bad("empty key");
     }
@@ -117,12 +106,7 @@ pub fn validate_key(key: &str) -> Result<(), SinkError> {
 #[async_trait]
 pub trait ObjectSink: Send + Sync {
     /// Writes the object unless the key exists.
-    async fn put_if_absent(
-        &self,
-        key: &str,
-        body: Bytes,
-        options: &PutOptions,
-    ) -> Result<PutOutcome, SinkError>;
+    async fn put_if_absent(&self, key: &str, body: Bytes, options: &PutOptions) -> Result<PutOutcome, SinkError>;
 
     /// Reads an object; `None` when absent.
     async fn get(&self, key: &str) -> Result<Option<Bytes>, SinkError>;
@@ -140,9 +124,7 @@ mod tests {
 
     #[test]
     fn keys_cannot_escape() {
-        for bad in [
-            "", "/abs", "a/../b", "..", "a/./b", "a//b", "a/b/", "a\\b", "a\nb", "a\u{0}b",
-        ] {
+        for bad in ["", "/abs", "a/../b", "..", "a/./b", "a//b", "a/b/", "a\\b", "a\nb", "a\u{0}b"] {
             assert!(validate_key(bad).is_err(), "{bad:?} accepted");
         }
         for good in ["a", "tenant=t-1/tool=x/2026/11/29/obj.gz", "a..b/c"] {

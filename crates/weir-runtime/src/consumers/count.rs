@@ -26,13 +26,7 @@ impl CountConsumer {
     /// A counter registered as `name`.
     pub fn new(name: &str) -> (Self, Counts) {
         let counts = Counts::default();
-        (
-            Self {
-                name: name.to_owned(),
-                counts: counts.clone(),
-            },
-            counts,
-        )
+        (Self { name: name.to_owned(), counts: counts.clone() }, counts)
     }
 }
 
@@ -42,11 +36,7 @@ impl Consumer for CountConsumer {
         &self.name
     }
 
-    async fn on_batch(
-        &mut self,
-        batch: &RecordBatch,
-        acks: &dyn Acks,
-    ) -> Result<(), ConsumerError> {
+    async fn on_batch(&mut self, batch: &RecordBatch, acks: &dyn Acks) -> Result<(), ConsumerError> {
         {
             let mut c = self.counts.0.lock().unwrap_or_else(|p| p.into_inner());
             let e = c.entry(batch.shard_id.clone()).or_default();
@@ -59,12 +49,7 @@ impl Consumer for CountConsumer {
         Ok(())
     }
 
-    async fn on_shard_close(
-        &mut self,
-        _: &ShardId,
-        _: CloseReason,
-        _: &dyn Acks,
-    ) -> Result<(), ConsumerError> {
+    async fn on_shard_close(&mut self, _: &ShardId, _: CloseReason, _: &dyn Acks) -> Result<(), ConsumerError> {
         Ok(())
     }
 }

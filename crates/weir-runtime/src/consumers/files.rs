@@ -15,10 +15,7 @@ use bytes::Bytes;
 use flate2::Compression;
 use flate2::write::GzEncoder;
 use weir_core::ports::{ObjectSink, PutOptions};
-use weir_core::{
-    Acks, CloseReason, Consumer, ConsumerError, ExtendedSequenceNumber, RecordBatch, ShardId,
-    Timestamp,
-};
+use weir_core::{Acks, CloseReason, Consumer, ConsumerError, ExtendedSequenceNumber, RecordBatch, ShardId, Timestamp};
 
 /// Options of [`FilesConsumer`].
 #[derive(Debug, Clone)]
@@ -33,11 +30,7 @@ pub struct FilesOptions {
 
 impl Default for FilesOptions {
     fn default() -> Self {
-        Self {
-            prefix: "raw/".into(),
-            max_bytes: 4 * 1024 * 1024,
-            max_age: Duration::from_secs(10),
-        }
+        Self { prefix: "raw/".into(), max_bytes: 4 * 1024 * 1024, max_age: Duration::from_secs(10) }
     }
 }
 
@@ -61,23 +54,14 @@ pub struct FilesConsumer {
 impl FilesConsumer {
     /// A consumer named `name` writing to `sink`.
     pub fn new(name: &str, sink: Arc<dyn ObjectSink>, options: FilesOptions) -> Self {
-        Self {
-            name: name.to_owned(),
-            sink,
-            options,
-            buffers: BTreeMap::new(),
-            now: Timestamp::default(),
-        }
+        Self { name: name.to_owned(), sink, options, buffers: BTreeMap::new(), now: Timestamp::default() }
     }
 
     async fn flush(&mut self, shard: &ShardId, acks: &dyn Acks) -> Result<(), ConsumerError> {
         let Some(buf) = self.buffers.remove(shard) else {
             return Ok(());
         };
-        let key = format!(
-            "{}{}/{}-{}.ndjson.gz",
-            self.options.prefix, shard, buf.first, buf.last
-        );
+        let key = format!("{}{}/{}-{}.ndjson.gz", self.options.prefix, shard, buf.first, buf.last);
         let last = buf.last.clone();
         let body = match buf.gz.finish() {
             Ok(b) => Bytes::from(b),
@@ -110,34 +94,21 @@ impl Consumer for FilesConsumer {
         &self.name
     }
 
-    async fn on_batch(
-        &mut self,
-        batch: &RecordBatch,
-        acks: &dyn Acks,
-    ) -> Result<(), ConsumerError> {
+    async fn on_batch(&mut self, batch: &RecordBatch, acks: &dyn Acks) -> Result<(), ConsumerError> {
         let (Some(first), Some(last)) = (batch.records.first(), batch.last_position()) else {
             return Ok(());
         };
         let now = self.now;
-        let buf = self
-            .buffers
-            .entry(batch.shard_id.clone())
-            .or_insert_with(|| Buffer {
-                gz: GzEncoder::new(Vec::new(), Compression::default()),
-                raw_bytes: 0,
-                first: first.position.clone(),
-                last: last.clone(),
-                opened: now,
-            });
+        let buf = self.buffers.entry(batch.shard_id.clone()).or_insert_with(|| Buffer {
+            gz: GzEncoder::new(Vec::new(), Compression::default()),
+            raw_bytes: 0,
+            first: first.position.clone(),
+            last: last.clone(),
+            opened: now,
+        });
         for r in &batch.records {
             let newline = r.data.last() != Some(&b'\n');
-            let w = buf.gz.write_all(&r.data).and_then(|()| {
-                if newline {
-                    buf.gz.write_all(b"\n")
-                } else {
-                    Ok(())
-                }
-            });
+            let w = buf.gz.write_all(&r.data).and_then(|()| if newline { buf.gz.write_all(b"\n") } else { Ok(()) });
             if let Err(e) = w {
                 return Err(ConsumerError::with_source("gzip write", e));
             }

@@ -11,9 +11,7 @@ pub struct LogConsumer {
 impl LogConsumer {
     /// A logger registered as `name`.
     pub fn new(name: &str) -> Self {
-        Self {
-            name: name.to_owned(),
-        }
+        Self { name: name.to_owned() }
     }
 }
 
@@ -28,11 +26,7 @@ impl Consumer for LogConsumer {
         Ok(())
     }
 
-    async fn on_batch(
-        &mut self,
-        batch: &RecordBatch,
-        acks: &dyn Acks,
-    ) -> Result<(), ConsumerError> {
+    async fn on_batch(&mut self, batch: &RecordBatch, acks: &dyn Acks) -> Result<(), ConsumerError> {
         let (Some(first), Some(last)) = (batch.records.first(), batch.last_position()) else {
             return Ok(());
         };

@@ -16,11 +16,7 @@ use crate::reader_task::{ReadEvent, spawn_reader};
 pub(crate) enum CatchupMsg {
     /// The catch-up is at the tip, having sent everything up to `through`. The worker
     /// answers `true` and reattaches the lane if the live read is not past `through`.
-    Rejoin {
-        lane: usize,
-        through: Checkpoint,
-        reply: oneshot::Sender<bool>,
-    },
+    Rejoin { lane: usize, through: Checkpoint, reply: oneshot::Sender<bool> },
     /// The catch-up delivered the shard's last record.
     ReachedEnd { lane: usize },
     /// The consumer failed again during the catch-up.
@@ -49,14 +45,10 @@ fn resume_point(p: &CatchupPlan) -> (Checkpoint, StartingPosition) {
         return (Checkpoint::At(done), start);
     }
     match (&p.initial, &p.first_live) {
-        (Checkpoint::Latest, Some(first)) => (
-            Checkpoint::Latest,
-            StartingPosition::AtSequenceNumber(first.sequence.clone()),
-        ),
-        (cp, _) => (
-            cp.clone(),
-            cp.start_position().unwrap_or(StartingPosition::Latest),
-        ),
+        (Checkpoint::Latest, Some(first)) => {
+            (Checkpoint::Latest, StartingPosition::AtSequenceNumber(first.sequence.clone()))
+        }
+        (cp, _) => (cp.clone(), cp.start_position().unwrap_or(StartingPosition::Latest)),
     }
 }
 
@@ -66,14 +58,8 @@ pub(crate) async fn run_catchup(plan: CatchupPlan) {
     plan.shared.wait_inflight_at_most(0).await;
     let (mut after, start) = resume_point(&plan);
     tracing::debug!(shard = %plan.shared.shard, consumer = %plan.shared.consumer, ?start, "catch-up starts");
-    let mut read = spawn_reader(
-        plan.reader.clone(),
-        plan.shared.shard.clone(),
-        start,
-        ReadMode::Polling,
-        plan.backoff.clone(),
-        2,
-    );
+    let mut read =
+        spawn_reader(plan.reader.clone(), plan.shared.shard.clone(), start, ReadMode::Polling, plan.backoff.clone(), 2);
     let failed = |p: &CatchupPlan| p.shared.failed() || p.shared.epoch() != epoch;
     while let Some(event) = read.rx.recv().await {
         let batch = match event {
@@ -84,9 +70,7 @@ pub(crate) async fn run_catchup(plan: CatchupPlan) {
             }
         };
         if let Some(part) = owed(&batch, &after) {
-            plan.shared
-                .wait_inflight_at_most(plan.capacity.saturating_sub(1))
-                .await;
+            plan.shared.wait_inflight_at_most(plan.capacity.saturating_sub(1)).await;
             if failed(&plan) {
                 let _ = plan.events.send(CatchupMsg::Failed { lane: plan.lane });
                 return;
@@ -107,11 +91,7 @@ pub(crate) async fn run_catchup(plan: CatchupPlan) {
         let at_tip = batch.records.is_empty() || batch.millis_behind_latest == Some(0);
         if at_tip {
             let (reply, answer) = oneshot::channel();
-            let msg = CatchupMsg::Rejoin {
-                lane: plan.lane,
-                through: after.clone(),
-                reply,
-            };
+            let msg = CatchupMsg::Rejoin { lane: plan.lane, through: after.clone(), reply };
             if plan.events.send(msg).is_err() {
                 return;
             }

@@ -15,10 +15,7 @@ use crate::lane::LaneMsg;
 impl ShardWorker {
     /// Writes every acknowledged position that moved, and with `end` the shard end for
     /// every consumer. Never writes past an acknowledgement.
-    pub(super) async fn write_checkpoints(
-        &self,
-        end: Option<Vec<weir_core::ShardId>>,
-    ) -> Result<(), HeldError> {
+    pub(super) async fn write_checkpoints(&self, end: Option<Vec<weir_core::ShardId>>) -> Result<(), HeldError> {
         let lease = self.held.snapshot().await;
         let mut changes = BTreeMap::new();
         if end.is_some() {
@@ -66,9 +63,7 @@ impl ShardWorker {
         };
         if outcome != ShardOutcome::Lost {
             for lane in &self.lanes {
-                let _ = lane.host.ctl.send(HostCtl::Remove {
-                    shard: self.held.key().clone(),
-                });
+                let _ = lane.host.ctl.send(HostCtl::Remove { shard: self.held.key().clone() });
             }
         }
         outcome
@@ -89,13 +84,7 @@ impl ShardWorker {
     }
 
     async fn finish_ended(&mut self) -> ShardOutcome {
-        let children: Vec<_> = self
-            .live_end
-            .clone()
-            .unwrap_or_default()
-            .into_iter()
-            .map(|c| c.shard_id)
-            .collect();
+        let children: Vec<_> = self.live_end.clone().unwrap_or_default().into_iter().map(|c| c.shard_id).collect();
         let mut retry = self.deps.config.backoff();
         loop {
             match self.write_checkpoints(Some(children.clone())).await {
@@ -133,10 +122,7 @@ impl ShardWorker {
         }
         for (name, rx) in waits {
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-            if tokio::time::timeout(left.max(Duration::from_millis(1)), rx)
-                .await
-                .is_err()
-            {
+            if tokio::time::timeout(left.max(Duration::from_millis(1)), rx).await.is_err() {
                 tracing::warn!(shard = %self.held.key(), consumer = %name, ?reason, "consumer did not flush before the deadline; its unacknowledged records will be read again");
             }
         }

@@ -57,9 +57,7 @@ pub(crate) fn owed(batch: &Arc<RecordBatch>, after: &Checkpoint) -> Option<Arc<R
     if after.wants(&first.position, first.approximate_arrival) {
         return Some(batch.clone());
     }
-    let cut = batch
-        .records
-        .partition_point(|r| !after.wants(&r.position, r.approximate_arrival));
+    let cut = batch.records.partition_point(|r| !after.wants(&r.position, r.approximate_arrival));
     if cut == batch.records.len() {
         return None;
     }
@@ -94,12 +92,7 @@ impl Lane {
             return true;
         }
         match &self.after {
-            Checkpoint::At(last) => self
-                .shared
-                .progress()
-                .acked
-                .as_ref()
-                .is_some_and(|a| a >= last),
+            Checkpoint::At(last) => self.shared.progress().acked.as_ref().is_some_and(|a| a >= last),
             _ => true,
         }
     }
@@ -119,9 +112,7 @@ impl Lane {
         if let LaneMode::CatchingUp(h) = &self.mode {
             h.abort();
         }
-        self.mode = LaneMode::Idle {
-            resume_at: now + delay,
-        };
+        self.mode = LaneMode::Idle { resume_at: now + delay };
         self.full_since = None;
         metrics::counter!(crate::metrics::LANE_DETACHED, "consumer" => self.host.name.to_string(), "reason" => reason.label()).increment(1);
         tracing::info!(shard = %self.shared.shard, consumer = %self.host.name, reason = reason.label(), ?delay, "consumer detached from shard; it will catch up");
@@ -154,10 +145,7 @@ impl Lane {
             self.after = Checkpoint::At(last.clone());
         }
         self.shared.sent();
-        let msg = LaneMsg::Batch {
-            epoch: self.shared.epoch(),
-            batch: part,
-        };
+        let msg = LaneMsg::Batch { epoch: self.shared.epoch(), batch: part };
         if self.tx.send(msg).is_err() {
             self.shared.done_one();
         }

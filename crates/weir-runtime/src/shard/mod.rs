@@ -20,9 +20,7 @@ use tokio::sync::{Notify, mpsc};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use weir_core::ports::{LeaseTable, ReadMode, ShardReader};
-use weir_core::{
-    Checkpoint, ChildShard, CloseReason, ExtendedSequenceNumber, RecordBatch, ShardContext,
-};
+use weir_core::{Checkpoint, ChildShard, CloseReason, ExtendedSequenceNumber, RecordBatch, ShardContext};
 
 use crate::config::RuntimeConfig;
 use crate::held_lease::HeldLease;
@@ -189,11 +187,7 @@ impl ShardWorker {
                 checkpoint: cp.clone(),
                 parents: lease.parents.clone(),
             };
-            let _ = host.ctl.send(HostCtl::Open {
-                ctx,
-                lane: shared.clone(),
-                rx,
-            });
+            let _ = host.ctl.send(HostCtl::Open { ctx, lane: shared.clone(), rx });
             cps.push(cp.clone());
             self.lanes.push(Lane {
                 host: host.clone(),
@@ -211,14 +205,8 @@ impl ShardWorker {
 
     async fn process(&mut self, start: weir_core::StartingPosition) -> Step {
         let config = self.deps.config.clone();
-        let mut reader = spawn_reader(
-            self.deps.reader.clone(),
-            self.held.key().clone(),
-            start,
-            ReadMode::Live,
-            config.backoff(),
-            2,
-        );
+        let mut reader =
+            spawn_reader(self.deps.reader.clone(), self.held.key().clone(), start, ReadMode::Live, config.backoff(), 2);
         let mut checkpoint_tick = tokio::time::interval(config.checkpoint_interval);
         checkpoint_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut handoff = self.held.handoff();
@@ -276,13 +264,11 @@ impl ShardWorker {
         let shard = self.held.key().clone();
         let n = batch.records.len() as u64;
         if n > 0 {
-            metrics::counter!(crate::metrics::RECORDS_READ, "shard" => shard.to_string())
-                .increment(n);
+            metrics::counter!(crate::metrics::RECORDS_READ, "shard" => shard.to_string()).increment(n);
             self.deps.stats.read(&shard, n);
         }
         if let Some(ms) = batch.millis_behind_latest {
-            metrics::gauge!(crate::metrics::MILLIS_BEHIND_LATEST, "shard" => shard.to_string())
-                .set(ms as f64);
+            metrics::gauge!(crate::metrics::MILLIS_BEHIND_LATEST, "shard" => shard.to_string()).set(ms as f64);
         }
         if self.first_live.is_none() {
             self.first_live = batch.records.first().map(|r| r.position.clone());
@@ -293,18 +279,13 @@ impl ShardWorker {
         let end = batch.child_shards.clone();
         let batch = Arc::new(batch);
         let now = Instant::now();
-        let (capacity, detach_after) = (
-            self.deps.config.queue_capacity,
-            self.deps.config.detach_after,
-        );
+        let (capacity, detach_after) = (self.deps.config.queue_capacity, self.deps.config.detach_after);
         for lane in &mut self.lanes {
             if !lane.is_attached() {
                 continue;
             }
             if lane.offer(&batch, capacity, detach_after, now).is_some() {
-                self.deps
-                    .stats
-                    .lane(&shard, &lane.host.name, |s| s.detaches += 1);
+                self.deps.stats.lane(&shard, &lane.host.name, |s| s.detaches += 1);
                 continue;
             }
             if end.is_some() {
@@ -327,9 +308,7 @@ impl ShardWorker {
                 LaneMode::Attached | LaneMode::AtEnd { .. } | LaneMode::Closing(_) if failing => {
                     lane.detach(DetachReason::Failing, now);
                     let name = lane.host.name.clone();
-                    self.deps
-                        .stats
-                        .lane(self.held.key(), &name, |s| s.detaches += 1);
+                    self.deps.stats.lane(self.held.key(), &name, |s| s.detaches += 1);
                 }
                 LaneMode::Idle { resume_at } if *resume_at <= now => {
                     let plan = CatchupPlan {
@@ -347,10 +326,7 @@ impl ShardWorker {
                 }
                 LaneMode::AtEnd { close_at } if *close_at <= now => {
                     let (done, rx) = tokio::sync::oneshot::channel();
-                    let msg = crate::lane::LaneMsg::Close {
-                        reason: CloseReason::ShardEnded,
-                        done,
-                    };
+                    let msg = crate::lane::LaneMsg::Close { reason: CloseReason::ShardEnded, done };
                     if lane.tx.send(msg).is_ok() {
                         lane.mode = LaneMode::Closing(rx);
                     }
@@ -358,9 +334,7 @@ impl ShardWorker {
                 LaneMode::Closing(rx) => match rx.try_recv() {
                     Ok(true) => lane.mode = LaneMode::Closed,
                     Ok(false) | Err(tokio::sync::oneshot::error::TryRecvError::Closed) => {
-                        lane.mode = LaneMode::AtEnd {
-                            close_at: now + lane.retry.next_delay(),
-                        };
+                        lane.mode = LaneMode::AtEnd { close_at: now + lane.retry.next_delay() };
                     }
                     Err(tokio::sync::oneshot::error::TryRecvError::Empty) => {}
                 },
@@ -372,11 +346,7 @@ impl ShardWorker {
     fn on_catchup(&mut self, msg: CatchupMsg) {
         let now = Instant::now();
         match msg {
-            CatchupMsg::Rejoin {
-                lane,
-                through,
-                reply,
-            } => {
+            CatchupMsg::Rejoin { lane, through, reply } => {
                 let live_ahead = match (&self.live_last, &through) {
                     (None, _) => false,
                     (Some(live), Checkpoint::At(t)) => live > t,
@@ -407,8 +377,9 @@ impl ShardWorker {
     /// The shard end was read and every lane closed with its records acknowledged.
     fn shard_done(&self) -> bool {
         self.live_end.is_some()
-            && self.lanes.iter().all(|l| {
-                matches!(l.mode, LaneMode::Closed) && l.shared.inflight() == 0 && l.fully_acked()
-            })
+            && self
+                .lanes
+                .iter()
+                .all(|l| matches!(l.mode, LaneMode::Closed) && l.shared.inflight() == 0 && l.fully_acked())
     }
 }

@@ -14,9 +14,7 @@ use weir_core::ports::{LeaseTable, ShardReader};
 use weir_core::{Consumer, ConsumerName, Lease, ShardId, WorkerId};
 use weir_local::{MemoryStream, StreamOptions};
 use weir_runtime::{RuntimeConfig, TokioClock, Worker, WorkerStats};
-use weir_testkit::{
-    AckMode, ConsumerControl, FaultyLeaseTable, MemoryLeaseTable, RecordingConsumer,
-};
+use weir_testkit::{AckMode, ConsumerControl, FaultyLeaseTable, MemoryLeaseTable, RecordingConsumer};
 
 pub struct RunningWorker {
     pub handle: JoinHandle<()>,
@@ -43,11 +41,7 @@ pub fn config(id: &str) -> RuntimeConfig {
 impl Fleet {
     pub fn new(shards: usize, max_batch: usize, consumers: &[(&str, AckMode)]) -> Self {
         let stream = MemoryStream::new(
-            StreamOptions {
-                shards,
-                max_batch,
-                subscription_lifetime: None,
-            },
+            StreamOptions { shards, max_batch, subscription_lifetime: None },
             Arc::new(TokioClock::new()),
         );
         Self {
@@ -85,16 +79,7 @@ impl Fleet {
         let stop = CancellationToken::new();
         let token = stop.clone();
         let handle = tokio::spawn(async move { worker.run(token).await.unwrap() });
-        self.workers.insert(
-            id.to_owned(),
-            RunningWorker {
-                handle,
-                stop,
-                controls,
-                table,
-                stats,
-            },
-        );
+        self.workers.insert(id.to_owned(), RunningWorker { handle, stop, controls, table, stats });
     }
 
     /// Crash: the worker's task is dropped mid-flight, nothing graceful happens.
@@ -138,10 +123,7 @@ impl Fleet {
         let stream = self.stream.clone();
         tokio::spawn(async move {
             for i in 0..n {
-                stream.put(
-                    &format!("pk-{}", i % 97),
-                    Bytes::from(format!("record-{i}")),
-                );
+                stream.put(&format!("pk-{}", i % 97), Bytes::from(format!("record-{i}")));
                 if !every.is_zero() {
                     tokio::time::sleep(every).await;
                 }
@@ -179,18 +161,9 @@ pub fn stream_data(stream: &MemoryStream) -> BTreeMap<ShardId, Vec<Bytes>> {
 }
 
 /// Asserts that `rec` holds every record of `stream`, once each, in order per shard.
-pub fn assert_exactly_once_in_order(
-    stream: &MemoryStream,
-    rec: &weir_testkit::Recorded,
-    what: &str,
-) {
+pub fn assert_exactly_once_in_order(stream: &MemoryStream, rec: &weir_testkit::Recorded, what: &str) {
     for (shard, data) in stream_data(stream) {
-        let got: Vec<Bytes> = rec
-            .records
-            .iter()
-            .filter(|(s, _, _)| s == &shard)
-            .map(|(_, _, d)| d.clone())
-            .collect();
+        let got: Vec<Bytes> = rec.records.iter().filter(|(s, _, _)| s == &shard).map(|(_, _, d)| d.clone()).collect();
         assert_eq!(got, data, "{what} on {shard}: every record once, in order");
     }
 }

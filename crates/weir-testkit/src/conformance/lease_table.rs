@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use weir_core::ports::LeaseTable;
 use weir_core::{
-    Checkpoint, ConsumerName, ExtendedSequenceNumber, LeaseChange, LeaseError, LeaseMutation,
-    SequenceNumber, ShardId, WorkerId,
+    Checkpoint, ConsumerName, ExtendedSequenceNumber, LeaseChange, LeaseError, LeaseMutation, SequenceNumber, ShardId,
+    WorkerId,
 };
 
 use crate::fixtures::{new_lease, taken_lease};
@@ -16,10 +16,7 @@ fn at(v: u128) -> Checkpoint {
 
 fn cps(pairs: &[(&str, Checkpoint)]) -> LeaseChange {
     LeaseChange::Checkpoint {
-        checkpoints: pairs
-            .iter()
-            .map(|(c, cp)| (ConsumerName::new(*c), cp.clone()))
-            .collect::<BTreeMap<_, _>>(),
+        checkpoints: pairs.iter().map(|(c, cp)| (ConsumerName::new(*c), cp.clone())).collect::<BTreeMap<_, _>>(),
         ended_with_children: None,
     }
 }
@@ -45,33 +42,16 @@ where
 }
 
 async fn create_never_overwrites(t: Arc<dyn LeaseTable>) {
-    assert!(
-        t.create_if_absent(new_lease("s-1", &["s-0"]))
-            .await
-            .unwrap()
-    );
+    assert!(t.create_if_absent(new_lease("s-1", &["s-0"])).await.unwrap());
     let me = WorkerId::new("w1");
-    let l = t
-        .get(&ShardId::new("s-1"))
-        .await
-        .unwrap()
-        .expect("created lease readable");
+    let l = t.get(&ShardId::new("s-1")).await.unwrap().expect("created lease readable");
     assert_eq!(l.owner, None);
     assert_eq!(l.counter, 0);
     assert_eq!(l.parents, vec![ShardId::new("s-0")]);
-    t.mutate(&LeaseMutation::on(
-        &l,
-        LeaseChange::Take { owner: me.clone() },
-    ))
-    .await
-    .unwrap();
+    t.mutate(&LeaseMutation::on(&l, LeaseChange::Take { owner: me.clone() })).await.unwrap();
     assert!(!t.create_if_absent(new_lease("s-1", &[])).await.unwrap());
     let again = t.get(&ShardId::new("s-1")).await.unwrap().unwrap();
-    assert_eq!(
-        again.owner,
-        Some(me),
-        "create_if_absent overwrote an existing lease"
-    );
+    assert_eq!(again.owner, Some(me), "create_if_absent overwrote an existing lease");
     assert_eq!(again.parents, vec![ShardId::new("s-0")]);
     let missing = LeaseMutation {
         key: ShardId::new("nope"),
@@ -79,10 +59,7 @@ async fn create_never_overwrites(t: Arc<dyn LeaseTable>) {
         expected_counter: 0,
         change: LeaseChange::Renew,
     };
-    assert!(matches!(
-        t.mutate(&missing).await,
-        Err(LeaseError::NotFound(_))
-    ));
+    assert!(matches!(t.mutate(&missing).await, Err(LeaseError::NotFound(_))));
     assert!(t.get(&ShardId::new("nope")).await.unwrap().is_none());
 }
 
@@ -91,50 +68,22 @@ async fn take_renew_and_fencing(t: Arc<dyn LeaseTable>) {
     let l0 = t.get(&ShardId::new("s-1")).await.unwrap().unwrap();
     let a = WorkerId::new("a");
     let b = WorkerId::new("b");
-    let l1 = t
-        .mutate(&LeaseMutation::on(
-            &l0,
-            LeaseChange::Take { owner: a.clone() },
-        ))
-        .await
-        .unwrap();
+    let l1 = t.mutate(&LeaseMutation::on(&l0, LeaseChange::Take { owner: a.clone() })).await.unwrap();
     assert_eq!((l1.owner.clone(), l1.counter), (Some(a.clone()), 1));
-    let l2 = t
-        .mutate(&LeaseMutation::on(&l1, LeaseChange::Renew))
-        .await
-        .unwrap();
+    let l2 = t.mutate(&LeaseMutation::on(&l1, LeaseChange::Renew)).await.unwrap();
     assert_eq!(l2.counter, 2);
     // A renewal with a stale counter is rejected.
-    assert!(is_conflict(
-        &t.mutate(&LeaseMutation::on(&l1, LeaseChange::Renew)).await
-    ));
+    assert!(is_conflict(&t.mutate(&LeaseMutation::on(&l1, LeaseChange::Renew)).await));
     // b steals with the current view; a's writes are fenced from now on.
-    let l3 = t
-        .mutate(&LeaseMutation::on(
-            &l2,
-            LeaseChange::Take { owner: b.clone() },
-        ))
-        .await
-        .unwrap();
+    let l3 = t.mutate(&LeaseMutation::on(&l2, LeaseChange::Take { owner: b.clone() })).await.unwrap();
     assert_eq!(l3.owner, Some(b.clone()));
-    assert!(is_conflict(
-        &t.mutate(&LeaseMutation::on(&l2, LeaseChange::Renew)).await
-    ));
-    assert!(is_conflict(
-        &t.mutate(&LeaseMutation::on(&l2, cps(&[("c", at(5))])))
-            .await
-    ));
+    assert!(is_conflict(&t.mutate(&LeaseMutation::on(&l2, LeaseChange::Renew)).await));
+    assert!(is_conflict(&t.mutate(&LeaseMutation::on(&l2, cps(&[("c", at(5))]))).await));
     let stored = t.get(&ShardId::new("s-1")).await.unwrap().unwrap();
     assert_eq!(stored, l3, "a rejected write changed the lease");
     // Renewing an unowned lease is a conflict, not an accidental take.
-    let free = t
-        .mutate(&LeaseMutation::on(&l3, LeaseChange::Release))
-        .await
-        .unwrap();
-    assert!(is_conflict(
-        &t.mutate(&LeaseMutation::on(&free, LeaseChange::Renew))
-            .await
-    ));
+    let free = t.mutate(&LeaseMutation::on(&l3, LeaseChange::Release)).await.unwrap();
+    assert!(is_conflict(&t.mutate(&LeaseMutation::on(&free, LeaseChange::Renew)).await));
 }
 
 async fn concurrent_takes_one_wins(t: Arc<dyn LeaseTable>) {
@@ -143,12 +92,7 @@ async fn concurrent_takes_one_wins(t: Arc<dyn LeaseTable>) {
     let mut tasks = Vec::new();
     for i in 0..8 {
         let t = t.clone();
-        let m = LeaseMutation::on(
-            &l0,
-            LeaseChange::Take {
-                owner: WorkerId::new(format!("w{i}")),
-            },
-        );
+        let m = LeaseMutation::on(&l0, LeaseChange::Take { owner: WorkerId::new(format!("w{i}")) });
         tasks.push(tokio::spawn(async move { t.mutate(&m).await }));
     }
     let mut wins = 0;
@@ -159,52 +103,25 @@ async fn concurrent_takes_one_wins(t: Arc<dyn LeaseTable>) {
         }
     }
     assert_eq!(wins, 1, "exactly one of concurrent takes must win");
-    assert_eq!(
-        t.get(&ShardId::new("s-1")).await.unwrap().unwrap().counter,
-        1
-    );
+    assert_eq!(t.get(&ShardId::new("s-1")).await.unwrap().unwrap().counter, 1);
 }
 
 async fn checkpoints_never_move_backwards(t: Arc<dyn LeaseTable>) {
     let l = taken_lease(t.as_ref(), "s-1", "a").await;
-    let l = t
-        .mutate(&LeaseMutation::on(&l, cps(&[("x", at(100)), ("y", at(7))])))
-        .await
-        .unwrap();
+    let l = t.mutate(&LeaseMutation::on(&l, cps(&[("x", at(100)), ("y", at(7))]))).await.unwrap();
     assert_eq!(l.checkpoint_for(&ConsumerName::new("x")), &at(100));
-    assert_eq!(
-        l.checkpoint_for(&ConsumerName::new("z")),
-        &Checkpoint::TrimHorizon
-    );
+    assert_eq!(l.checkpoint_for(&ConsumerName::new("z")), &Checkpoint::TrimHorizon);
     // Numeric, not lexicographic: 99 < 100.
-    let back = t
-        .mutate(&LeaseMutation::on(&l, cps(&[("x", at(99))])))
-        .await;
-    assert!(
-        matches!(back, Err(LeaseError::CheckpointBackwards { .. })),
-        "{back:?}"
-    );
+    let back = t.mutate(&LeaseMutation::on(&l, cps(&[("x", at(99))]))).await;
+    assert!(matches!(back, Err(LeaseError::CheckpointBackwards { .. })), "{back:?}");
     // The rejection is whole: y did not move either.
-    let mixed = t
-        .mutate(&LeaseMutation::on(&l, cps(&[("y", at(8)), ("x", at(99))])))
-        .await;
+    let mixed = t.mutate(&LeaseMutation::on(&l, cps(&[("y", at(8)), ("x", at(99))]))).await;
     assert!(mixed.is_err());
     let stored = t.get(&ShardId::new("s-1")).await.unwrap().unwrap();
     assert_eq!(stored.checkpoint_for(&ConsumerName::new("y")), &at(7));
-    let l = t
-        .mutate(&LeaseMutation::on(
-            &stored,
-            cps(&[("x", Checkpoint::ShardEnd)]),
-        ))
-        .await
-        .unwrap();
-    let after_end = t
-        .mutate(&LeaseMutation::on(&l, cps(&[("x", at(1000))])))
-        .await;
-    assert!(matches!(
-        after_end,
-        Err(LeaseError::CheckpointBackwards { .. })
-    ));
+    let l = t.mutate(&LeaseMutation::on(&stored, cps(&[("x", Checkpoint::ShardEnd)]))).await.unwrap();
+    let after_end = t.mutate(&LeaseMutation::on(&l, cps(&[("x", at(1000))]))).await;
+    assert!(matches!(after_end, Err(LeaseError::CheckpointBackwards { .. })));
 }
 
 async fn handoff_flow(t: Arc<dyn LeaseTable>) {
@@ -213,56 +130,20 @@ async fn handoff_flow(t: Arc<dyn LeaseTable>) {
     // b saw an older counter: a handoff request only needs the owner to match.
     let mut stale = l.clone();
     stale.counter = 0;
-    let req = t
-        .mutate(&LeaseMutation::on(
-            &stale,
-            LeaseChange::RequestHandoff { to: b.clone() },
-        ))
-        .await
-        .unwrap();
-    assert_eq!(
-        req.counter, l.counter,
-        "handoff request must not bump the counter"
-    );
+    let req = t.mutate(&LeaseMutation::on(&stale, LeaseChange::RequestHandoff { to: b.clone() })).await.unwrap();
+    assert_eq!(req.counter, l.counter, "handoff request must not bump the counter");
     assert_eq!(req.handoff_to, Some(b.clone()));
     // A second request while one is pending is refused.
-    let again = t
-        .mutate(&LeaseMutation::on(
-            &req,
-            LeaseChange::RequestHandoff {
-                to: WorkerId::new("c"),
-            },
-        ))
-        .await;
+    let again = t.mutate(&LeaseMutation::on(&req, LeaseChange::RequestHandoff { to: WorkerId::new("c") })).await;
     assert!(is_conflict(&again));
     // The owner's renewal still works and shows the request.
-    let renewed = t
-        .mutate(&LeaseMutation::on(&l, LeaseChange::Renew))
-        .await
-        .unwrap();
+    let renewed = t.mutate(&LeaseMutation::on(&l, LeaseChange::Renew)).await.unwrap();
     assert_eq!(renewed.handoff_to, Some(b.clone()));
-    let moved = t
-        .mutate(&LeaseMutation::on(
-            &renewed,
-            LeaseChange::Transfer { to: b.clone() },
-        ))
-        .await
-        .unwrap();
-    assert_eq!(
-        (moved.owner.clone(), moved.handoff_to.clone()),
-        (Some(b.clone()), None)
-    );
-    assert!(is_conflict(
-        &t.mutate(&LeaseMutation::on(&renewed, LeaseChange::Renew))
-            .await
-    ));
+    let moved = t.mutate(&LeaseMutation::on(&renewed, LeaseChange::Transfer { to: b.clone() })).await.unwrap();
+    assert_eq!((moved.owner.clone(), moved.handoff_to.clone()), (Some(b.clone()), None));
+    assert!(is_conflict(&t.mutate(&LeaseMutation::on(&renewed, LeaseChange::Renew)).await));
     // A request to a non-owner view fails.
-    let wrong = t
-        .mutate(&LeaseMutation::on(
-            &renewed,
-            LeaseChange::RequestHandoff { to: a },
-        ))
-        .await;
+    let wrong = t.mutate(&LeaseMutation::on(&renewed, LeaseChange::RequestHandoff { to: a })).await;
     assert!(is_conflict(&wrong));
 }
 
@@ -279,17 +160,11 @@ async fn release_and_end(t: Arc<dyn LeaseTable>) {
         .await
         .unwrap();
     assert!(ended.ended);
-    let released = t
-        .mutate(&LeaseMutation::on(&ended, LeaseChange::Release))
-        .await
-        .unwrap();
+    let released = t.mutate(&LeaseMutation::on(&ended, LeaseChange::Release)).await.unwrap();
     assert_eq!(released.owner, None);
     let stored = t.get(&ShardId::new("s-1")).await.unwrap().unwrap();
     assert!(stored.ended);
-    assert_eq!(
-        stored.children,
-        vec![ShardId::new("s-2"), ShardId::new("s-3")]
-    );
+    assert_eq!(stored.children, vec![ShardId::new("s-2"), ShardId::new("s-3")]);
     assert_eq!(stored.counter, released.counter);
     t.delete(&ShardId::new("s-1")).await.unwrap();
     assert!(t.get(&ShardId::new("s-1")).await.unwrap().is_none());
@@ -297,17 +172,9 @@ async fn release_and_end(t: Arc<dyn LeaseTable>) {
 
 async fn workers_and_listing(t: Arc<dyn LeaseTable>) {
     for i in 0..150 {
-        t.create_if_absent(new_lease(&format!("shard-{i:04}"), &[]))
-            .await
-            .unwrap();
+        t.create_if_absent(new_lease(&format!("shard-{i:04}"), &[])).await.unwrap();
     }
-    let mut keys: Vec<String> = t
-        .list()
-        .await
-        .unwrap()
-        .iter()
-        .map(|l| l.key.to_string())
-        .collect();
+    let mut keys: Vec<String> = t.list().await.unwrap().iter().map(|l| l.key.to_string()).collect();
     keys.sort();
     assert_eq!(keys.len(), 150, "list must return every lease (paging)");
     assert_eq!(keys[149], "shard-0149");
@@ -317,10 +184,7 @@ async fn workers_and_listing(t: Arc<dyn LeaseTable>) {
     t.heartbeat(&w).await.unwrap();
     let second = t.list_workers().await.unwrap();
     assert_eq!(first.len(), 1);
-    assert!(
-        second[0].counter > first[0].counter,
-        "heartbeat must change the counter"
-    );
+    assert!(second[0].counter > first[0].counter, "heartbeat must change the counter");
     t.remove_worker(&w).await.unwrap();
     assert!(t.list_workers().await.unwrap().is_empty());
 }

@@ -29,73 +29,36 @@ fn opts() -> PutOptions {
 
 async fn create_only(s: Arc<dyn ObjectSink>, run: &str) {
     let key = format!("{run}/create/a.gz");
-    let first = s
-        .put_if_absent(&key, Bytes::from_static(b"one"), &opts())
-        .await
-        .unwrap();
+    let first = s.put_if_absent(&key, Bytes::from_static(b"one"), &opts()).await.unwrap();
     assert_eq!(first, PutOutcome::Created);
-    let second = s
-        .put_if_absent(&key, Bytes::from_static(b"two"), &opts())
-        .await
-        .unwrap();
+    let second = s.put_if_absent(&key, Bytes::from_static(b"two"), &opts()).await.unwrap();
     assert_eq!(second, PutOutcome::AlreadyExists);
-    assert_eq!(
-        s.get(&key).await.unwrap().unwrap(),
-        Bytes::from_static(b"one")
-    );
-    assert!(
-        s.get(&format!("{run}/create/missing"))
-            .await
-            .unwrap()
-            .is_none()
-    );
+    assert_eq!(s.get(&key).await.unwrap().unwrap(), Bytes::from_static(b"one"));
+    assert!(s.get(&format!("{run}/create/missing")).await.unwrap().is_none());
     let empty = format!("{run}/create/empty");
-    assert_eq!(
-        s.put_if_absent(&empty, Bytes::new(), &opts())
-            .await
-            .unwrap(),
-        PutOutcome::Created
-    );
+    assert_eq!(s.put_if_absent(&empty, Bytes::new(), &opts()).await.unwrap(), PutOutcome::Created);
     assert_eq!(s.get(&empty).await.unwrap().unwrap().len(), 0);
 }
 
 async fn rejects_escaping_keys(s: Arc<dyn ObjectSink>, run: &str) {
-    for key in [
-        format!("{run}/../escape"),
-        format!("/{run}/abs"),
-        format!("{run}/a//b"),
-        format!("{run}/nl\nx"),
-    ] {
-        let r = s
-            .put_if_absent(&key, Bytes::from_static(b"x"), &opts())
-            .await;
-        assert!(
-            matches!(r, Err(SinkError::InvalidKey { .. })),
-            "{key:?} accepted: {r:?}"
-        );
+    for key in [format!("{run}/../escape"), format!("/{run}/abs"), format!("{run}/a//b"), format!("{run}/nl\nx")] {
+        let r = s.put_if_absent(&key, Bytes::from_static(b"x"), &opts()).await;
+        assert!(matches!(r, Err(SinkError::InvalidKey { .. })), "{key:?} accepted: {r:?}");
     }
 }
 
 async fn lists_by_prefix(s: Arc<dyn ObjectSink>, run: &str) {
     for k in ["b/2", "a/1", "a/3", "ab/4"] {
         let key = format!("{run}/list/{k}");
-        s.put_if_absent(&key, Bytes::from(k.as_bytes().to_vec()), &opts())
-            .await
-            .unwrap();
+        s.put_if_absent(&key, Bytes::from(k.as_bytes().to_vec()), &opts()).await.unwrap();
     }
     let listed = s.list(&format!("{run}/list/a/")).await.unwrap();
     let keys: Vec<&str> = listed.iter().map(|m| m.key.as_str()).collect();
-    assert_eq!(
-        keys,
-        vec![format!("{run}/list/a/1"), format!("{run}/list/a/3")]
-    );
+    assert_eq!(keys, vec![format!("{run}/list/a/1"), format!("{run}/list/a/3")]);
     assert_eq!(listed[0].size, 3);
     let all = s.list(&format!("{run}/list/")).await.unwrap();
     assert_eq!(all.len(), 4);
-    assert!(
-        all.windows(2).all(|w| w[0].key < w[1].key),
-        "list must be sorted"
-    );
+    assert!(all.windows(2).all(|w| w[0].key < w[1].key), "list must be sorted");
     assert!(s.list(&format!("{run}/nothing/")).await.unwrap().is_empty());
 }
 
@@ -104,10 +67,7 @@ async fn concurrent_puts_one_wins(s: Arc<dyn ObjectSink>, run: &str) {
     let mut tasks = Vec::new();
     for i in 0..8u8 {
         let (s, key) = (s.clone(), key.clone());
-        tasks.push(tokio::spawn(async move {
-            s.put_if_absent(&key, Bytes::from(vec![i; 1024]), &opts())
-                .await
-        }));
+        tasks.push(tokio::spawn(async move { s.put_if_absent(&key, Bytes::from(vec![i; 1024]), &opts()).await }));
     }
     let mut created = 0;
     for t in tasks {
@@ -118,21 +78,13 @@ async fn concurrent_puts_one_wins(s: Arc<dyn ObjectSink>, run: &str) {
     assert_eq!(created, 1, "exactly one concurrent create-only put may win");
     let body = s.get(&key).await.unwrap().unwrap();
     assert_eq!(body.len(), 1024);
-    assert!(
-        body.iter().all(|b| *b == body[0]),
-        "object mixes two writers"
-    );
+    assert!(body.iter().all(|b| *b == body[0]), "object mixes two writers");
 }
 
 async fn large_objects_round_trip(s: Arc<dyn ObjectSink>, run: &str) {
     let key = format!("{run}/large/obj");
-    let body: Vec<u8> = (0..(6 * 1024 * 1024 + 17))
-        .map(|i: u32| (i % 251) as u8)
-        .collect();
+    let body: Vec<u8> = (0..(6 * 1024 * 1024 + 17)).map(|i: u32| (i % 251) as u8).collect();
     let body = Bytes::from(body);
-    assert_eq!(
-        s.put_if_absent(&key, body.clone(), &opts()).await.unwrap(),
-        PutOutcome::Created
-    );
+    assert_eq!(s.put_if_absent(&key, body.clone(), &opts()).await.unwrap(), PutOutcome::Created);
     assert_eq!(s.get(&key).await.unwrap().unwrap(), body);
 }

@@ -40,19 +40,8 @@ struct Read {
 }
 
 impl Read {
-    async fn open(
-        reader: &Arc<dyn ShardReader>,
-        shard: &ShardId,
-        from: StartingPosition,
-        mode: ReadMode,
-    ) -> Read {
-        let mut read = Read {
-            reader: reader.clone(),
-            shard: shard.clone(),
-            mode,
-            position: from,
-            sub: None,
-        };
+    async fn open(reader: &Arc<dyn ShardReader>, shard: &ShardId, from: StartingPosition, mode: ReadMode) -> Read {
+        let mut read = Read { reader: reader.clone(), shard: shard.clone(), mode, position: from, sub: None };
         read.ensure_open().await;
         read
     }
@@ -61,11 +50,7 @@ impl Read {
         let deadline = tokio::time::Instant::now() + GUARD;
         let mut delay = Duration::from_millis(100);
         while self.sub.is_none() {
-            match self
-                .reader
-                .open(&self.shard, &self.position, self.mode)
-                .await
-            {
+            match self.reader.open(&self.shard, &self.position, self.mode).await {
                 Ok(sub) => self.sub = Some(sub),
                 Err(e) if e.is_retryable() && tokio::time::Instant::now() < deadline => {
                     tokio::time::sleep(delay).await;
@@ -91,8 +76,7 @@ impl Read {
             {
                 Ok(b) => {
                     if let Some(last) = b.as_ref().and_then(|b| b.records.last()) {
-                        self.position =
-                            StartingPosition::AfterSequenceNumber(last.position.sequence.clone());
+                        self.position = StartingPosition::AfterSequenceNumber(last.position.sequence.clone());
                     }
                     return b;
                 }
@@ -127,23 +111,11 @@ impl Read {
         let deadline = tokio::time::Instant::now() + GUARD;
         let mut got = Vec::new();
         loop {
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "no shard end of {} before the guard timeout",
-                self.shard
-            );
-            let Some(batch) = self.next().await else {
-                panic!("subscription ended without child shards")
-            };
+            assert!(tokio::time::Instant::now() < deadline, "no shard end of {} before the guard timeout", self.shard);
+            let Some(batch) = self.next().await else { panic!("subscription ended without child shards") };
             got.extend(batch.records);
             if let Some(children) = batch.child_shards {
-                let after = self
-                    .sub
-                    .as_mut()
-                    .expect("open")
-                    .next()
-                    .await
-                    .expect("read after end failed");
+                let after = self.sub.as_mut().expect("open").next().await.expect("read after end failed");
                 assert!(after.is_none(), "batches after shard end");
                 return (got, children.into_iter().map(|c| c.shard_id).collect());
             }
@@ -161,9 +133,7 @@ pub struct Quirks {
 
 impl Default for Quirks {
     fn default() -> Self {
-        Self {
-            latest_delivers: true,
-        }
+        Self { latest_delivers: true }
     }
 }
 
@@ -185,20 +155,12 @@ pub async fn shard_reader_suite_with(h: &dyn StreamHarness, mode: ReadMode, quir
     // Records in order, no gaps, from TRIM_HORIZON.
     let mut seqs = Vec::new();
     for i in 0..20 {
-        let (s, seq) = h
-            .put(&format!("pk-{i}"), Bytes::from(format!("r{i}")))
-            .await;
+        let (s, seq) = h.put(&format!("pk-{i}"), Bytes::from(format!("r{i}"))).await;
         assert_eq!(s, shard);
         seqs.push(seq);
     }
-    assert!(
-        seqs.windows(2).all(|w| w[0] < w[1]),
-        "sequence numbers must increase"
-    );
-    let got = Read::open(&reader, &shard, StartingPosition::TrimHorizon, mode)
-        .await
-        .read_n(20)
-        .await;
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "sequence numbers must increase");
+    let got = Read::open(&reader, &shard, StartingPosition::TrimHorizon, mode).await.read_n(20).await;
     let data: Vec<&[u8]> = got.iter().map(|r| r.data.as_ref()).collect();
     let want: Vec<Vec<u8>> = (0..20).map(|i| format!("r{i}").into_bytes()).collect();
     assert_eq!(data, want.iter().map(Vec::as_slice).collect::<Vec<_>>());
@@ -207,53 +169,26 @@ pub async fn shard_reader_suite_with(h: &dyn StreamHarness, mode: ReadMode, quir
 
     // AT and AFTER sequence number.
     let at = StartingPosition::AtSequenceNumber(seqs[5].clone());
-    assert_eq!(
-        Read::open(&reader, &shard, at, mode).await.read_n(1).await[0]
-            .position
-            .sequence,
-        seqs[5]
-    );
+    assert_eq!(Read::open(&reader, &shard, at, mode).await.read_n(1).await[0].position.sequence, seqs[5]);
     let after = StartingPosition::AfterSequenceNumber(seqs[5].clone());
-    assert_eq!(
-        Read::open(&reader, &shard, after, mode)
-            .await
-            .read_n(1)
-            .await[0]
-            .position
-            .sequence,
-        seqs[6]
-    );
+    assert_eq!(Read::open(&reader, &shard, after, mode).await.read_n(1).await[0].position.sequence, seqs[6]);
 
     // AT_TIMESTAMP at the first record's arrival includes it.
     let ts = StartingPosition::AtTimestamp(got[0].approximate_arrival);
-    assert_eq!(
-        Read::open(&reader, &shard, ts, mode).await.read_n(1).await[0]
-            .position
-            .sequence,
-        seqs[0]
-    );
+    assert_eq!(Read::open(&reader, &shard, ts, mode).await.read_n(1).await[0].position.sequence, seqs[0]);
 
     // LATEST sees only what comes after the open.
     let (_, fresh) = if quirks.latest_delivers {
         let mut latest = Read::open(&reader, &shard, StartingPosition::Latest, mode).await;
-        let put = h
-            .put("pk-latest", Bytes::from_static(b"after-latest"))
-            .await;
+        let put = h.put("pk-latest", Bytes::from_static(b"after-latest")).await;
         assert_eq!(latest.read_n(1).await[0].position.sequence, put.1);
         put
     } else {
-        h.put("pk-latest", Bytes::from_static(b"after-latest"))
-            .await
+        h.put("pk-latest", Bytes::from_static(b"after-latest")).await
     };
 
     // Split: the parent ends with its children; they list the parent.
-    let mut tail = Read::open(
-        &reader,
-        &shard,
-        StartingPosition::AfterSequenceNumber(fresh.clone()),
-        mode,
-    )
-    .await;
+    let mut tail = Read::open(&reader, &shard, StartingPosition::AfterSequenceNumber(fresh.clone()), mode).await;
     h.split(&shard).await;
     let (rest, children) = tail.read_to_end().await;
     drop(tail);
@@ -272,28 +207,10 @@ pub async fn shard_reader_suite_with(h: &dyn StreamHarness, mode: ReadMode, quir
     let (_, sa) = h.put(&ka, Bytes::from_static(b"in-a")).await;
     let (_, sb) = h.put(&kb, Bytes::from_static(b"in-b")).await;
     h.merge(a, b).await;
-    let (recs_a, kids_a) = Read::open(&reader, a, StartingPosition::TrimHorizon, mode)
-        .await
-        .read_to_end()
-        .await;
-    let (recs_b, kids_b) = Read::open(&reader, b, StartingPosition::TrimHorizon, mode)
-        .await
-        .read_to_end()
-        .await;
-    assert_eq!(
-        recs_a
-            .iter()
-            .map(|r| r.position.sequence.clone())
-            .collect::<Vec<_>>(),
-        vec![sa]
-    );
-    assert_eq!(
-        recs_b
-            .iter()
-            .map(|r| r.position.sequence.clone())
-            .collect::<Vec<_>>(),
-        vec![sb]
-    );
+    let (recs_a, kids_a) = Read::open(&reader, a, StartingPosition::TrimHorizon, mode).await.read_to_end().await;
+    let (recs_b, kids_b) = Read::open(&reader, b, StartingPosition::TrimHorizon, mode).await.read_to_end().await;
+    assert_eq!(recs_a.iter().map(|r| r.position.sequence.clone()).collect::<Vec<_>>(), vec![sa]);
+    assert_eq!(recs_b.iter().map(|r| r.position.sequence.clone()).collect::<Vec<_>>(), vec![sb]);
     assert_eq!(kids_a.len(), 1);
     assert_eq!(kids_a, kids_b, "both parents name the same merged child");
     let merged = h.catalog().list_shards().await.unwrap();
@@ -311,10 +228,7 @@ async fn key_for(h: &dyn StreamHarness, shard: &ShardId) -> String {
     let info = shards.iter().find(|s| &s.id == shard).unwrap();
     for i in 0..100_000 {
         let k = format!("probe-{i}");
-        if info
-            .hash_range
-            .contains(weir_core::record::partition_hash(&k))
-        {
+        if info.hash_range.contains(weir_core::record::partition_hash(&k)) {
             return k;
         }
     }

@@ -24,9 +24,7 @@ pub fn load(path: &Path) -> Result<Config> {
         .extract()
         .map_err(|e| anyhow::anyhow!(describe(e)))
         .with_context(|| format!("invalid config {}", path.display()))?;
-    config
-        .validate()
-        .with_context(|| format!("invalid config {}", path.display()))?;
+    config.validate().with_context(|| format!("invalid config {}", path.display()))?;
     Ok(config)
 }
 
@@ -34,11 +32,7 @@ pub fn load(path: &Path) -> Result<Config> {
 fn describe(e: figment::Error) -> String {
     e.into_iter()
         .map(|e| {
-            let field = if e.path.is_empty() {
-                "(top level)".to_owned()
-            } else {
-                e.path.join(".")
-            };
+            let field = if e.path.is_empty() { "(top level)".to_owned() } else { e.path.join(".") };
             format!("field `{field}`: {}", e.kind)
         })
         .collect::<Vec<_>>()
@@ -84,9 +78,7 @@ mod tests {
         let f = write("[worker]\nfailover = \"10s\"\nrenew_interval = \"9s\"\n");
         let e = format!("{:#}", load(f.path()).unwrap_err());
         assert!(e.contains("worker.renew_interval"), "{e}");
-        let f = write(
-            "[[consumers]]\ntype = \"count\"\nname = \"a\"\n[[consumers]]\ntype = \"log\"\nname = \"a\"\n",
-        );
+        let f = write("[[consumers]]\ntype = \"count\"\nname = \"a\"\n[[consumers]]\ntype = \"log\"\nname = \"a\"\n");
         let e = format!("{:#}", load(f.path()).unwrap_err());
         assert!(e.contains("consumers[1].name"), "{e}");
         let f = write("[stream]\nshards = 0\n");
@@ -97,8 +89,7 @@ mod tests {
     #[test]
     #[allow(clippy::result_large_err)] // figment's Jail API returns its own error type
     fn environment_overrides_file() {
-        let f =
-            write("[worker]\nfailover = \"10s\"\n[[consumers]]\ntype = \"count\"\nname = \"c\"\n");
+        let f = write("[worker]\nfailover = \"10s\"\n[[consumers]]\ntype = \"count\"\nname = \"c\"\n");
         figment::Jail::expect_with(|jail| {
             jail.set_env("WEIR_WORKER__FAILOVER", "20s");
             let c = load(f.path()).map_err(|e| format!("{e:#}"))?;

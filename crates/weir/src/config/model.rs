@@ -19,6 +19,28 @@ pub struct Config {
     pub consumers: Vec<ConsumerSection>,
     /// Metrics and health endpoints.
     pub http: HttpSection,
+    /// Region, profile and endpoints of AWS services (production mode).
+    pub aws: AwsSection,
+}
+
+/// `[aws]`: how to reach AWS (or emulators). Credentials come from the standard chain.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AwsSection {
+    /// Region; default from the environment or profile.
+    pub region: Option<String>,
+    /// Named profile.
+    pub profile: Option<String>,
+    /// Endpoint for every service (an emulator).
+    pub endpoint_url: Option<String>,
+    /// Kinesis endpoint, overriding `endpoint_url`.
+    pub kinesis_endpoint_url: Option<String>,
+    /// DynamoDB endpoint, overriding `endpoint_url`.
+    pub dynamodb_endpoint_url: Option<String>,
+    /// S3 endpoint, overriding `endpoint_url`.
+    pub s3_endpoint_url: Option<String>,
+    /// Path-style S3 addressing (emulators).
+    pub s3_force_path_style: bool,
 }
 
 /// `[worker]`.
@@ -81,12 +103,27 @@ pub enum InitialPosition {
     Latest,
 }
 
-/// `[stream]`: the in-process stream with synthetic MCP events (embedded mode).
+/// Which stream to read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StreamKind {
+    /// The in-process stream with synthetic MCP events (embedded mode).
+    Memory,
+    /// A Kinesis data stream.
+    Kinesis,
+}
+
+/// `[stream]`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct StreamSection {
-    /// Stream name (labels only, in embedded mode).
+    /// `memory` (embedded) or `kinesis`.
+    pub kind: StreamKind,
+    /// Stream name.
     pub name: String,
+    /// Kinesis: enhanced fan-out consumer name for live reads (registered if missing);
+    /// absent to read by polling.
+    pub efo_consumer: Option<String>,
     /// Open shards at start.
     pub shards: usize,
     /// Synthetic events per second.
@@ -102,7 +139,9 @@ pub struct StreamSection {
 impl Default for StreamSection {
     fn default() -> Self {
         Self {
+            kind: StreamKind::Memory,
             name: "mcp-events".into(),
+            efo_consumer: None,
             shards: 4,
             rate: 500,
             tenants: 20,
@@ -112,12 +151,28 @@ impl Default for StreamSection {
     }
 }
 
-/// `[leases]`: the SQLite lease table (embedded mode).
+/// Where leases live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LeasesKind {
+    /// A SQLite file (embedded mode, one host).
+    Sqlite,
+    /// A DynamoDB table.
+    Dynamodb,
+}
+
+/// `[leases]`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LeasesSection {
-    /// Database file; several processes on one host may share it.
+    /// `sqlite` or `dynamodb`.
+    pub kind: LeasesKind,
+    /// SQLite: database file; several processes on one host may share it.
     pub path: PathBuf,
+    /// DynamoDB: table name.
+    pub table: Option<String>,
+    /// DynamoDB: create the table (on-demand capacity) if it does not exist.
+    pub create_table: bool,
     /// Application name: lease items are scoped to it.
     pub namespace: String,
 }
@@ -125,7 +180,10 @@ pub struct LeasesSection {
 impl Default for LeasesSection {
     fn default() -> Self {
         Self {
+            kind: LeasesKind::Sqlite,
             path: PathBuf::from("weir-leases.db"),
+            table: None,
+            create_table: false,
             namespace: "weir".into(),
         }
     }
@@ -145,12 +203,16 @@ pub enum ConsumerSection {
         /// Consumer name.
         name: String,
     },
-    /// Gzip NDJSON objects in a local directory.
+    /// Gzip NDJSON objects in a local directory or an S3 bucket.
     Files {
         /// Consumer name.
         name: String,
-        /// Output directory.
-        directory: PathBuf,
+        /// Output directory (one of `directory` and `bucket`).
+        #[serde(default)]
+        directory: Option<PathBuf>,
+        /// Output S3 bucket (one of `directory` and `bucket`).
+        #[serde(default)]
+        bucket: Option<String>,
         /// Key prefix inside the directory.
         #[serde(default = "default_prefix")]
         prefix: String,
@@ -177,9 +239,9 @@ impl ConsumerSection {
     /// The consumer's name.
     pub fn name(&self) -> &str {
         match self {
-            ConsumerSection::Count { name }
-            | ConsumerSection::Log { name }
-            | ConsumerSection::Files { name, .. } => name,
+            ConsumerSection::Count { name } | ConsumerSection::Log { name } | ConsumerSection::Files { name, .. } => {
+                name
+            }
         }
     }
 }
@@ -194,9 +256,7 @@ pub struct HttpSection {
 
 impl Default for HttpSection {
     fn default() -> Self {
-        Self {
-            listen: Some(SocketAddr::from(([127, 0, 0, 1], 9090))),
-        }
+        Self { listen: Some(SocketAddr::from(([127, 0, 0, 1], 9090))) }
     }
 }
 
@@ -219,13 +279,18 @@ impl Config {
         if self.stream.shards == 0 || self.stream.shards > 1024 {
             bail!("field `stream.shards`: must be between 1 and 1024");
         }
-        for (field, v) in [
-            ("stream.error_rate", self.stream.error_rate),
-            ("stream.malformed_rate", self.stream.malformed_rate),
-        ] {
+        for (field, v) in
+            [("stream.error_rate", self.stream.error_rate), ("stream.malformed_rate", self.stream.malformed_rate)]
+        {
             if !(0.0..=1.0).contains(&v) {
                 bail!("field `{field}`: must be between 0 and 1, got {v}");
             }
+        }
+        if self.leases.kind == LeasesKind::Dynamodb && self.leases.table.as_deref().is_none_or(str::is_empty) {
+            bail!("field `leases.table`: required when leases.kind = \"dynamodb\"");
+        }
+        if self.stream.kind == StreamKind::Memory && self.stream.efo_consumer.is_some() {
+            bail!("field `stream.efo_consumer`: only for stream.kind = \"kinesis\"");
         }
         if self.leases.namespace.is_empty() {
             bail!("field `leases.namespace`: must not be empty");
@@ -236,24 +301,16 @@ impl Config {
         let mut seen = std::collections::HashSet::new();
         for (i, c) in self.consumers.iter().enumerate() {
             let name = c.name();
-            if name.is_empty()
-                || !name
-                    .chars()
-                    .all(|ch| ch.is_ascii_alphanumeric() || ch == '-' || ch == '_')
-            {
-                bail!(
-                    "field `consumers[{i}].name`: {name:?} must be non-empty letters, digits, '-' or '_'"
-                );
+            if name.is_empty() || !name.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '-' || ch == '_') {
+                bail!("field `consumers[{i}].name`: {name:?} must be non-empty letters, digits, '-' or '_'");
             }
             if !seen.insert(name) {
-                bail!(
-                    "field `consumers[{i}].name`: {name:?} is used twice; names key checkpoints and must be unique"
-                );
+                bail!("field `consumers[{i}].name`: {name:?} is used twice; names key checkpoints and must be unique");
             }
-            if let ConsumerSection::Files {
-                max_bytes, prefix, ..
-            } = c
-            {
+            if let ConsumerSection::Files { max_bytes, prefix, directory, bucket, .. } = c {
+                if directory.is_some() == bucket.is_some() {
+                    bail!("field `consumers[{i}]`: a files consumer needs exactly one of `directory` and `bucket`");
+                }
                 if *max_bytes == 0 {
                     bail!("field `consumers[{i}].max_bytes`: must be positive");
                 }
