@@ -1,14 +1,21 @@
 #!/usr/bin/env bash
-# Runs every test tier of weir from a fresh checkout: unit and property tests, runtime
-# tests under paused time, conformance suites (memory, SQLite, filesystem), the binary's
-# end-to-end tests, and the benchmarks once in test mode.
-# Later tiers that need emulators install and start them from tests/emulators/.
+# Runs every test tier of weir from a fresh checkout:
+#   unit and property tests, runtime tests under paused time, conformance suites
+#   (memory, SQLite, filesystem; DynamoDB and S3 on moto, S3 on s3s-fs, Kinesis on
+#   ferrokinesis and kinesis-mock), the binary's end-to-end tests, the two-worker
+#   SIGKILL test in tests/, and the benchmarks once in test mode.
+# Emulators are installed (pinned versions, once) by tests/emulators/install.sh; every
+# test starts its own on a free port and stops it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v cargo >/dev/null 2>&1; then
-  echo "cargo not found: install Rust (https://rustup.rs) first" >&2
-  exit 1
-fi
+for tool in cargo python3 node npm; do
+  if ! command -v "$tool" >/dev/null 2>&1; then
+    echo "$tool not found: the tests need Rust, Python 3 (venv) and Node.js with npm" >&2
+    exit 1
+  fi
+done
 
+./tests/emulators/install.sh
+cargo build --locked -p weir
 cargo test --workspace --all-targets --locked

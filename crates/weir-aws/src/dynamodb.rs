@@ -117,23 +117,20 @@ impl DynamoDbLeaseTable {
                 .attribute_definitions(a2)
                 .send()
                 .await;
-            if let Err(e) = created {
-                if !e.as_service_error().is_some_and(|s| s.is_resource_in_use_exception()) {
-                    let message = format!(
-                        "cannot create lease table {}: {} (needs dynamodb:CreateTable)",
-                        self.table,
-                        describe(&e)
-                    );
-                    return Err(LeaseError::Store { message, retryable: false, source: Some(Box::new(e)) });
-                }
+            if let Err(e) = created
+                && !e.as_service_error().is_some_and(|s| s.is_resource_in_use_exception())
+            {
+                let message =
+                    format!("cannot create lease table {}: {} (needs dynamodb:CreateTable)", self.table, describe(&e));
+                return Err(LeaseError::Store { message, retryable: false, source: Some(Box::new(e)) });
             }
         }
         for _ in 0..120 {
             let out = self.client.describe_table().table_name(&self.table).send().await;
-            if let Ok(out) = out {
-                if out.table().and_then(|t| t.table_status()) == Some(&TableStatus::Active) {
-                    return Ok(());
-                }
+            if let Ok(out) = out
+                && out.table().and_then(|t| t.table_status()) == Some(&TableStatus::Active)
+            {
+                return Ok(());
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
         }

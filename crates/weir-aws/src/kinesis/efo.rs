@@ -214,17 +214,17 @@ impl ShardSubscription for EfoSubscription {
             let check_due = self.last_closed_check.is_none_or(|t| t.elapsed() >= self.options.closed_check_interval);
             if (at_tip && check_due) || event.continuation.is_none() {
                 self.last_closed_check = Some(tokio::time::Instant::now());
-                if self.shard_closed().await? == Some(true) {
-                    if let Some(polling) = self.polling.clone() {
-                        tracing::info!(shard = %self.shard, "closed shard without ChildShards on the subscription; draining by polling");
-                        self.events = None;
-                        let (shard, position) = (self.shard.clone(), self.position.clone());
-                        self.drain = Some(polling.open(&shard, &position, ReadMode::Polling).await?);
-                        if !event.records.is_empty() {
-                            return Ok(Some(self.batch(event.records, event.millis_behind_latest, None)));
-                        }
-                        continue;
+                if self.shard_closed().await? == Some(true)
+                    && let Some(polling) = self.polling.clone()
+                {
+                    tracing::info!(shard = %self.shard, "closed shard without ChildShards on the subscription; draining by polling");
+                    self.events = None;
+                    let (shard, position) = (self.shard.clone(), self.position.clone());
+                    self.drain = Some(polling.open(&shard, &position, ReadMode::Polling).await?);
+                    if !event.records.is_empty() {
+                        return Ok(Some(self.batch(event.records, event.millis_behind_latest, None)));
                     }
+                    continue;
                 }
             }
             return Ok(Some(self.batch(event.records, event.millis_behind_latest, None)));
@@ -273,10 +273,10 @@ impl SdkEfo {
             let described = client.describe_stream_consumer().stream_arn(stream_arn).consumer_name(name).send().await;
             match described {
                 Ok(out) => {
-                    if let Some(d) = out.consumer_description() {
-                        if d.consumer_status() == &ConsumerStatus::Active {
-                            return Ok(Self { client, consumer_arn: d.consumer_arn().to_owned() });
-                        }
+                    if let Some(d) = out.consumer_description()
+                        && d.consumer_status() == &ConsumerStatus::Active
+                    {
+                        return Ok(Self { client, consumer_arn: d.consumer_arn().to_owned() });
                     }
                 }
                 Err(e) if e.as_service_error().is_some_and(|s| s.is_resource_not_found_exception()) => {

@@ -19,7 +19,8 @@ pub fn load(path: &Path) -> Result<Config> {
     }
     let figment = Figment::from(Serialized::defaults(Config::default()))
         .merge(Toml::file_exact(path))
-        .merge(Env::prefixed("WEIR_").split("__"));
+        // WEIR_LOG and WEIR_LOG_FORMAT belong to the command line, not the file.
+        .merge(Env::prefixed("WEIR_").ignore(&["LOG", "LOG_FORMAT"]).split("__"));
     let config: Config = figment
         .extract()
         .map_err(|e| anyhow::anyhow!(describe(e)))
@@ -92,6 +93,8 @@ mod tests {
         let f = write("[worker]\nfailover = \"10s\"\n[[consumers]]\ntype = \"count\"\nname = \"c\"\n");
         figment::Jail::expect_with(|jail| {
             jail.set_env("WEIR_WORKER__FAILOVER", "20s");
+            jail.set_env("WEIR_LOG", "debug");
+            jail.set_env("WEIR_LOG_FORMAT", "json");
             let c = load(f.path()).map_err(|e| format!("{e:#}"))?;
             assert_eq!(c.worker.failover, std::time::Duration::from_secs(20));
             Ok(())

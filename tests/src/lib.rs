@@ -1,0 +1,98 @@
+//! Helpers of weir's end-to-end tests: emulators, AWS clients, `weir` processes.
+
+use std::io::Read;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use weir_aws::{AwsSettings, load_sdk_config};
+
+/// The `weir` binary built by cargo for this workspace.
+pub fn weir_binary() -> std::path::PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    // target/<profile>/deps/<test> -> target/<profile>/weir
+    let dir = exe.parent().and_then(Path::parent).expect("target dir");
+    let bin = dir.join("weir");
+    assert!(bin.exists(), "{} missing: build it first (cargo build -p weir)", bin.display());
+    bin
+}
+
+/// Starts `weir run --config <config>` with emulator credentials.
+pub fn spawn_weir(config: &Path, log: &Path) -> Child {
+    let log = std::fs::File::create(log).expect("log file");
+    Command::new(weir_binary())
+        .args(["run", "--config"])
+        .arg(config)
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("AWS_REGION", "us-east-1")
+        .env("WEIR_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("spawn weir")
+}
+
+/// A free loopback port.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("free port")
+}
+
+/// AWS clients for an emulator endpoint.
+pub async fn kinesis(endpoint: &str) -> aws_sdk_kinesis::Client {
+    aws_sdk_kinesis::Client::new(&load_sdk_config(&AwsSettings::emulator(endpoint)).await)
+}
+
+/// S3 client (path style) for an emulator.
+pub async fn s3(endpoint: &str) -> aws_sdk_s3::Client {
+    let sdk = load_sdk_config(&AwsSettings::emulator(endpoint)).await;
+    aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(&sdk).force_path_style(true).build())
+}
+
+/// DynamoDB client for an emulator.
+pub async fn dynamodb(endpoint: &str) -> aws_sdk_dynamodb::Client {
+    aws_sdk_dynamodb::Client::new(&load_sdk_config(&AwsSettings::emulator(endpoint)).await)
+}
+
+/// Creates a stream and waits until it is active.
+pub async fn create_stream(client: &aws_sdk_kinesis::Client, name: &str, shards: i32) {
+    client.create_stream().stream_name(name).shard_count(shards).send().await.expect("create stream");
+    for _ in 0..400 {
+        let s = client.describe_stream_summary().stream_name(name).send().await.expect("describe");
+        if s.stream_description_summary().map(|d| d.stream_status().clone())
+            == Some(aws_sdk_kinesis::types::StreamStatus::Active)
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("stream {name} never became active");
+}
+
+/// Every NDJSON line of every gzip object under `prefix` in `bucket`.
+pub async fn archived_lines(client: &aws_sdk_s3::Client, bucket: &str, prefix: &str) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut token = None;
+    loop {
+        let page = client
+            .list_objects_v2()
+            .bucket(bucket)
+            .prefix(prefix)
+            .set_continuation_token(token.take())
+            .send()
+            .await
+            .expect("list objects");
+        for o in page.contents() {
+            let key = o.key().unwrap_or_default();
+            let body = client.get_object().bucket(bucket).key(key).send().await.expect("get object");
+            let bytes = body.body.collect().await.expect("read body").into_bytes();
+            let mut text = String::new();
+            flate2::read::GzDecoder::new(&bytes[..]).read_to_string(&mut text).expect("valid gzip");
+            lines.extend(text.lines().map(str::to_owned));
+        }
+        match page.next_continuation_token() {
+            Some(t) if page.is_truncated() == Some(true) => token = Some(t.to_owned()),
+            _ => return lines,
+        }
+    }
+}
