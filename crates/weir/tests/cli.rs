@@ -26,6 +26,14 @@ fn config_check_accepts_the_example() {
 }
 
 #[test]
+fn config_check_accepts_the_aws_example() {
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/weir-aws.toml");
+    let out = weir().args(["config", "check", example]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("raw-archive, count"));
+}
+
+#[test]
 fn bad_config_fails_at_start_naming_the_field() {
     let dir = tempfile::tempdir().unwrap();
     for (body, field) in [
@@ -34,6 +42,8 @@ fn bad_config_fails_at_start_naming_the_field() {
         ("[[consumers]]\ntype = \"kafka\"\nname = \"k\"\n", "kafka"),
         ("[[consumers]]\ntype = \"files\"\nname = \"f\"\n", "directory"),
         ("[worker]\nrenew_interval = \"8s\"\n[[consumers]]\ntype = \"count\"\nname = \"c\"\n", "worker.renew_interval"),
+        ("[leases]\nkind = \"dynamodb\"\n[[consumers]]\ntype = \"count\"\nname = \"c\"\n", "leases.table"),
+        ("[stream]\nkind = \"kafka\"\n", "kafka"),
     ] {
         let p = write_config(dir.path(), body);
         for args in [vec!["config", "check", p.to_str().unwrap()], vec!["run", "--config", p.to_str().unwrap()]] {

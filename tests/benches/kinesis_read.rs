@@ -1,0 +1,104 @@
+//! Read throughput of one worker from ferrokinesis: 4 shards, 1 KB records, a counting
+//! consumer, enhanced fan-out and polling measured in the same run. Prints a table with
+//! records/s and CPU-seconds (of this process: reading, decoding, dispatch) per 100k
+//! records.
+//!
+//! cargo bench -p weir-e2e --bench kinesis_read        (100,000 records)
+//! Under `cargo test` it runs once with 2,000 records as a smoke test.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use tokio::sync::Notify;
+use weir_aws::kinesis::producer::{Outgoing, Producer};
+use weir_aws::{KinesisOptions, KinesisStream};
+use weir_core::{Acks, CloseReason, Consumer, ConsumerError, RecordBatch, ShardId};
+use weir_e2e::{create_stream, kinesis};
+use weir_runtime::{RuntimeConfig, TokioClock, Worker};
+use weir_testkit::{Emulator, MemoryLeaseTable};
+
+struct Count {
+    seen: Arc<AtomicU64>,
+    target: u64,
+    done: Arc<Notify>,
+}
+
+#[async_trait]
+impl Consumer for Count {
+    fn name(&self) -> &str {
+        "count"
+    }
+    async fn on_batch(&mut self, b: &RecordBatch, acks: &dyn Acks) -> Result<(), ConsumerError> {
+        if let Some(last) = b.last_position() {
+            acks.durable(&b.shard_id, last);
+        }
+        if self.seen.fetch_add(b.records.len() as u64, Ordering::SeqCst) + b.records.len() as u64 >= self.target {
+            self.done.notify_one();
+        }
+        Ok(())
+    }
+    async fn on_shard_close(&mut self, _: &ShardId, _: CloseReason, _: &dyn Acks) -> Result<(), ConsumerError> {
+        Ok(())
+    }
+}
+
+/// CPU seconds used by this process so far (user + system).
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after = stat.rsplit(')').next().unwrap_or("");
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // Fields 14 and 15 of /proc/<pid>/stat (utime, stime), in clock ticks of 1/100 s.
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+async fn read_all(client: aws_sdk_kinesis::Client, stream: &str, efo: Option<&str>, n: u64) -> (Duration, f64) {
+    let options = KinesisOptions { efo_consumer: efo.map(str::to_owned), ..KinesisOptions::default() };
+    let source = KinesisStream::open(client, stream, options).await.expect("open stream");
+    let done = Arc::new(Notify::new());
+    let consumer = Count { seen: Arc::default(), target: n, done: done.clone() };
+    let worker = Worker::new(
+        RuntimeConfig::new(format!("bench-{}", efo.unwrap_or("polling")).as_str().into()),
+        Arc::new(MemoryLeaseTable::new()),
+        Arc::new(source.clone()),
+        Arc::new(source),
+        vec![Box::new(consumer)],
+        Arc::new(TokioClock::new()),
+    )
+    .expect("worker");
+    let stop = tokio_util::sync::CancellationToken::new();
+    let token = stop.clone();
+    let (t0, c0) = (Instant::now(), cpu_seconds());
+    let handle = tokio::spawn(async move { worker.run(token).await });
+    done.notified().await;
+    let (wall, cpu) = (t0.elapsed(), cpu_seconds() - c0);
+    stop.cancel();
+    handle.await.expect("join").expect("worker");
+    (wall, cpu)
+}
+
+#[tokio::main]
+async fn main() {
+    let full = std::env::args().any(|a| a == "--bench");
+    let n: u64 = if full { 100_000 } else { 2_000 };
+    let emu = Emulator::start("ferrokinesis", &[]);
+    let client = kinesis(&emu.endpoint).await;
+    create_stream(&client, "bench", 4).await;
+    let payload = Bytes::from(vec![b'x'; 1024]);
+    let records = (0..n).map(|i| Outgoing { id: i, partition_key: format!("k{i}"), data: payload.clone() }).collect();
+    let report = Producer::new(client.clone(), "bench").put_all(records).await;
+    assert_eq!(report.accepted.len() as u64, n, "{:?}", report.failed.first());
+
+    let efo = read_all(client.clone(), "bench", Some("bench-efo"), n).await;
+    let polling = read_all(client, "bench", None, n).await;
+    println!("\nRead of {n} records of 1 KB from ferrokinesis, 4 shards, one worker");
+    println!("{:<22} {:>12} {:>12} {:>22}", "mode", "seconds", "records/s", "CPU-s per 100k records");
+    for (mode, (wall, cpu)) in [("enhanced fan-out", efo), ("polling (GetRecords)", polling)] {
+        let rate = n as f64 / wall.as_secs_f64();
+        println!("{mode:<22} {:>12.2} {rate:>12.0} {:>22.2}", wall.as_secs_f64(), cpu * 100_000.0 / n as f64);
+    }
+    println!("EFO/polling throughput ratio: {:.2}", polling.0.as_secs_f64() / efo.0.as_secs_f64());
+}
