@@ -36,14 +36,17 @@ pub struct DynamoDbLeaseTable {
     namespace: String,
 }
 
-fn store_err<E, R>(what: &str, table: &str, e: aws_sdk_dynamodb::error::SdkError<E, R>) -> LeaseError
+fn store_err<E>(
+    what: &str,
+    table: &str,
+    e: aws_sdk_dynamodb::error::SdkError<E, aws_sdk_dynamodb::config::http::HttpResponse>,
+) -> LeaseError
 where
     E: aws_sdk_dynamodb::error::ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
-    R: std::fmt::Debug + Send + Sync + 'static,
-    aws_sdk_dynamodb::error::SdkError<E, R>: std::error::Error,
 {
     let message = format!("dynamodb {what} on table {table}: {}", describe(&e));
-    LeaseError::Store { message, retryable: true, source: Some(Box::new(e)) }
+    let retryable = classify(&e) != ErrorClass::Permanent;
+    LeaseError::Store { message, retryable, source: Some(Box::new(e)) }
 }
 
 fn s(v: &str) -> AttributeValue {
@@ -264,14 +267,7 @@ impl LeaseTable for DynamoDbLeaseTable {
                 Err(e) if e.as_service_error().is_some_and(|s| s.is_conditional_check_failed_exception()) => {
                     continue;
                 }
-                Err(e) => {
-                    let retryable = classify(&e) != ErrorClass::Permanent;
-                    let mut err = store_err("put (mutate lease)", &self.table, e);
-                    if let LeaseError::Store { retryable: r, .. } = &mut err {
-                        *r = retryable;
-                    }
-                    return Err(err);
-                }
+                Err(e) => return Err(store_err("put (mutate lease)", &self.table, e)),
             }
         }
         Err(LeaseError::Store {

@@ -20,4 +20,4 @@ mod settings;
 pub use dynamodb::DynamoDbLeaseTable;
 pub use kinesis::{KinesisOptions, KinesisStream};
 pub use s3::{S3ObjectSink, S3Options, ServerSideEncryption};
-pub use settings::{AwsSettings, load_sdk_config};
+pub use settings::{AwsSettings, load_sdk_config, request_timeouts};

@@ -1,3 +1,6 @@
+use std::time::Duration;
+
+use aws_config::timeout::TimeoutConfig;
 use aws_config::{BehaviorVersion, Region, SdkConfig};
 
 /// Where and as whom to reach AWS (or an emulator).
@@ -46,5 +49,18 @@ pub async fn load_sdk_config(settings: &AwsSettings) -> SdkConfig {
             "weir-static",
         ));
     }
+    // Fail fast on unreachable endpoints; per-operation limits are set per client
+    // (a SubscribeToShard stream legitimately lasts five minutes).
+    loader = loader.timeout_config(TimeoutConfig::builder().connect_timeout(Duration::from_secs(3)).build());
     loader.load().await
+}
+
+/// Timeouts for request/response calls (DynamoDB, S3 metadata, Kinesis control plane):
+/// each attempt at most `attempt`, all attempts of one operation at most `total`.
+pub fn request_timeouts(attempt: Duration, total: Duration) -> TimeoutConfig {
+    TimeoutConfig::builder()
+        .connect_timeout(Duration::from_secs(3))
+        .operation_attempt_timeout(attempt)
+        .operation_timeout(total)
+        .build()
 }

@@ -80,3 +80,28 @@ async fn s3_sink_passes_conformance_on_s3s_fs() {
     let s3s = Emulator::start("s3s-fs", &[]);
     s3_suite(&s3s.endpoint).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_are_classified_not_all_retried() {
+    use weir_core::LeaseError;
+    let moto = Emulator::start("moto", &[]);
+    let client = dynamodb(&moto.endpoint).await;
+    let table = DynamoDbLeaseTable::open(client.clone(), &unique("weir-leases"), "app", true).await.unwrap();
+    // Permanent: the table is deleted under the worker.
+    let name = client.list_tables().send().await.unwrap().table_names()[0].clone();
+    client.delete_table().table_name(&name).send().await.unwrap();
+    match table.list().await {
+        Err(LeaseError::Store { retryable, message, .. }) => {
+            assert!(!retryable, "a missing table is not retryable: {message}");
+            assert!(message.contains("ResourceNotFound"), "{message}");
+        }
+        other => panic!("expected a store error, got {other:?}"),
+    }
+    // Transient: nothing listens on the endpoint any more.
+    let port = moto.port;
+    drop(moto);
+    let gone = dynamodb(&format!("http://127.0.0.1:{port}")).await;
+    let err = DynamoDbLeaseTable::open(gone, "t", "app", false).await.unwrap_err();
+    assert!(matches!(err, LeaseError::Store { .. }), "{err}");
+    assert!(err.to_string().contains("could not send") || err.to_string().contains("cannot describe"), "{err}");
+}
