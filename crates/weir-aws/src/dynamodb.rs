@@ -19,7 +19,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType, TableStatus,
+    AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType, Put, ScalarAttributeType, TableStatus,
+    TransactWriteItem,
 };
 use weir_core::ports::{LeaseTable, WorkerHeartbeat};
 use weir_core::{Lease, LeaseError, LeaseMutation, NewLease, ShardId, WorkerId};
@@ -27,6 +28,34 @@ use weir_core::{Lease, LeaseError, LeaseMutation, NewLease, ShardId, WorkerId};
 use crate::error::{ErrorClass, classify, describe};
 
 type Item = HashMap<String, AttributeValue>;
+
+/// Read-apply-write rounds before giving up on a lease that keeps changing.
+const CONTENTION_RETRIES: usize = 16;
+
+/// A condition that the item still has the counter, owner and handoff request of
+/// `stored`, with its placeholder values.
+fn unchanged_since(stored: &Lease) -> (String, HashMap<String, AttributeValue>) {
+    let mut cond = vec!["#counter = :seen_counter".to_owned()];
+    let mut values = HashMap::from([(":seen_counter".to_owned(), AttributeValue::N(stored.counter.to_string()))]);
+    for (attr, seen) in [("owner", &stored.owner), ("handoff_to", &stored.handoff_to)] {
+        match seen {
+            Some(v) => {
+                cond.push(format!("#{attr} = :seen_{attr}"));
+                values.insert(format!(":seen_{attr}"), s(v.as_str()));
+            }
+            None => cond.push(format!("attribute_not_exists(#{attr})")),
+        }
+    }
+    (cond.join(" AND "), values)
+}
+
+fn condition_names() -> HashMap<String, String> {
+    ["counter", "owner", "handoff_to"].into_iter().map(|a| (format!("#{a}"), a.to_owned())).collect()
+}
+
+fn contention(key: &ShardId) -> LeaseError {
+    LeaseError::Store { message: format!("lease {key} under heavy contention"), retryable: true, source: None }
+}
 
 /// Leases in a DynamoDB table, scoped to a namespace.
 #[derive(Debug, Clone)]
@@ -234,47 +263,60 @@ impl LeaseTable for DynamoDbLeaseTable {
     }
 
     async fn mutate(&self, mutation: &LeaseMutation) -> Result<Lease, LeaseError> {
-        for _ in 0..16 {
+        for _ in 0..CONTENTION_RETRIES {
             let stored = self.get(&mutation.key).await?.ok_or_else(|| LeaseError::NotFound(mutation.key.clone()))?;
             let next = mutation.apply(&stored)?;
-            let mut cond = vec!["#counter = :seen_counter".to_owned()];
-            let mut values =
-                HashMap::from([(":seen_counter".to_owned(), AttributeValue::N(stored.counter.to_string()))]);
-            for (attr, seen) in [("owner", &stored.owner), ("handoff_to", &stored.handoff_to)] {
-                match seen {
-                    Some(v) => {
-                        cond.push(format!("#{attr} = :seen_{attr}"));
-                        values.insert(format!(":seen_{attr}"), s(v.as_str()));
-                    }
-                    None => cond.push(format!("attribute_not_exists(#{attr})")),
-                }
-            }
+            let (condition, values) = unchanged_since(&stored);
             let r = self
                 .client
                 .put_item()
                 .table_name(&self.table)
                 .set_item(Some(self.lease_item(&next)?))
-                .condition_expression(cond.join(" AND "))
-                .expression_attribute_names("#counter", "counter")
-                .expression_attribute_names("#owner", "owner")
-                .expression_attribute_names("#handoff_to", "handoff_to")
+                .condition_expression(condition)
+                .set_expression_attribute_names(Some(condition_names()))
                 .set_expression_attribute_values(Some(values))
                 .send()
                 .await;
             match r {
                 Ok(_) => return Ok(next),
                 // Changed between our read and write: read again and re-judge.
-                Err(e) if e.as_service_error().is_some_and(|s| s.is_conditional_check_failed_exception()) => {
-                    continue;
-                }
+                Err(e) if e.as_service_error().is_some_and(|s| s.is_conditional_check_failed_exception()) => continue,
                 Err(e) => return Err(store_err("put (mutate lease)", &self.table, e)),
             }
         }
-        Err(LeaseError::Store {
-            message: format!("lease {} under heavy contention", mutation.key),
-            retryable: true,
-            source: None,
-        })
+        Err(contention(&mutation.key))
+    }
+
+    async fn mutate_all(&self, mutations: &[LeaseMutation]) -> Result<Vec<Lease>, LeaseError> {
+        weir_core::lease::check_batch(mutations)?;
+        for _ in 0..CONTENTION_RETRIES {
+            let mut items = Vec::with_capacity(mutations.len());
+            let mut next_all = Vec::with_capacity(mutations.len());
+            for m in mutations {
+                let stored = self.get(&m.key).await?.ok_or_else(|| LeaseError::NotFound(m.key.clone()))?;
+                let next = m.apply(&stored)?;
+                let (condition, values) = unchanged_since(&stored);
+                let put = Put::builder()
+                    .table_name(&self.table)
+                    .set_item(Some(self.lease_item(&next)?))
+                    .condition_expression(condition)
+                    .set_expression_attribute_names(Some(condition_names()))
+                    .set_expression_attribute_values(Some(values))
+                    .build()
+                    .map_err(|e| LeaseError::store("build transaction item", false, e))?;
+                items.push(TransactWriteItem::builder().put(put).build());
+                next_all.push(next);
+            }
+            let r = self.client.transact_write_items().set_transact_items(Some(items)).send().await;
+            match r {
+                Ok(_) => return Ok(next_all),
+                // A condition failed (a lease changed since we read it) or the items
+                // conflicted with another transaction: read again and re-judge all.
+                Err(e) if e.as_service_error().is_some_and(|s| s.is_transaction_canceled_exception()) => continue,
+                Err(e) => return Err(store_err("transact write (mutate leases)", &self.table, e)),
+            }
+        }
+        Err(contention(&mutations[0].key))
     }
 
     async fn delete(&self, key: &ShardId) -> Result<(), LeaseError> {

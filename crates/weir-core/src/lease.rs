@@ -244,6 +244,9 @@ pub enum LeaseError {
     /// No lease with this key.
     #[error("lease {0} does not exist")]
     NotFound(ShardId),
+    /// A request the store cannot take (too many mutations, the same lease twice).
+    #[error("invalid lease request: {0}")]
+    Invalid(String),
     /// The store failed; `retryable` tells whether trying again may help.
     #[error("lease store error: {message}")]
     Store {
@@ -255,6 +258,27 @@ pub enum LeaseError {
         #[source]
         source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
+}
+
+/// Most mutations in one [`crate::ports::LeaseTable::mutate_all`] (DynamoDB transactions
+/// take 100 items; 25 leaves room for the archiver's own items).
+pub const MAX_MUTATIONS_PER_TRANSACTION: usize = 25;
+
+/// Checks a batch for [`crate::ports::LeaseTable::mutate_all`]: not empty, not too
+/// large, each lease at most once.
+pub fn check_batch(mutations: &[LeaseMutation]) -> Result<(), LeaseError> {
+    if mutations.is_empty() || mutations.len() > MAX_MUTATIONS_PER_TRANSACTION {
+        return Err(LeaseError::Invalid(format!(
+            "{} mutations; a transaction takes 1 to {MAX_MUTATIONS_PER_TRANSACTION}",
+            mutations.len()
+        )));
+    }
+    let mut keys: Vec<&ShardId> = mutations.iter().map(|m| &m.key).collect();
+    keys.sort();
+    if keys.windows(2).any(|w| w[0] == w[1]) {
+        return Err(LeaseError::Invalid("a transaction names one lease twice".into()));
+    }
+    Ok(())
 }
 
 impl LeaseError {

@@ -136,33 +136,45 @@ impl LeaseTable for SqliteLeaseTable {
     }
 
     async fn mutate(&self, mutation: &LeaseMutation) -> Result<Lease, LeaseError> {
-        let m = mutation.clone();
+        let mut out = self.mutate_all(std::slice::from_ref(mutation)).await?;
+        out.pop().ok_or_else(|| LeaseError::Invalid("empty result".into()))
+    }
+
+    async fn mutate_all(&self, mutations: &[LeaseMutation]) -> Result<Vec<Lease>, LeaseError> {
+        weir_core::lease::check_batch(mutations)?;
+        let batch = mutations.to_vec();
         self.with(move |c, ns| {
+            // One immediate transaction: every condition is judged and every write made
+            // under the database write lock; an error rolls all of them back.
             let tx = c.transaction_with_behavior(TransactionBehavior::Immediate).map_err(|e| store_err("begin", e))?;
-            let body: Option<String> = tx
-                .query_row(
-                    "SELECT body FROM leases WHERE namespace = ?1 AND lease_key = ?2",
-                    params![ns, m.key.as_str()],
-                    |r| r.get(0),
+            let mut out = Vec::with_capacity(batch.len());
+            for m in &batch {
+                let body: Option<String> = tx
+                    .query_row(
+                        "SELECT body FROM leases WHERE namespace = ?1 AND lease_key = ?2",
+                        params![ns, m.key.as_str()],
+                        |r| r.get(0),
+                    )
+                    .optional()
+                    .map_err(|e| store_err("read for update", e))?;
+                let stored = decode(&body.ok_or_else(|| LeaseError::NotFound(m.key.clone()))?)?;
+                let next = m.apply(&stored)?;
+                tx.execute(
+                    "UPDATE leases SET owner = ?3, counter = ?4, body = ?5
+                     WHERE namespace = ?1 AND lease_key = ?2",
+                    params![
+                        ns,
+                        next.key.as_str(),
+                        next.owner.as_ref().map(|o| o.to_string()),
+                        i64::try_from(next.counter).unwrap_or(i64::MAX),
+                        encode(&next)?
+                    ],
                 )
-                .optional()
-                .map_err(|e| store_err("read for update", e))?;
-            let stored = decode(&body.ok_or_else(|| LeaseError::NotFound(m.key.clone()))?)?;
-            let next = m.apply(&stored)?;
-            tx.execute(
-                "UPDATE leases SET owner = ?3, counter = ?4, body = ?5
-                 WHERE namespace = ?1 AND lease_key = ?2",
-                params![
-                    ns,
-                    next.key.as_str(),
-                    next.owner.as_ref().map(|o| o.to_string()),
-                    i64::try_from(next.counter).unwrap_or(i64::MAX),
-                    encode(&next)?
-                ],
-            )
-            .map_err(|e| store_err("update", e))?;
+                .map_err(|e| store_err("update", e))?;
+                out.push(next);
+            }
             tx.commit().map_err(|e| store_err("commit", e))?;
-            Ok(next)
+            Ok(out)
         })
         .await
     }

@@ -80,6 +80,9 @@ impl LeaseTable for CheckingTable {
         }
         self.inner.mutate(m).await
     }
+    async fn mutate_all(&self, mutations: &[LeaseMutation]) -> Result<Vec<Lease>, LeaseError> {
+        self.inner.mutate_all(mutations).await
+    }
     async fn delete(&self, key: &ShardId) -> Result<(), LeaseError> {
         self.inner.delete(key).await
     }

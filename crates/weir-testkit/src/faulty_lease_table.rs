@@ -54,6 +54,10 @@ impl LeaseTable for FaultyLeaseTable {
         self.check()?;
         self.inner.mutate(mutation).await
     }
+    async fn mutate_all(&self, mutations: &[LeaseMutation]) -> Result<Vec<Lease>, LeaseError> {
+        self.check()?;
+        self.inner.mutate_all(mutations).await
+    }
     async fn delete(&self, key: &ShardId) -> Result<(), LeaseError> {
         self.check()?;
         self.inner.delete(key).await

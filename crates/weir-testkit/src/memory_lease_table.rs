@@ -73,6 +73,20 @@ impl LeaseTable for MemoryLeaseTable {
         Ok(next)
     }
 
+    async fn mutate_all(&self, mutations: &[LeaseMutation]) -> Result<Vec<Lease>, LeaseError> {
+        weir_core::lease::check_batch(mutations)?;
+        let mut s = self.check()?;
+        let mut next = Vec::with_capacity(mutations.len());
+        for m in mutations {
+            let stored = s.leases.get(&m.key).ok_or_else(|| LeaseError::NotFound(m.key.clone()))?;
+            next.push(m.apply(stored)?);
+        }
+        for l in &next {
+            s.leases.insert(l.key.clone(), l.clone());
+        }
+        Ok(next)
+    }
+
     async fn delete(&self, key: &ShardId) -> Result<(), LeaseError> {
         self.check()?.leases.remove(key);
         Ok(())

@@ -20,7 +20,8 @@ pub struct WorkerHeartbeat {
 /// - reads are strongly consistent: a read after a successful write sees it;
 /// - [`LeaseTable::mutate`] applies [`LeaseMutation::apply`] atomically: two concurrent
 ///   writers conditioned on the same owner and counter cannot both succeed;
-/// - `create_if_absent` never overwrites.
+/// - `create_if_absent` never overwrites;
+/// - `mutate_all` is all-or-nothing.
 #[async_trait]
 pub trait LeaseTable: Send + Sync {
     /// Creates the lease unless one exists with the key. Returns whether it was created.
@@ -34,6 +35,11 @@ pub trait LeaseTable: Send + Sync {
 
     /// Applies a conditional mutation and returns the stored result.
     async fn mutate(&self, mutation: &LeaseMutation) -> Result<Lease, LeaseError>;
+
+    /// Applies several conditional mutations (on distinct leases) atomically: all of
+    /// them or none. For writes that must agree across shards, such as the archiver's
+    /// intents over the leases of every shard an object holds. At most 25 mutations.
+    async fn mutate_all(&self, mutations: &[LeaseMutation]) -> Result<Vec<Lease>, LeaseError>;
 
     /// Deletes a lease unconditionally (operators' `leases reset`, cleanup).
     async fn delete(&self, key: &ShardId) -> Result<(), LeaseError>;

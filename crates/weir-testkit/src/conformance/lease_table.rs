@@ -39,6 +39,30 @@ where
     handoff_flow(make().await).await;
     release_and_end(make().await).await;
     workers_and_listing(make().await).await;
+    transactions_are_all_or_nothing(make().await).await;
+}
+
+async fn transactions_are_all_or_nothing(t: Arc<dyn LeaseTable>) {
+    let a = taken_lease(t.as_ref(), "s-1", "w").await;
+    let b = taken_lease(t.as_ref(), "s-2", "w").await;
+    let both = [LeaseMutation::on(&a, cps(&[("arch", at(10))])), LeaseMutation::on(&b, cps(&[("arch", at(20))]))];
+    let done = t.mutate_all(&both).await.unwrap();
+    assert_eq!(done.len(), 2);
+    assert_eq!(done[1].checkpoint_for(&ConsumerName::new("arch")), &at(20));
+    // One stale condition (a's old counter): nothing of the batch is written.
+    let (a2, b2) = (done[0].clone(), done[1].clone());
+    let stale = [LeaseMutation::on(&b2, cps(&[("arch", at(30))])), LeaseMutation::on(&a, cps(&[("arch", at(40))]))];
+    assert!(is_conflict(&t.mutate_all(&stale).await));
+    let stored_b = t.get(&ShardId::new("s-2")).await.unwrap().unwrap();
+    assert_eq!(stored_b, b2, "the transaction was applied in part");
+    // A backwards checkpoint anywhere rejects the whole batch too.
+    let backwards = [LeaseMutation::on(&a2, cps(&[("arch", at(50))])), LeaseMutation::on(&b2, cps(&[("arch", at(5))]))];
+    assert!(matches!(t.mutate_all(&backwards).await, Err(LeaseError::CheckpointBackwards { .. })));
+    assert_eq!(t.get(&ShardId::new("s-1")).await.unwrap().unwrap(), a2);
+    // The same lease twice, or nothing at all, is refused before any write.
+    let twice = [LeaseMutation::on(&a2, LeaseChange::Renew), LeaseMutation::on(&a2, LeaseChange::Renew)];
+    assert!(matches!(t.mutate_all(&twice).await, Err(LeaseError::Invalid(_))));
+    assert!(matches!(t.mutate_all(&[]).await, Err(LeaseError::Invalid(_))));
 }
 
 async fn create_never_overwrites(t: Arc<dyn LeaseTable>) {
