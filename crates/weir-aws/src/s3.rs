@@ -101,6 +101,16 @@ impl S3ObjectSink {
         }
     }
 
+    /// The `x-amz-server-side-encryption` value and KMS key of new objects.
+    fn encryption(&self) -> (Option<aws_sdk_s3::types::ServerSideEncryption>, Option<String>) {
+        use aws_sdk_s3::types::ServerSideEncryption as Sse;
+        match &self.options.encryption {
+            ServerSideEncryption::BucketDefault => (None, None),
+            ServerSideEncryption::S3 => (Some(Sse::Aes256), None),
+            ServerSideEncryption::Kms(key_id) => (Some(Sse::AwsKms), key_id.clone()),
+        }
+    }
+
     fn metadata(options: &PutOptions) -> Option<HashMap<String, String>> {
         (!options.metadata.is_empty()).then(|| options.metadata.clone().into_iter().collect())
     }
@@ -116,13 +126,8 @@ impl S3ObjectSink {
             .set_content_type(options.content_type.clone())
             .set_content_encoding(options.content_encoding.clone())
             .set_metadata(Self::metadata(options));
-        req = match &self.options.encryption {
-            ServerSideEncryption::BucketDefault => req,
-            ServerSideEncryption::S3 => req.server_side_encryption(aws_sdk_s3::types::ServerSideEncryption::Aes256),
-            ServerSideEncryption::Kms(key_id) => req
-                .server_side_encryption(aws_sdk_s3::types::ServerSideEncryption::AwsKms)
-                .set_ssekms_key_id(key_id.clone()),
-        };
+        let (sse, kms_key) = self.encryption();
+        req = req.set_server_side_encryption(sse).set_ssekms_key_id(kms_key);
         match req.send().await {
             Ok(_) => Ok(PutOutcome::Created),
             Err(e) if precondition_failed(&e) => Ok(PutOutcome::AlreadyExists),
@@ -139,13 +144,8 @@ impl S3ObjectSink {
             .set_content_type(options.content_type.clone())
             .set_content_encoding(options.content_encoding.clone())
             .set_metadata(Self::metadata(options));
-        req = match &self.options.encryption {
-            ServerSideEncryption::BucketDefault => req,
-            ServerSideEncryption::S3 => req.server_side_encryption(aws_sdk_s3::types::ServerSideEncryption::Aes256),
-            ServerSideEncryption::Kms(key_id) => req
-                .server_side_encryption(aws_sdk_s3::types::ServerSideEncryption::AwsKms)
-                .set_ssekms_key_id(key_id.clone()),
-        };
+        let (sse, kms_key) = self.encryption();
+        req = req.set_server_side_encryption(sse).set_ssekms_key_id(kms_key);
         let created = req.send().await.map_err(|e| store_err(&format!("create multipart upload {key}"), e))?;
         let Some(upload_id) = created.upload_id().map(str::to_owned) else {
             return Err(SinkError::Store { message: "s3 returned no upload id".into(), retryable: true, source: None });

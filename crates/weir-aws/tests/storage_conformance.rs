@@ -105,3 +105,32 @@ async fn errors_are_classified_not_all_retried() {
     assert!(matches!(err, LeaseError::Store { .. }), "{err}");
     assert!(err.to_string().contains("could not send") || err.to_string().contains("cannot describe"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_puts_carry_encryption_headers_and_metadata() {
+    use weir_aws::ServerSideEncryption;
+    use weir_core::ports::PutOptions;
+    let moto = Emulator::start("moto", &[]);
+    let client = s3(&moto.endpoint).await;
+    let bucket = unique("weir-sse");
+    for (sse, want) in [
+        (ServerSideEncryption::S3, aws_sdk_s3::types::ServerSideEncryption::Aes256),
+        (ServerSideEncryption::Kms(Some("alias/weir".into())), aws_sdk_s3::types::ServerSideEncryption::AwsKms),
+    ] {
+        let sink =
+            S3ObjectSink::new(client.clone(), &bucket, S3Options { encryption: sse.clone(), ..S3Options::default() });
+        sink.ensure_bucket().await.unwrap();
+        let key = format!("obj-{want:?}.gz");
+        let options = PutOptions {
+            content_type: Some("application/x-ndjson".into()),
+            content_encoding: Some("gzip".into()),
+            metadata: [("weir-shards".to_owned(), "shardId-0".to_owned())].into(),
+        };
+        sink.put_if_absent(&key, bytes::Bytes::from_static(b"x"), &options).await.unwrap();
+        let head = client.head_object().bucket(&bucket).key(&key).send().await.unwrap();
+        assert_eq!(head.server_side_encryption(), Some(&want), "{sse:?}");
+        assert_eq!(head.content_type(), Some("application/x-ndjson"));
+        assert_eq!(head.content_encoding(), Some("gzip"));
+        assert_eq!(head.metadata().and_then(|m| m.get("weir-shards")).map(String::as_str), Some("shardId-0"));
+    }
+}
