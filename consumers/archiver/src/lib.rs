@@ -1,0 +1,13 @@
+//! weir-archiver: the archiver consumer, which reproduces Amazon Data Firehose's S3
+//! delivery. This crate grows in stages; so far it holds:
+//!
+//! - [`java_time`]: Java `DateTimeFormatter` patterns, compiled once and evaluated at
+//!   an instant in UTC or a `CustomTimeZone`.
+//! - [`prefix`]: `Prefix` / `ErrorOutputPrefix` expressions (`!{timestamp:…}`,
+//!   `!{firehose:random-string}`, `!{firehose:error-output-type}`,
+//!   `!{partitionKeyFromQuery:…}`, `!{partitionKeyFromLambda:…}`) with Firehose's
+//!   validation rules and defaults.
+#![warn(missing_docs)]
+
+pub mod java_time;
+pub mod prefix;
