@@ -7,7 +7,11 @@
 //!   `!{firehose:random-string}`, `!{firehose:error-output-type}`,
 //!   `!{partitionKeyFromQuery:…}`, `!{partitionKeyFromLambda:…}`) with Firehose's
 //!   validation rules and defaults.
+//! - [`transform`]: Firehose's Lambda transformation contract (event and response
+//!   shapes, Ok / Dropped / ProcessingFailed, response validation) and the built-in
+//!   `mcp-normalize` transform.
 #![warn(missing_docs)]
 
 pub mod java_time;
 pub mod prefix;
+pub mod transform;

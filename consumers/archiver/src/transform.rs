@@ -1,0 +1,405 @@
+//! The transform stage, with Firehose's Lambda contract.
+//!
+//! A transform receives records as a Firehose Lambda does ([`TransformEvent`]: base64
+//! data, record ids, Kinesis metadata) and answers with one [`TransformResult`] per
+//! record: `Ok` (new data, optional partition keys), `Dropped`, or `ProcessingFailed`.
+//! [`check_response`] turns a response into per-record outcomes and catches what
+//! Firehose lets through silently: data that is not base64 (a Lambda returning plain
+//! text), missing, repeated or unknown record ids, a different record count. Those
+//! records become `ProcessingFailed` with the reason, and go to the error output.
+//!
+//! [`mcp_normalize`] is the built-in transform of the design note: it maps MCP tool-call
+//! events to the archive schema and appends the newline Athena needs.
+
+use std::collections::BTreeMap;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as B64;
+use bytes::Bytes;
+use chrono::{DateTime, SecondsFormat, TimeZone, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use weir_core::Timestamp;
+
+/// Kinesis metadata of a record, as Firehose passes it to a Lambda.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KinesisRecordMetadata {
+    /// Shard id.
+    pub shard_id: String,
+    /// Partition key.
+    pub partition_key: String,
+    /// Arrival time, epoch milliseconds.
+    pub approximate_arrival_timestamp: i64,
+    /// Sequence number.
+    pub sequence_number: String,
+    /// KPL sub-sequence number.
+    pub subsequence_number: u64,
+}
+
+/// One record of a transformation event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TransformRecord {
+    /// Unique within the event.
+    pub record_id: String,
+    /// Arrival time, epoch milliseconds.
+    pub approximate_arrival_timestamp: i64,
+    /// The payload, base64.
+    pub data: String,
+    /// Where the record came from.
+    pub kinesis_record_metadata: KinesisRecordMetadata,
+}
+
+/// The event a transformation Lambda receives.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TransformEvent {
+    /// Unique per invocation.
+    pub invocation_id: String,
+    /// The delivery stream (or weir archiver) ARN.
+    pub delivery_stream_arn: String,
+    /// The source stream ARN.
+    pub source_kinesis_stream_arn: String,
+    /// The region.
+    pub region: String,
+    /// The records.
+    pub records: Vec<TransformRecord>,
+}
+
+/// Partition keys a transform returns (`metadata.partitionKeys`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResultMetadata {
+    /// Key name → value.
+    #[serde(default)]
+    pub partition_keys: BTreeMap<String, String>,
+}
+
+/// One record of a transform's response.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TransformResult {
+    /// The id of the input record.
+    pub record_id: String,
+    /// `Ok`, `Dropped` or `ProcessingFailed` (kept as text, so an unknown value fails
+    /// its record instead of the whole response).
+    pub result: String,
+    /// New payload, base64.
+    #[serde(default)]
+    pub data: Option<String>,
+    /// Partition keys (dynamic partitioning with a Lambda).
+    #[serde(default)]
+    pub metadata: Option<ResultMetadata>,
+}
+
+/// A transform's response.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TransformResponse {
+    /// One result per input record.
+    pub records: Vec<TransformResult>,
+}
+
+/// What happens to one input record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Deliver `data`.
+    Ok {
+        /// The transformed payload.
+        data: Bytes,
+        /// Partition keys from the transform.
+        partition_keys: BTreeMap<String, String>,
+    },
+    /// Dropped by the transform.
+    Dropped,
+    /// To the error output (`processing-failed`), with the reason.
+    Failed(String),
+}
+
+/// Builds the event for `records` (id, arrival, metadata, data).
+pub fn event(
+    invocation_id: &str,
+    arn: &str,
+    source: &str,
+    region: &str,
+    records: Vec<(String, KinesisRecordMetadata, Bytes)>,
+) -> TransformEvent {
+    TransformEvent {
+        invocation_id: invocation_id.to_owned(),
+        delivery_stream_arn: arn.to_owned(),
+        source_kinesis_stream_arn: source.to_owned(),
+        region: region.to_owned(),
+        records: records
+            .into_iter()
+            .map(|(record_id, meta, data)| TransformRecord {
+                record_id,
+                approximate_arrival_timestamp: meta.approximate_arrival_timestamp,
+                data: B64.encode(&data),
+                kinesis_record_metadata: meta,
+            })
+            .collect(),
+    }
+}
+
+/// Turns a response into one outcome per input record, in input order. A response that
+/// breaks the contract fails the records it concerns, never silently.
+pub fn check_response(input: &TransformEvent, response: &TransformResponse) -> Vec<Outcome> {
+    let count_mismatch = (response.records.len() != input.records.len())
+        .then(|| format!("transform returned {} records for {} inputs", response.records.len(), input.records.len()));
+    let mut by_id: BTreeMap<&str, Vec<&TransformResult>> = BTreeMap::new();
+    for r in &response.records {
+        by_id.entry(r.record_id.as_str()).or_default().push(r);
+    }
+    input
+        .records
+        .iter()
+        .map(|rec| {
+            if let Some(reason) = &count_mismatch {
+                return Outcome::Failed(reason.clone());
+            }
+            let results = by_id.get(rec.record_id.as_str()).map(Vec::as_slice).unwrap_or_default();
+            let r = match results {
+                [] => return Outcome::Failed(format!("transform returned no result for recordId {}", rec.record_id)),
+                [one] => *one,
+                _ => return Outcome::Failed(format!("transform returned recordId {} more than once", rec.record_id)),
+            };
+            match r.result.as_str() {
+                "Dropped" => Outcome::Dropped,
+                "ProcessingFailed" => Outcome::Failed("transform reported ProcessingFailed".into()),
+                "Ok" => match r.data.as_deref().map(|d| B64.decode(d)) {
+                    Some(Ok(data)) => Outcome::Ok {
+                        data: Bytes::from(data),
+                        partition_keys: r.metadata.clone().unwrap_or_default().partition_keys,
+                    },
+                    Some(Err(_)) => Outcome::Failed(
+                        "transform returned data that is not base64 (did it return plain text instead of base64?)"
+                            .into(),
+                    ),
+                    None => Outcome::Failed("transform returned Ok without data".into()),
+                },
+                other => Outcome::Failed(format!(
+                    "transform returned unknown result {other:?} (Ok, Dropped, ProcessingFailed)"
+                )),
+            }
+        })
+        .collect()
+}
+
+/// The archive schema of the design note, in its field order.
+#[derive(Serialize)]
+struct ArchiveEvent<'a> {
+    schema_version: &'static str,
+    tenant_id: &'a Value,
+    tool_name: &'a Value,
+    session_id: &'a Value,
+    timestamp_utc: String,
+    duration_ms: &'a Value,
+    success: &'a Value,
+    error_code: &'a Value,
+}
+
+fn iso(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+/// The built-in `mcp-normalize` transform, record by record, as the design note's
+/// normaliser behaves: `schema_version` "1"; `tenant_id` and `tool_name` default to
+/// "unknown", `session_id`, `duration_ms`, `success` and `error_code` to null (a
+/// missing or null field takes the default, any other value is kept);
+/// `timestamp_utc` is ISO-8601 with milliseconds from `ts` (epoch milliseconds, or
+/// an RFC 3339 string), else the arrival time; a newline is appended. Input that is
+/// not JSON, or JSON `null`, fails (and goes to the error output unchanged).
+pub fn mcp_normalize(data: &[u8], arrival: Timestamp) -> TransformOutput {
+    let parsed: Value = match serde_json::from_slice(data) {
+        Ok(v) => v,
+        Err(e) => return TransformOutput::Failed(format!("not valid JSON: {e}")),
+    };
+    if parsed.is_null() {
+        return TransformOutput::Failed("record is JSON null".into());
+    }
+    let unknown = Value::String("unknown".into());
+    let null = Value::Null;
+    let field = |name: &str| parsed.get(name).filter(|v| !v.is_null());
+    let arrival_time = Utc.timestamp_millis_opt(arrival.as_millis()).single().unwrap_or_default();
+    let ts = match field("ts") {
+        Some(Value::Number(n)) => n.as_f64().and_then(|ms| Utc.timestamp_millis_opt(ms as i64).single()),
+        Some(Value::String(s)) => DateTime::parse_from_rfc3339(s).ok().map(|t| t.with_timezone(&Utc)),
+        _ => None,
+    };
+    let Some(timestamp) = (match field("ts") {
+        None => Some(arrival_time),
+        Some(_) => ts,
+    }) else {
+        return TransformOutput::Failed("ts is neither epoch milliseconds nor an RFC 3339 time".into());
+    };
+    let out = ArchiveEvent {
+        schema_version: "1",
+        tenant_id: field("tenantId").unwrap_or(&unknown),
+        tool_name: field("toolName").unwrap_or(&unknown),
+        session_id: field("sessionId").unwrap_or(&null),
+        timestamp_utc: iso(timestamp),
+        duration_ms: field("durationMs").unwrap_or(&null),
+        success: field("success").unwrap_or(&null),
+        error_code: field("errorCode").unwrap_or(&null),
+    };
+    match serde_json::to_vec(&out) {
+        Ok(mut bytes) => {
+            bytes.push(b'\n');
+            TransformOutput::Ok(Bytes::from(bytes))
+        }
+        Err(e) => TransformOutput::Failed(format!("cannot encode: {e}")),
+    }
+}
+
+/// The result of an in-process transform of one record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TransformOutput {
+    /// New data.
+    Ok(Bytes),
+    /// To the error output, with the reason.
+    Failed(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ARRIVAL: Timestamp = Timestamp::from_millis(1_764_400_000_000);
+
+    fn norm(input: &str) -> Value {
+        match mcp_normalize(input.as_bytes(), ARRIVAL) {
+            TransformOutput::Ok(b) => {
+                assert_eq!(b.last(), Some(&b'\n'), "newline appended");
+                serde_json::from_slice(&b).unwrap()
+            }
+            TransformOutput::Failed(r) => panic!("{input}: {r}"),
+        }
+    }
+
+    #[test]
+    fn normalises_like_the_design_note() {
+        let v = norm(
+            r#"{"tenantId":"t-007","toolName":"search_docs","sessionId":"s-1","ts":1764400000000,"durationMs":412,"success":false,"errorCode":"E_TIMEOUT"}"#,
+        );
+        assert_eq!(
+            v,
+            serde_json::json!({"schema_version":"1","tenant_id":"t-007","tool_name":"search_docs","session_id":"s-1",
+                "timestamp_utc":"2025-11-29T07:06:40.000Z","duration_ms":412,"success":false,"error_code":"E_TIMEOUT"})
+        );
+        let TransformOutput::Ok(raw) = mcp_normalize(br#"{"tenantId":"a"}"#, ARRIVAL) else { panic!() };
+        let text = String::from_utf8(raw.to_vec()).unwrap();
+        assert!(
+            text.starts_with(
+                r#"{"schema_version":"1","tenant_id":"a","tool_name":"unknown","session_id":null,"timestamp_utc":"#
+            ),
+            "field order: {text}"
+        );
+    }
+
+    #[test]
+    fn defaults_and_time_fallbacks() {
+        let v = norm(r#"{"toolName":null,"success":true}"#);
+        assert_eq!(v["tenant_id"], "unknown");
+        assert_eq!(v["tool_name"], "unknown");
+        assert_eq!(v["session_id"], Value::Null);
+        assert_eq!(v["success"], true);
+        assert_eq!(v["timestamp_utc"], "2025-11-29T07:06:40.000Z", "arrival time when ts is missing");
+        assert_eq!(norm(r#"{"ts":"2026-01-02T03:04:05+01:00"}"#)["timestamp_utc"], "2026-01-02T02:04:05.000Z");
+        assert_eq!(norm(r#"{"tenantId":""}"#)["tenant_id"], "", "only null or missing take the default");
+        assert_eq!(norm("5")["tenant_id"], "unknown", "a JSON scalar has no fields");
+    }
+
+    #[test]
+    fn bad_input_fails_with_a_reason() {
+        for (input, why) in
+            [("not json", "not valid JSON"), ("null", "JSON null"), (r#"{"ts":"yesterday"}"#, "ts is neither")]
+        {
+            match mcp_normalize(input.as_bytes(), ARRIVAL) {
+                TransformOutput::Failed(r) => assert!(r.contains(why), "{input}: {r}"),
+                TransformOutput::Ok(_) => panic!("{input} accepted"),
+            }
+        }
+        assert!(matches!(mcp_normalize(&[0xff, 0xfe], ARRIVAL), TransformOutput::Failed(_)));
+    }
+
+    fn meta(i: u64) -> KinesisRecordMetadata {
+        KinesisRecordMetadata {
+            shard_id: "shardId-000000000000".into(),
+            partition_key: "t-1".into(),
+            approximate_arrival_timestamp: 1,
+            sequence_number: format!("{i}"),
+            subsequence_number: 0,
+        }
+    }
+
+    fn input(n: u64) -> TransformEvent {
+        event(
+            "inv",
+            "arn:weir",
+            "arn:stream",
+            "us-east-1",
+            (0..n).map(|i| (format!("r{i}"), meta(i), Bytes::from(format!("d{i}")))).collect(),
+        )
+    }
+
+    fn result(id: &str, result: &str, data: Option<&str>) -> TransformResult {
+        TransformResult { record_id: id.into(), result: result.into(), data: data.map(str::to_owned), metadata: None }
+    }
+
+    #[test]
+    fn event_matches_the_lambda_shape() {
+        let e = serde_json::to_value(input(1)).unwrap();
+        assert_eq!(e["records"][0]["data"], "ZDA=");
+        assert_eq!(e["records"][0]["kinesisRecordMetadata"]["shardId"], "shardId-000000000000");
+        assert_eq!(e["records"][0]["recordId"], "r0");
+        assert!(e.get("invocationId").is_some() && e.get("deliveryStreamArn").is_some());
+    }
+
+    #[test]
+    fn responses_are_checked_record_by_record() {
+        let event = input(5);
+        let ok = B64.encode("new\n");
+        let mut with_keys = result("r4", "Ok", Some(&ok));
+        with_keys.metadata = Some(ResultMetadata { partition_keys: [("tenantId".into(), "t-1".into())].into() });
+        let response = TransformResponse {
+            records: vec![
+                result("r0", "Ok", Some(&ok)),
+                result("r1", "Dropped", None),
+                result("r2", "ProcessingFailed", Some("ZDI=")),
+                result("r3", "Ok", Some("{\"plain\": \"text\"}")),
+                with_keys,
+            ],
+        };
+        let out = check_response(&event, &response);
+        assert_eq!(out[0], Outcome::Ok { data: Bytes::from_static(b"new\n"), partition_keys: BTreeMap::new() });
+        assert_eq!(out[1], Outcome::Dropped);
+        assert!(matches!(&out[2], Outcome::Failed(r) if r.contains("ProcessingFailed")));
+        assert!(matches!(&out[3], Outcome::Failed(r) if r.contains("plain text instead of base64")), "{:?}", out[3]);
+        assert!(matches!(&out[4], Outcome::Ok { partition_keys, .. } if partition_keys["tenantId"] == "t-1"));
+    }
+
+    #[test]
+    fn contract_violations_fail_the_records_concerned() {
+        let event = input(3);
+        let ok = B64.encode("x");
+        let fewer = TransformResponse { records: vec![result("r0", "Ok", Some(&ok))] };
+        assert!(
+            check_response(&event, &fewer)
+                .iter()
+                .all(|o| matches!(o, Outcome::Failed(r) if r.contains("1 records for 3 inputs")))
+        );
+        let wrong_id = TransformResponse {
+            records: vec![result("r0", "Ok", Some(&ok)), result("r0", "Ok", Some(&ok)), result("zz", "Ok", Some(&ok))],
+        };
+        let out = check_response(&event, &wrong_id);
+        assert!(matches!(&out[0], Outcome::Failed(r) if r.contains("more than once")));
+        assert!(matches!(&out[1], Outcome::Failed(r) if r.contains("no result for recordId r1")));
+        let odd = TransformResponse {
+            records: vec![result("r0", "OK", Some(&ok)), result("r1", "Ok", None), result("r2", "Ok", Some(&ok))],
+        };
+        let out = check_response(&event, &odd);
+        assert!(matches!(&out[0], Outcome::Failed(r) if r.contains("unknown result")));
+        assert!(matches!(&out[1], Outcome::Failed(r) if r.contains("without data")));
+        assert!(matches!(out[2], Outcome::Ok { .. }));
+    }
+}
