@@ -10,8 +10,12 @@
 //! - [`transform`]: Firehose's Lambda transformation contract (event and response
 //!   shapes, Ok / Dropped / ProcessingFailed, response validation) and the built-in
 //!   `mcp-normalize` transform.
+//! - [`firehose_config`]: an existing delivery stream's `ExtendedS3DestinationConfiguration`
+//!   (API JSON, CloudFormation YAML, or the same shape in TOML), validated with
+//!   Firehose's ranges into [`firehose_config::ArchiverSettings`], every problem named.
 #![warn(missing_docs)]
 
+pub mod firehose_config;
 pub mod java_time;
 pub mod prefix;
 pub mod transform;
