@@ -4,6 +4,7 @@
 mod config;
 mod consumers;
 mod demo;
+mod firehose_check;
 mod http;
 mod put;
 mod run;
@@ -53,8 +54,15 @@ enum Command {
 enum ConfigCommand {
     /// Parse and validate a config file (with `WEIR_` overrides) and explain every problem.
     Check {
-        /// The TOML config file.
+        /// The TOML config file, or with `--firehose` a Firehose destination.
         file: PathBuf,
+        /// The file is an existing Firehose delivery stream's S3 destination: API JSON
+        /// (`.json`), a CloudFormation template (`.yaml`, `.yml`) or TOML (`.toml`).
+        #[arg(long)]
+        firehose: bool,
+        /// With `--firehose` and a CloudFormation template: the resource to read.
+        #[arg(long, requires = "firehose")]
+        resource: Option<String>,
     },
 }
 
@@ -76,7 +84,10 @@ fn main() -> ExitCode {
             Command::Demo(args) => demo::run(args).await,
             Command::Put(args) => put::run(args).await,
             Command::Run { config } => run::run(config::load(&config)?).await,
-            Command::Config(ConfigCommand::Check { file }) => {
+            Command::Config(ConfigCommand::Check { file, firehose: true, resource }) => {
+                firehose_check::run(&file, resource.as_deref())
+            }
+            Command::Config(ConfigCommand::Check { file, .. }) => {
                 let c = config::load(&file)?;
                 println!(
                     "{}: ok ({} consumers: {}; leases in {} namespace {:?})",

@@ -147,3 +147,28 @@ fn run_serves_health_and_metrics_and_drains_on_sigterm() {
     let objects = std::fs::read_dir(dir.path().join("out/raw")).map(|d| d.count()).unwrap_or(0);
     assert!(objects > 0, "files consumer flushed on shutdown");
 }
+
+#[test]
+fn firehose_destinations_are_checked_with_every_problem_named() {
+    let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/../../consumers/archiver/tests/fixtures");
+    for f in ["mcp-delivery-stream.yaml", "mcp-destination.json", "mcp-destination.toml"] {
+        let out = weir().args(["config", "check", "--firehose", &format!("{fixtures}/{f}")]).output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{f}: {stdout}{}", String::from_utf8_lossy(&out.stderr));
+        assert!(stdout.contains("ok (buffer 64 MiB / 300 s, Gzip, dynamic partitioning on)"), "{f}: {stdout}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.json");
+    std::fs::write(
+        &bad,
+        r#"{"BufferingHints": {"SizeInMBs": 500}, "CompressionFormat": "LZ4", "Prefix": "a/!{timestamp:yyyy}/"}"#,
+    )
+    .unwrap();
+    let out = weir().args(["config", "check", "--firehose", bad.to_str().unwrap()]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("problem: BufferingHints.SizeInMBs: 500 is outside 1–128"), "{stderr}");
+    assert!(stderr.contains("problem: CompressionFormat"), "{stderr}");
+    assert!(stderr.contains("ErrorOutputPrefix can't be null"), "{stderr}");
+    assert!(stderr.contains("3 problem(s)"), "{stderr}");
+}
