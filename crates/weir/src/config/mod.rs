@@ -19,14 +19,24 @@ pub fn load(path: &Path) -> Result<Config> {
     }
     let figment = Figment::from(Serialized::defaults(Config::default()))
         .merge(Toml::file_exact(path))
-        // WEIR_LOG and WEIR_LOG_FORMAT belong to the command line, not the file.
-        .merge(Env::prefixed("WEIR_").ignore(&["LOG", "LOG_FORMAT"]).split("__"));
+        // Only variables that name a section (WEIR_WORKER__FAILOVER, …) are config;
+        // others such as WEIR_LOG belong to the command line or to tools.
+        .merge(Env::prefixed("WEIR_").filter(|key| is_config_key(key.as_str())).split("__"));
     let config: Config = figment
         .extract()
         .map_err(|e| anyhow::anyhow!(describe(e)))
         .with_context(|| format!("invalid config {}", path.display()))?;
     config.validate().with_context(|| format!("invalid config {}", path.display()))?;
     Ok(config)
+}
+
+/// Top-level sections of the config file.
+const SECTIONS: &[&str] = &["worker", "stream", "leases", "consumers", "http", "aws"];
+
+/// Whether an environment key (after `WEIR_`) addresses a config field.
+fn is_config_key(key: &str) -> bool {
+    let key = key.to_ascii_lowercase();
+    SECTIONS.iter().any(|s| key.strip_prefix(s).is_some_and(|rest| rest.starts_with("__")))
 }
 
 /// Every problem figment found, one per line, each with the field path.
@@ -95,6 +105,8 @@ mod tests {
             jail.set_env("WEIR_WORKER__FAILOVER", "20s");
             jail.set_env("WEIR_LOG", "debug");
             jail.set_env("WEIR_LOG_FORMAT", "json");
+            jail.set_env("WEIR_EMULATORS_HOME", "/tmp/elsewhere");
+            jail.set_env("WEIR_WORKERS", "3");
             let c = load(f.path()).map_err(|e| format!("{e:#}"))?;
             assert_eq!(c.worker.failover, std::time::Duration::from_secs(20));
             Ok(())
