@@ -103,3 +103,54 @@ where
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    #[derive(Debug, PartialEq)]
+    struct E(ErrorClass);
+
+    #[tokio::test(start_paused = true)]
+    async fn retries_transient_failures_until_success() {
+        let calls = AtomicU32::new(0);
+        let r = retry(
+            Duration::from_secs(10),
+            || async {
+                let n = calls.fetch_add(1, Ordering::SeqCst);
+                if n < 3 { Err(E(if n == 1 { ErrorClass::Throttling } else { ErrorClass::Transient })) } else { Ok(n) }
+            },
+            |e: &E| e.0,
+        )
+        .await;
+        assert_eq!(r, Ok(3));
+        assert_eq!(calls.load(Ordering::SeqCst), 4);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn permanent_errors_are_not_retried() {
+        let calls = AtomicU32::new(0);
+        let r: Result<(), E> = retry(
+            Duration::from_secs(10),
+            || async {
+                calls.fetch_add(1, Ordering::SeqCst);
+                Err(E(ErrorClass::Permanent))
+            },
+            |e: &E| e.0,
+        )
+        .await;
+        assert_eq!(r, Err(E(ErrorClass::Permanent)));
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn gives_up_at_the_deadline() {
+        let start = tokio::time::Instant::now();
+        let r: Result<(), E> =
+            retry(Duration::from_secs(20), || async { Err(E(ErrorClass::Transient)) }, |e: &E| e.0).await;
+        assert!(r.is_err());
+        assert!(start.elapsed() <= Duration::from_secs(20), "stopped within the deadline: {:?}", start.elapsed());
+        assert!(start.elapsed() >= Duration::from_secs(5), "kept trying for a while: {:?}", start.elapsed());
+    }
+}

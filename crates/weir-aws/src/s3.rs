@@ -14,7 +14,7 @@ use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart};
 use bytes::Bytes;
 use weir_core::ports::{ObjectMeta, ObjectSink, PutOptions, PutOutcome, SinkError, validate_key};
 
-use crate::error::{ErrorClass, classify, describe};
+use crate::error::{ErrorClass, classify, describe, retry};
 
 /// Server-side encryption of written objects.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -210,6 +210,28 @@ impl ObjectSink for S3ObjectSink {
 
     async fn get(&self, key: &str) -> Result<Option<Bytes>, SinkError> {
         validate_key(key)?;
+        // Reads are idempotent: retry passing failures within a deadline.
+        retry(READ_DEADLINE, || self.get_once(key), sink_class).await
+    }
+
+    async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, SinkError> {
+        retry(READ_DEADLINE, || self.list_once(prefix), sink_class).await
+    }
+
+    fn location(&self) -> String {
+        format!("s3://{}/", self.bucket)
+    }
+}
+
+/// How long reads (get, list) are retried.
+const READ_DEADLINE: std::time::Duration = std::time::Duration::from_secs(30);
+
+fn sink_class(e: &SinkError) -> ErrorClass {
+    if e.is_retryable() { ErrorClass::Transient } else { ErrorClass::Permanent }
+}
+
+impl S3ObjectSink {
+    async fn get_once(&self, key: &str) -> Result<Option<Bytes>, SinkError> {
         match self.client.get_object().bucket(&self.bucket).key(key).send().await {
             Ok(out) => {
                 let data = out.body.collect().await.map_err(|e| SinkError::Store {
@@ -224,7 +246,7 @@ impl ObjectSink for S3ObjectSink {
         }
     }
 
-    async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, SinkError> {
+    async fn list_once(&self, prefix: &str) -> Result<Vec<ObjectMeta>, SinkError> {
         let mut out = Vec::new();
         let mut token: Option<String> = None;
         loop {
@@ -249,9 +271,5 @@ impl ObjectSink for S3ObjectSink {
         }
         out.sort_by(|a, b| a.key.cmp(&b.key));
         Ok(out)
-    }
-
-    fn location(&self) -> String {
-        format!("s3://{}/", self.bucket)
     }
 }
