@@ -18,19 +18,15 @@ fn write_config(dir: &std::path::Path, body: &str) -> std::path::PathBuf {
 }
 
 #[test]
-fn config_check_accepts_the_example() {
-    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/weir.toml");
-    let out = weir().args(["config", "check", example]).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(String::from_utf8_lossy(&out.stdout).contains("ok (3 consumers: count, log, files"));
-}
-
-#[test]
-fn config_check_accepts_the_aws_example() {
-    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/weir-aws.toml");
-    let out = weir().args(["config", "check", example]).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(String::from_utf8_lossy(&out.stdout).contains("raw-archive, count"));
+fn config_check_accepts_the_examples() {
+    for (file, consumers) in
+        [("weir.toml", "ok (3 consumers: count, log, files"), ("weir-aws.toml", "raw-archive, count")]
+    {
+        let example = format!("{}/../../examples/{file}", env!("CARGO_MANIFEST_DIR"));
+        let out = weir().args(["config", "check", &example]).output().unwrap();
+        assert!(out.status.success(), "{file}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(String::from_utf8_lossy(&out.stdout).contains(consumers), "{file}");
+    }
 }
 
 #[test]

@@ -118,21 +118,14 @@ impl EfoSubscription {
         }
     }
 
-    /// Subscribes at once (so `LATEST` means "from now"), then behaves like [`Self::new`].
-    pub async fn start(
-        api: Arc<dyn EfoApi>,
-        catalog: Arc<dyn StreamCatalog>,
-        polling: Option<Arc<dyn ShardReader>>,
-        shard: ShardId,
-        from: StartingPosition,
-        options: EfoOptions,
-    ) -> Result<Self, ReadError> {
-        let mut this = Self::new(api, catalog, polling, shard, from, options);
-        let (api, shard, position) = (this.api.clone(), this.shard.clone(), this.position.clone());
-        this.events = Some(api.subscribe(&shard, &position).await?);
-        this.floor = position;
-        this.subscriptions = 1;
-        Ok(this)
+    /// Subscribes at once (so `LATEST` means "from now" rather than "from the first
+    /// read").
+    pub async fn subscribed(mut self) -> Result<Self, ReadError> {
+        let (api, shard, position) = (self.api.clone(), self.shard.clone(), self.position.clone());
+        self.events = Some(api.subscribe(&shard, &position).await?);
+        self.floor = position;
+        self.subscriptions += 1;
+        Ok(self)
     }
 
     /// `Some(closed)` for a listed shard, `None` when the catalog does not list it.

@@ -113,7 +113,7 @@ impl ShardReader for KinesisStream {
             (Some(efo), ReadMode::Live) => {
                 let catalog: Arc<dyn StreamCatalog> = Arc::new(self.clone());
                 let polling: Arc<dyn ShardReader> = Arc::new(self.clone());
-                let sub = EfoSubscription::start(
+                let sub = EfoSubscription::new(
                     efo.clone(),
                     catalog,
                     Some(polling),
@@ -121,6 +121,7 @@ impl ShardReader for KinesisStream {
                     from.clone(),
                     self.options.efo.clone(),
                 )
+                .subscribed()
                 .await?;
                 Ok(Box::new(sub))
             }
