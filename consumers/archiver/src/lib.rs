@@ -13,8 +13,11 @@
 //! - [`firehose_config`]: an existing delivery stream's `ExtendedS3DestinationConfiguration`
 //!   (API JSON, CloudFormation YAML, or the same shape in TOML), validated with
 //!   Firehose's ranges into [`firehose_config::ArchiverSettings`], every problem named.
+//! - [`buffers`]: per-partition buffers, compressed as they fill, flushed on size
+//!   (before compression) or interval, with an active-partition cap.
 #![warn(missing_docs)]
 
+pub mod buffers;
 pub mod firehose_config;
 pub mod java_time;
 pub mod prefix;
