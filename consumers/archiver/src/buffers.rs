@@ -52,7 +52,7 @@ pub struct Limits {
 
 enum Body {
     Plain(Vec<u8>),
-    Gzip(GzEncoder<Vec<u8>>),
+    Gzip(Box<GzEncoder<Vec<u8>>>),
 }
 
 struct Buffer {
@@ -161,7 +161,7 @@ impl Buffers {
         let compression = self.limits.compression;
         let buffer = self.open.entry(key.clone()).or_insert_with(|| Buffer {
             body: match compression {
-                Compression::Gzip => Body::Gzip(GzEncoder::new(Vec::new(), Level::default())),
+                Compression::Gzip => Body::Gzip(Box::new(GzEncoder::new(Vec::new(), Level::default()))),
                 Compression::Uncompressed => Body::Plain(Vec::new()),
             },
             raw_bytes: 0,
