@@ -15,9 +15,12 @@
 //!   Firehose's ranges into [`firehose_config::ArchiverSettings`], every problem named.
 //! - [`buffers`]: per-partition buffers, compressed as they fill, flushed on size
 //!   (before compression) or interval, with an active-partition cap.
+//! - [`error_records`]: Firehose's error output lines (`processing-failed`,
+//!   `partitioning-failed`, …) with the raw record in base64.
 #![warn(missing_docs)]
 
 pub mod buffers;
+pub mod error_records;
 pub mod firehose_config;
 pub mod java_time;
 pub mod prefix;
