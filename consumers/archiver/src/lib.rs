@@ -17,11 +17,14 @@
 //!   (before compression) or interval, with an active-partition cap.
 //! - [`error_records`]: Firehose's error output lines (`processing-failed`,
 //!   `partitioning-failed`, …) with the raw record in base64.
+//! - [`partition`]: partition keys from a `MetadataExtractionQuery` (jaq, JQ-1.6
+//!   semantics, scalars only) with a fast path for plain field paths.
 #![warn(missing_docs)]
 
 pub mod buffers;
 pub mod error_records;
 pub mod firehose_config;
 pub mod java_time;
+pub mod partition;
 pub mod prefix;
 pub mod transform;
