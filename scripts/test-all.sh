@@ -18,4 +18,4 @@ done
 
 ./tests/emulators/install.sh
 cargo build --locked -p weir
-cargo test --workspace --all-targets --locked
+cargo test --workspace --all-targets --locked --no-fail-fast

@@ -6,5 +6,5 @@ mod object_sink;
 mod reader;
 
 pub use lease_table::lease_table_suite;
-pub use object_sink::object_sink_suite;
+pub use object_sink::{SinkQuirks, object_sink_suite, object_sink_suite_with};
 pub use reader::{Quirks, StreamHarness, shard_reader_suite, shard_reader_suite_with};
