@@ -10,12 +10,7 @@ use weir_testkit::Emulator;
 use weir_testkit::conformance::{SinkQuirks, lease_table_suite, object_sink_suite_with};
 
 fn unique(prefix: &str) -> String {
-    format!("{prefix}-{:08x}", rand_u32())
-}
-
-fn rand_u32() -> u32 {
-    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
-    t.subsec_nanos() ^ std::process::id()
+    format!("{prefix}-{:08x}", rand::random::<u32>())
 }
 
 async fn dynamodb(endpoint: &str) -> aws_sdk_dynamodb::Client {

@@ -126,55 +126,6 @@ impl Checkpoint {
     }
 }
 
-impl From<&StartingPosition> for Checkpoint {
-    /// The checkpoint of a consumer that has processed nothing and starts at `p`.
-    fn from(p: &StartingPosition) -> Self {
-        match p {
-            StartingPosition::TrimHorizon => Checkpoint::TrimHorizon,
-            StartingPosition::Latest => Checkpoint::Latest,
-            StartingPosition::AtTimestamp(t) => Checkpoint::AtTimestamp(*t),
-            // "At s" means s is not yet processed: everything before it is.
-            StartingPosition::AtSequenceNumber(s) => {
-                Checkpoint::At(ExtendedSequenceNumber::plain(s.clone())).before_inclusive()
-            }
-            StartingPosition::AfterSequenceNumber(s) => Checkpoint::At(ExtendedSequenceNumber::plain(s.clone())),
-        }
-    }
-}
-
-impl Checkpoint {
-    /// For `At(s)` built from an inclusive start, the checkpoint just before `s`. Sequence
-    /// numbers are sparse, so "just before" is approximated by `TrimHorizon` semantics
-    /// filtered at `s` - represented as `At(s - 1)` when `s > 0`.
-    fn before_inclusive(self) -> Checkpoint {
-        match self {
-            Checkpoint::At(p) => match decrement(p.sequence.as_str()) {
-                Some(prev) => Checkpoint::At(ExtendedSequenceNumber::plain(prev)),
-                None => Checkpoint::TrimHorizon,
-            },
-            other => other,
-        }
-    }
-}
-
-/// `n - 1` for a normalised decimal string, `None` for zero.
-fn decrement(n: &str) -> Option<SequenceNumber> {
-    if n == "0" {
-        return None;
-    }
-    let mut digits: Vec<u8> = n.bytes().collect();
-    for d in digits.iter_mut().rev() {
-        if *d == b'0' {
-            *d = b'9';
-        } else {
-            *d -= 1;
-            break;
-        }
-    }
-    let s = String::from_utf8(digits).ok()?;
-    SequenceNumber::parse(&s).ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -217,15 +168,5 @@ mod tests {
         let ts = Checkpoint::AtTimestamp(Timestamp::from_millis(100));
         assert!(!ts.wants(&p(1, 0), Timestamp::from_millis(99)));
         assert!(ts.wants(&p(1, 0), Timestamp::from_millis(100)));
-    }
-
-    #[test]
-    fn start_positions_from_sequence() {
-        assert_eq!(Checkpoint::from(&StartingPosition::AfterSequenceNumber(SequenceNumber::from_u128(9))), at(9, 0));
-        assert_eq!(Checkpoint::from(&StartingPosition::AtSequenceNumber(SequenceNumber::from_u128(100))), at(99, 0));
-        assert_eq!(
-            Checkpoint::from(&StartingPosition::AtSequenceNumber(SequenceNumber::from_u128(0))),
-            Checkpoint::TrimHorizon
-        );
     }
 }

@@ -20,13 +20,7 @@ pub fn default_worker_id() -> String {
         .map(|h| h.trim().to_owned())
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "weir".into());
-    format!("{host}-{}-{:04x}", std::process::id(), rand_suffix())
-}
-
-fn rand_suffix() -> u16 {
-    let nanos =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
-    (nanos ^ (nanos >> 16)) as u16
+    format!("{host}-{}-{:04x}", std::process::id(), rand::random::<u16>())
 }
 
 /// Cancels `token` on SIGTERM or Ctrl-C.
