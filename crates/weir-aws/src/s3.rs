@@ -214,6 +214,11 @@ impl ObjectSink for S3ObjectSink {
         retry(READ_DEADLINE, || self.get_once(key), sink_class).await
     }
 
+    async fn stat(&self, key: &str) -> Result<Option<ObjectMeta>, SinkError> {
+        validate_key(key)?;
+        retry(READ_DEADLINE, || self.stat_once(key), sink_class).await
+    }
+
     async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, SinkError> {
         retry(READ_DEADLINE, || self.list_once(prefix), sink_class).await
     }
@@ -243,6 +248,18 @@ impl S3ObjectSink {
             }
             Err(e) if e.as_service_error().is_some_and(|s| s.is_no_such_key()) => Ok(None),
             Err(e) => Err(store_err(&format!("get {key}"), e)),
+        }
+    }
+
+    async fn stat_once(&self, key: &str) -> Result<Option<ObjectMeta>, SinkError> {
+        match self.client.head_object().bucket(&self.bucket).key(key).send().await {
+            Ok(out) => Ok(Some(ObjectMeta {
+                key: key.to_owned(),
+                size: out.content_length().unwrap_or_default().max(0) as u64,
+            })),
+            Err(e) if e.as_service_error().is_some_and(|s| s.is_not_found()) => Ok(None),
+            Err(e) if e.raw_response().is_some_and(|r| r.status().as_u16() == 404) => Ok(None),
+            Err(e) => Err(store_err(&format!("head {key}"), e)),
         }
     }
 

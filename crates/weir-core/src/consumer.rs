@@ -12,6 +12,7 @@
 use async_trait::async_trait;
 
 use crate::ids::{ShardId, WorkerId};
+use crate::lease::Intent;
 use crate::position::Checkpoint;
 use crate::record::RecordBatch;
 use crate::sequence::ExtendedSequenceNumber;
@@ -28,6 +29,9 @@ pub struct ShardContext {
     pub checkpoint: Checkpoint,
     /// Parent shards (already finished).
     pub parents: Vec<ShardId>,
+    /// This consumer's open intents on the shard, left by earlier owners (or an earlier
+    /// run of this worker): writes that may or may not have happened.
+    pub intents: Vec<Intent>,
 }
 
 /// Why a shard closes for a consumer.
@@ -60,6 +64,32 @@ pub trait Acks: Send + Sync {
     /// Positions only move forward; a smaller position than one already acknowledged is
     /// ignored, and so is a position beyond the last record delivered to the consumer.
     fn durable(&self, shard: &ShardId, position: &ExtendedSequenceNumber);
+
+    /// Where this consumer stores intents, when the runtime supports them.
+    fn intents(&self) -> Option<&dyn IntentLog> {
+        None
+    }
+}
+
+/// Why intents were not stored.
+#[derive(Debug, thiserror::Error)]
+pub enum IntentError {
+    /// These shards' leases are no longer held (or not valid any more): nothing was
+    /// stored for them. Intents of other shards may have been stored.
+    #[error("leases no longer held: {0:?}")]
+    NotHeld(Vec<ShardId>),
+    /// The store failed; nothing is known to be stored. Retry later.
+    #[error("intent store error: {0}")]
+    Store(String),
+}
+
+/// Stores [`Intent`]s in the leases of the shards they name, each conditioned on the
+/// worker still holding that lease (the same fencing as checkpoints).
+#[async_trait]
+pub trait IntentLog: Send + Sync {
+    /// Stores the intents (any number, any shards this worker holds). Returns only when
+    /// they are durable, or with the shards that are not held.
+    async fn record(&self, intents: Vec<(ShardId, Intent)>) -> Result<(), IntentError>;
 }
 
 /// A consumer failure. `retryable` failures are retried with backoff by the runtime;

@@ -17,6 +17,39 @@ use serde::{Deserialize, Serialize};
 use crate::ids::{ConsumerName, ShardId, WorkerId};
 use crate::position::Checkpoint;
 use crate::record::HashKeyRange;
+use crate::sequence::ExtendedSequenceNumber;
+
+/// A consumer's write-ahead note, stored in a shard's lease *before* an external write
+/// (the archiver's object PUT), so that the shard's next owner can tell whether the
+/// write happened.
+///
+/// It says: "the records of this shard in `[first, last]` that belong to `scope` are
+/// going into `target`". Which records belong to a scope is the consumer's business
+/// (the archiver uses its partition); the runtime stores intents, hands the open ones
+/// to the next owner in [`crate::ShardContext::intents`], and forgets an intent once
+/// the consumer's checkpoint reaches `last` (its records are then never read again).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Intent {
+    /// Where the records go (the archiver: the object key).
+    pub target: String,
+    /// Which of the shard's records in the range go there (the archiver: partition id).
+    pub scope: String,
+    /// First position of the range.
+    pub first: ExtendedSequenceNumber,
+    /// Last position of the range.
+    pub last: ExtendedSequenceNumber,
+}
+
+impl Intent {
+    /// Whether a checkpoint has passed every record of the intent.
+    pub fn passed_by(&self, checkpoint: &Checkpoint) -> bool {
+        match checkpoint {
+            Checkpoint::At(p) => self.last <= *p,
+            Checkpoint::ShardEnd => true,
+            _ => false,
+        }
+    }
+}
 
 /// A shard lease as stored in the lease table.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -41,6 +74,9 @@ pub struct Lease {
     pub ended: bool,
     /// A worker that asked the owner to hand the lease over (graceful steal).
     pub handoff_to: Option<WorkerId>,
+    /// Open intents per consumer (see [`Intent`]); pruned as checkpoints pass them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub intents: BTreeMap<ConsumerName, Vec<Intent>>,
 }
 
 impl Lease {
@@ -82,6 +118,7 @@ impl NewLease {
             hash_range: self.hash_range,
             ended: false,
             handoff_to: None,
+            intents: BTreeMap::new(),
         }
     }
 }
@@ -109,7 +146,15 @@ pub enum LeaseChange {
     },
     /// Give the lease up (graceful shutdown).
     Release,
-    /// Record consumers' durable positions; optionally mark the shard ended.
+    /// Store a consumer's intents (appended to its open ones).
+    RecordIntents {
+        /// The consumer.
+        consumer: ConsumerName,
+        /// The new intents.
+        intents: Vec<Intent>,
+    },
+    /// Record consumers' durable positions; optionally mark the shard ended. Intents
+    /// the new positions pass are dropped.
     Checkpoint {
         /// New positions per consumer; each must not move backwards.
         checkpoints: BTreeMap<ConsumerName, Checkpoint>,
@@ -182,6 +227,12 @@ impl LeaseMutation {
                 next.owner = None;
                 next.handoff_to = None;
             }
+            LeaseChange::RecordIntents { consumer, intents } => {
+                if stored.owner.is_none() {
+                    return Err(conflict());
+                }
+                next.intents.entry(consumer.clone()).or_default().extend(intents.iter().cloned());
+            }
             LeaseChange::Checkpoint { checkpoints, ended_with_children } => {
                 if stored.owner.is_none() {
                     return Err(conflict());
@@ -197,6 +248,12 @@ impl LeaseMutation {
                         });
                     }
                     next.checkpoints.insert(consumer.clone(), cp.clone());
+                    if let Some(open) = next.intents.get_mut(consumer) {
+                        open.retain(|i| !i.passed_by(cp));
+                        if open.is_empty() {
+                            next.intents.remove(consumer);
+                        }
+                    }
                 }
                 if let Some(children) = ended_with_children {
                     next.ended = true;

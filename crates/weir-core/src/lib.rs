@@ -27,9 +27,9 @@ pub mod record;
 pub mod sequence;
 pub mod time;
 
-pub use consumer::{Acks, CloseReason, Consumer, ConsumerError, ShardContext};
+pub use consumer::{Acks, CloseReason, Consumer, ConsumerError, IntentError, IntentLog, ShardContext};
 pub use ids::{ConsumerName, ShardId, WorkerId};
-pub use lease::{Lease, LeaseChange, LeaseError, LeaseMutation, NewLease};
+pub use lease::{Intent, Lease, LeaseChange, LeaseError, LeaseMutation, NewLease};
 pub use position::{Checkpoint, StartingPosition};
 pub use record::{ChildShard, HashKeyRange, Record, RecordBatch};
 pub use sequence::{ExtendedSequenceNumber, SequenceNumber, SequenceNumberError};

@@ -123,6 +123,16 @@ impl ObjectSink for FsObjectSink {
         }
     }
 
+    async fn stat(&self, key: &str) -> Result<Option<ObjectMeta>, SinkError> {
+        validate_key(key)?;
+        match tokio::fs::metadata(self.root.join(key)).await {
+            Ok(m) if m.is_file() => Ok(Some(ObjectMeta { key: key.to_owned(), size: m.len() })),
+            Ok(_) => Ok(None),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(io_err("stat object", e)),
+        }
+    }
+
     async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, SinkError> {
         let (root, prefix) = (self.root.clone(), prefix.to_owned());
         tokio::task::spawn_blocking(move || Self::list_blocking(&root, &prefix))

@@ -141,6 +141,57 @@ impl HeldLease {
         self.write(LeaseChange::Checkpoint { checkpoints, ended_with_children }).await
     }
 
+    /// Applies one change to each of several held leases in as few transactions as the
+    /// store allows, each conditioned on the owner and counter this worker last saw.
+    /// Returns the keys of leases that are not held (refused before writing, or
+    /// rejected by the store: those are marked lost). A transaction that fails leaves
+    /// earlier transactions of the call in place.
+    pub(crate) async fn write_many(
+        changes: Vec<(Arc<HeldLease>, LeaseChange)>,
+    ) -> Result<(), (Vec<ShardId>, Option<LeaseError>)> {
+        let mut changes = changes;
+        changes.sort_by(|a, b| a.0.key.cmp(&b.0.key));
+        let not_held: Vec<ShardId> =
+            changes.iter().filter(|(h, _)| !h.is_valid()).map(|(h, _)| h.key.clone()).collect();
+        if !not_held.is_empty() {
+            for (h, _) in &changes {
+                if !h.is_valid() {
+                    h.mark_lost();
+                }
+            }
+            return Err((not_held, None));
+        }
+        for chunk in changes.chunks(weir_core::lease::MAX_MUTATIONS_PER_TRANSACTION) {
+            // Locks in key order (the only place that holds more than one).
+            let mut states = Vec::with_capacity(chunk.len());
+            for (h, _) in chunk {
+                states.push(h.state.lock().await);
+            }
+            let mutations: Vec<LeaseMutation> = chunk
+                .iter()
+                .zip(&states)
+                .map(|((_, change), state)| LeaseMutation::on(state, change.clone()))
+                .collect();
+            let started = Instant::now();
+            match chunk[0].0.table.mutate_all(&mutations).await {
+                Ok(stored) => {
+                    for (((h, _), state), next) in chunk.iter().zip(states.iter_mut()).zip(stored) {
+                        **state = next;
+                        *h.valid_until.lock().unwrap_or_else(|p| p.into_inner()) = started + h.failover;
+                    }
+                }
+                Err(LeaseError::Conflict { key, .. }) | Err(LeaseError::NotFound(key)) => {
+                    if let Some((h, _)) = chunk.iter().find(|(h, _)| h.key == key) {
+                        h.mark_lost();
+                    }
+                    return Err((vec![key], None));
+                }
+                Err(e) => return Err((Vec::new(), Some(e))),
+            }
+        }
+        Ok(())
+    }
+
     /// Gives the lease away (graceful handoff) or up (`None`: release). After this the
     /// lease is no longer valid here.
     pub(crate) async fn let_go(&self, to: Option<WorkerId>) -> Result<(), HeldError> {

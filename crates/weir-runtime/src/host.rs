@@ -15,8 +15,11 @@ use tokio_stream::StreamExt;
 use tokio_stream::StreamMap;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 use weir_core::{
-    Acks, Clock, CloseReason, Consumer, ConsumerError, ConsumerName, ExtendedSequenceNumber, ShardContext, ShardId,
+    Acks, Clock, CloseReason, Consumer, ConsumerError, ConsumerName, ExtendedSequenceNumber, Intent, IntentError,
+    IntentLog, LeaseChange, ShardContext, ShardId,
 };
+
+use crate::held_lease::HeldLease;
 
 use crate::lane::{LaneMsg, LaneShared};
 use crate::stats::WorkerStats;
@@ -39,7 +42,38 @@ pub(crate) struct HostHandle {
 }
 
 struct LaneAcks {
+    consumer: ConsumerName,
     lanes: HashMap<ShardId, Arc<LaneShared>>,
+}
+
+#[async_trait::async_trait]
+impl IntentLog for LaneAcks {
+    async fn record(&self, intents: Vec<(ShardId, Intent)>) -> Result<(), IntentError> {
+        let mut per_shard: HashMap<ShardId, Vec<Intent>> = HashMap::new();
+        for (shard, intent) in intents {
+            per_shard.entry(shard).or_default().push(intent);
+        }
+        let mut missing = Vec::new();
+        let mut changes = Vec::new();
+        for (shard, intents) in per_shard {
+            match self.lanes.get(&shard) {
+                Some(lane) => changes
+                    .push((lane.held.clone(), LeaseChange::RecordIntents { consumer: self.consumer.clone(), intents })),
+                None => missing.push(shard),
+            }
+        }
+        if !missing.is_empty() {
+            return Err(IntentError::NotHeld(missing));
+        }
+        if changes.is_empty() {
+            return Ok(());
+        }
+        metrics::counter!(crate::metrics::INTENT_WRITES).increment(1);
+        HeldLease::write_many(changes).await.map_err(|(lost, err)| match err {
+            Some(e) => IntentError::Store(e.to_string()),
+            None => IntentError::NotHeld(lost),
+        })
+    }
 }
 
 impl Acks for LaneAcks {
@@ -50,6 +84,10 @@ impl Acks for LaneAcks {
                 tracing::debug!(%shard, %position, "acknowledgement for a shard not held ignored")
             }
         }
+    }
+
+    fn intents(&self) -> Option<&dyn IntentLog> {
+        Some(self)
     }
 }
 
@@ -80,7 +118,7 @@ pub(crate) async fn run_host(
 ) {
     let name = ConsumerName::new(consumer.name());
     let mut lanes: StreamMap<ShardId, UnboundedReceiverStream<LaneMsg>> = StreamMap::new();
-    let mut acks = LaneAcks { lanes: HashMap::new() };
+    let mut acks = LaneAcks { consumer: name.clone(), lanes: HashMap::new() };
     let mut tick = tokio::time::interval(tick_every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {

@@ -8,6 +8,7 @@
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use crate::held_lease::HeldLease;
 use tokio::sync::{Notify, oneshot};
 use weir_core::{CloseReason, ConsumerName, ExtendedSequenceNumber, RecordBatch, ShardId};
 
@@ -31,6 +32,8 @@ pub(crate) struct Progress {
 pub(crate) struct LaneShared {
     pub shard: ShardId,
     pub consumer: ConsumerName,
+    /// The lease the lane's records come from (intents are written through it).
+    pub held: Arc<HeldLease>,
     epoch: AtomicU64,
     failed_epoch: AtomicU64,
     inflight: AtomicUsize,
@@ -39,10 +42,11 @@ pub(crate) struct LaneShared {
 }
 
 impl LaneShared {
-    pub(crate) fn new(shard: ShardId, consumer: ConsumerName) -> Arc<Self> {
+    pub(crate) fn new(shard: ShardId, consumer: ConsumerName, held: Arc<HeldLease>) -> Arc<Self> {
         Arc::new(Self {
             shard,
             consumer,
+            held,
             epoch: AtomicU64::new(1),
             failed_epoch: AtomicU64::new(0),
             inflight: AtomicUsize::new(0),

@@ -24,3 +24,5 @@ pub const CONSUMER_FAILURES: &str = "weir_consumer_failures_total";
 pub const READ_ERRORS: &str = "weir_read_errors_total";
 /// Shards finished (ended and checkpointed).
 pub const SHARDS_ENDED: &str = "weir_shards_ended_total";
+/// Intent writes (one per consumer call, possibly several transactions).
+pub const INTENT_WRITES: &str = "weir_intent_writes_total";

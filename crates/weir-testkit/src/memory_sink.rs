@@ -54,6 +54,12 @@ impl ObjectSink for MemoryObjectSink {
         Ok(objects.get(key).map(|(b, _)| b.clone()))
     }
 
+    async fn stat(&self, key: &str) -> Result<Option<ObjectMeta>, SinkError> {
+        validate_key(key)?;
+        let objects = self.objects.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(objects.get(key).map(|(b, _)| ObjectMeta { key: key.to_owned(), size: b.len() as u64 }))
+    }
+
     async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, SinkError> {
         let objects = self.objects.lock().unwrap_or_else(|p| p.into_inner());
         Ok(objects

@@ -111,6 +111,9 @@ pub trait ObjectSink: Send + Sync {
     /// Reads an object; `None` when absent.
     async fn get(&self, key: &str) -> Result<Option<Bytes>, SinkError>;
 
+    /// Size of an object without reading it; `None` when absent.
+    async fn stat(&self, key: &str) -> Result<Option<ObjectMeta>, SinkError>;
+
     /// Lists objects under a prefix, sorted by key.
     async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, SinkError>;
 

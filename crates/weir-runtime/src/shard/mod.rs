@@ -179,13 +179,14 @@ impl ShardWorker {
             if cp == Checkpoint::ShardEnd {
                 continue;
             }
-            let shared = LaneShared::new(lease.key.clone(), host.name.clone());
+            let shared = LaneShared::new(lease.key.clone(), host.name.clone(), self.held.clone());
             let (tx, rx) = mpsc::unbounded_channel();
             let ctx = ShardContext {
                 shard_id: lease.key.clone(),
                 worker_id: self.deps.config.worker_id.clone(),
                 checkpoint: cp.clone(),
                 parents: lease.parents.clone(),
+                intents: lease.intents.get(&host.name).cloned().unwrap_or_default(),
             };
             let _ = host.ctl.send(HostCtl::Open { ctx, lane: shared.clone(), rx });
             cps.push(cp.clone());

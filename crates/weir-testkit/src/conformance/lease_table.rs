@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use weir_core::ports::LeaseTable;
 use weir_core::{
-    Checkpoint, ConsumerName, ExtendedSequenceNumber, LeaseChange, LeaseError, LeaseMutation, SequenceNumber, ShardId,
-    WorkerId,
+    Checkpoint, ConsumerName, ExtendedSequenceNumber, Intent, LeaseChange, LeaseError, LeaseMutation, SequenceNumber,
+    ShardId, WorkerId,
 };
 
 use crate::fixtures::{new_lease, taken_lease};
@@ -40,6 +40,44 @@ where
     release_and_end(make().await).await;
     workers_and_listing(make().await).await;
     transactions_are_all_or_nothing(make().await).await;
+    intents_are_fenced_and_pruned(make().await).await;
+}
+
+fn intent(target: &str, first: u128, last: u128) -> Intent {
+    Intent {
+        target: target.into(),
+        scope: "tenant=a".into(),
+        first: ExtendedSequenceNumber::plain(SequenceNumber::from_u128(first)),
+        last: ExtendedSequenceNumber::plain(SequenceNumber::from_u128(last)),
+    }
+}
+
+async fn intents_are_fenced_and_pruned(t: Arc<dyn LeaseTable>) {
+    let arch = ConsumerName::new("arch");
+    let record = |intents: Vec<Intent>| LeaseChange::RecordIntents { consumer: arch.clone(), intents };
+    let a = taken_lease(t.as_ref(), "s-1", "a").await;
+    let b = taken_lease(t.as_ref(), "s-2", "a").await;
+    let done = t
+        .mutate_all(&[
+            LeaseMutation::on(&a, record(vec![intent("k1", 1, 10), intent("k2", 11, 20)])),
+            LeaseMutation::on(&b, record(vec![intent("k1", 5, 6)])),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(done[0].counter, a.counter + 1, "an intent write is fenced like a checkpoint");
+    let stored = t.get(&ShardId::new("s-1")).await.unwrap().unwrap();
+    assert_eq!(stored.intents[&arch], vec![intent("k1", 1, 10), intent("k2", 11, 20)]);
+    // A stale writer cannot add intents.
+    assert!(is_conflict(&t.mutate(&LeaseMutation::on(&a, record(vec![intent("k3", 21, 30)]))).await));
+    // A checkpoint at 10 passes k1 but not k2; other consumers' checkpoints prune nothing.
+    let l = t.mutate(&LeaseMutation::on(&stored, cps(&[("arch", at(10)), ("other", at(99))]))).await.unwrap();
+    assert_eq!(l.intents[&arch], vec![intent("k2", 11, 20)]);
+    let l = t.mutate(&LeaseMutation::on(&l, cps(&[("arch", at(25))]))).await.unwrap();
+    assert!(l.intents.is_empty(), "{:?}", l.intents);
+    assert_eq!(t.get(&ShardId::new("s-1")).await.unwrap().unwrap(), l);
+    // An unowned lease takes no intents.
+    let free = t.mutate(&LeaseMutation::on(&l, LeaseChange::Release)).await.unwrap();
+    assert!(is_conflict(&t.mutate(&LeaseMutation::on(&free, record(vec![intent("k4", 1, 2)]))).await));
 }
 
 async fn transactions_are_all_or_nothing(t: Arc<dyn LeaseTable>) {

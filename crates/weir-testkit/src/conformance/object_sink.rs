@@ -59,6 +59,9 @@ async fn create_only(s: Arc<dyn ObjectSink>, run: &str) {
     assert_eq!(second, PutOutcome::AlreadyExists);
     assert_eq!(s.get(&key).await.unwrap().unwrap(), Bytes::from_static(b"one"));
     assert!(s.get(&format!("{run}/create/missing")).await.unwrap().is_none());
+    assert_eq!(s.stat(&key).await.unwrap().map(|m| m.size), Some(3), "stat gives the size");
+    assert!(s.stat(&format!("{run}/create/missing")).await.unwrap().is_none());
+    assert!(s.stat(&format!("{run}/create")).await.unwrap().is_none(), "a prefix is not an object");
     let empty = format!("{run}/create/empty");
     assert_eq!(s.put_if_absent(&empty, Bytes::new(), &opts()).await.unwrap(), PutOutcome::Created);
     assert_eq!(s.get(&empty).await.unwrap().unwrap().len(), 0);
