@@ -1,35 +1,54 @@
 //! Per-partition buffers.
 //!
-//! Records of one partition (one set of partition-key values) accumulate in one buffer,
-//! compressed as they arrive, so memory holds compressed bytes. A buffer is flushed when
-//! its size *before* compression reaches `SizeInMBs` (as Firehose measures it) or when
-//! `IntervalInSeconds` has passed since its first record, whichever comes first. The time
-//! is always passed in. At most `max_active` partitions are open; a record for a new
-//! partition beyond that flushes the oldest buffer first ([`Overflow::FlushOldest`]) or
-//! is refused so the caller routes it to the error output ([`Overflow::Reject`],
-//! Firehose's behaviour).
+//! Records of one route (a data partition, i.e. one set of partition-key values, or
+//! one error output type) accumulate in one buffer whose body holds compressed bytes
+//! (see [`crate::body`]). A buffer is sealed when its size *before* compression reaches
+//! `SizeInMBs` (as Firehose measures it) or when `IntervalInSeconds` has passed since
+//! its first record, whichever comes first. Time is always passed in. At most
+//! `max_active` data partitions are open; a record for a new partition beyond that
+//! seals the oldest buffer first ([`Overflow::FlushOldest`]) or is refused so the caller
+//! routes it to the error output ([`Overflow::Reject`], Firehose's behaviour).
 //!
-//! A flushed buffer carries, per shard, the first and last record positions it holds:
-//! what the archiver acknowledges once the object is durable.
+//! Every buffer has a generation number (its identity in acknowledgement tracking) and
+//! remembers, per record, which shard it came from and its length (8 bytes a record),
+//! so an object can be rebuilt without the records of a shard whose lease was lost.
 
-use std::collections::{BTreeMap, HashMap};
-use std::io::Write;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
 use bytes::Bytes;
-use flate2::Compression as Level;
-use flate2::write::GzEncoder;
 use weir_core::{ExtendedSequenceNumber, ShardId, Timestamp};
 
+use crate::body::{Body, BodyError, Deflater, decode};
+use crate::error_records::ErrorOutputType;
 use crate::firehose_config::Compression;
 
-/// The partition-key values of a buffer (empty without dynamic partitioning).
+/// The partition-key values of a data buffer (empty without dynamic partitioning).
 pub type PartitionKey = BTreeMap<String, String>;
+
+/// Where a record goes.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Route {
+    /// A data partition.
+    Data(PartitionKey),
+    /// The error output of one type.
+    Error(ErrorOutputType),
+}
+
+impl Route {
+    /// A stable text identity: the scope stored in intents.
+    pub fn scope(&self) -> String {
+        match self {
+            Route::Data(keys) => serde_json::to_string(keys).unwrap_or_default(),
+            Route::Error(t) => format!("error:{}", t.as_str()),
+        }
+    }
+}
 
 /// What to do with a record for a new partition when `max_active` are open.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Overflow {
-    /// Flush the buffer whose first record is oldest, then open the new one.
+    /// Seal the buffer opened longest ago, then open the new one.
     FlushOldest,
     /// Refuse the record (the caller writes it to the error output).
     Reject,
@@ -38,52 +57,43 @@ pub enum Overflow {
 /// Buffer limits.
 #[derive(Debug, Clone)]
 pub struct Limits {
-    /// Flush at this many bytes before compression.
+    /// Seal at this many bytes before compression.
     pub size_bytes: u64,
-    /// Flush this long after the buffer's first record (zero: at every tick).
+    /// Seal this long after the buffer's first record (zero: at every tick).
     pub interval: Duration,
-    /// Most partitions open at once.
+    /// Most data partitions open at once.
     pub max_active: usize,
     /// Policy past `max_active`.
     pub overflow: Overflow,
     /// Compression of the body.
     pub compression: Compression,
+    /// Compression level (0–9).
+    pub level: u32,
 }
 
-enum Body {
-    Plain(Vec<u8>),
-    Gzip(Box<GzEncoder<Vec<u8>>>),
+/// The records of one shard in a buffer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Span {
+    /// First position.
+    pub first: ExtendedSequenceNumber,
+    /// Last position.
+    pub last: ExtendedSequenceNumber,
+    /// Oldest arrival among them.
+    pub oldest_arrival: Timestamp,
 }
 
-struct Buffer {
+struct Open {
+    generation: u64,
+    route: Route,
     body: Body,
     raw_bytes: u64,
-    records: u64,
     opened: Timestamp,
-    oldest_arrival: Timestamp,
-    shards: BTreeMap<ShardId, (ExtendedSequenceNumber, ExtendedSequenceNumber)>,
+    slots: Vec<ShardId>,
+    entries: Vec<(u32, u32)>,
+    spans: BTreeMap<ShardId, Span>,
 }
 
-/// A buffer ready to be written as one object.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Flushed {
-    /// Its partition.
-    pub key: PartitionKey,
-    /// The object body (compressed as configured).
-    pub body: Bytes,
-    /// Records in it.
-    pub records: u64,
-    /// Bytes before compression.
-    pub raw_bytes: u64,
-    /// Arrival time of its oldest record (prefix timestamps use it).
-    pub oldest_arrival: Timestamp,
-    /// Per shard: first and last positions it holds.
-    pub shards: BTreeMap<ShardId, (ExtendedSequenceNumber, ExtendedSequenceNumber)>,
-    /// Why it was flushed.
-    pub reason: FlushReason,
-}
-
-/// Why a buffer was flushed.
+/// Why a buffer was sealed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FlushReason {
     /// `SizeInMBs` reached.
@@ -96,139 +106,288 @@ pub enum FlushReason {
     Requested,
 }
 
+/// A buffer ready to be written as one object.
+#[derive(Debug, Clone)]
+pub struct Sealed {
+    /// Identity for acknowledgement tracking (kept by [`Sealed::without`]).
+    pub generation: u64,
+    /// Its route.
+    pub route: Route,
+    /// The object body (compressed as configured).
+    pub body: Bytes,
+    /// Bytes before compression.
+    pub raw_bytes: u64,
+    /// Per shard: the records it holds.
+    pub spans: BTreeMap<ShardId, Span>,
+    /// Why it was sealed.
+    pub reason: FlushReason,
+    compression: Compression,
+    slots: Vec<ShardId>,
+    entries: Vec<(u32, u32)>,
+}
+
+impl Sealed {
+    /// Records in it.
+    pub fn records(&self) -> u64 {
+        self.entries.len() as u64
+    }
+
+    /// Arrival of its oldest record (prefix timestamps use it).
+    pub fn oldest_arrival(&self) -> Timestamp {
+        self.spans.values().map(|s| s.oldest_arrival).min().unwrap_or(Timestamp::from_millis(0))
+    }
+
+    /// The same object without the records of `lost` shards; `None` when nothing is
+    /// left. Used when leases were lost before the object was durable.
+    pub fn without(&self, lost: &BTreeSet<ShardId>, deflater: &mut Deflater) -> Result<Option<Sealed>, BodyError> {
+        if !self.spans.keys().any(|s| lost.contains(s)) {
+            return Ok(Some(self.clone()));
+        }
+        let raw = decode(self.compression, &self.body)?;
+        let mut body = Body::new(self.compression);
+        let mut entries = Vec::new();
+        let mut offset = 0usize;
+        let mut raw_bytes = 0u64;
+        for &(slot, len) in &self.entries {
+            let line = raw.get(offset..offset + len as usize).ok_or_else(|| BodyError("entry past body".into()))?;
+            offset += len as usize;
+            if !lost.contains(&self.slots[slot as usize]) {
+                body.append(line, deflater)?;
+                entries.push((slot, len));
+                raw_bytes += len as u64;
+            }
+        }
+        if entries.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(Sealed {
+            generation: self.generation,
+            route: self.route.clone(),
+            body: body.finish(deflater)?,
+            raw_bytes,
+            spans: self.spans.iter().filter(|(s, _)| !lost.contains(*s)).map(|(s, v)| (s.clone(), v.clone())).collect(),
+            reason: self.reason,
+            compression: self.compression,
+            slots: self.slots.clone(),
+            entries,
+        }))
+    }
+}
+
 /// The record could not be buffered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BufferError {
     /// `max_active` partitions are open and the policy is [`Overflow::Reject`].
     #[error("more than {0} active partitions")]
     TooManyPartitions(usize),
-    /// Compression failed (out of memory).
-    #[error("compression failed: {0}")]
-    Compression(String),
+    /// Compression failed.
+    #[error(transparent)]
+    Body(#[from] BodyError),
+}
+
+/// The result of an append.
+#[derive(Debug)]
+pub struct Appended {
+    /// Generation of the buffer that took the record.
+    pub generation: u64,
+    /// Buffers sealed by this append (an evicted one and/or this one on size).
+    pub sealed: Vec<Sealed>,
 }
 
 /// All open buffers of an archiver.
 pub struct Buffers {
     limits: Limits,
-    open: HashMap<PartitionKey, Buffer>,
+    open: HashMap<Route, Open>,
+    data_open: usize,
+    next_generation: u64,
+    deflater: Deflater,
 }
 
 impl Buffers {
     /// No buffers yet.
     pub fn new(limits: Limits) -> Self {
-        Self { limits, open: HashMap::new() }
+        let deflater = Deflater::new(limits.level);
+        Self { limits, open: HashMap::new(), data_open: 0, next_generation: 1, deflater }
     }
 
-    /// Open partitions.
+    /// Open buffers (data and error).
     pub fn active(&self) -> usize {
         self.open.len()
     }
 
-    /// Compressed bytes held (memory).
+    /// Bytes held (compressed runs, staged records and per-record bookkeeping).
     pub fn held_bytes(&self) -> usize {
-        self.open
-            .values()
-            .map(|b| match &b.body {
-                Body::Plain(v) => v.len(),
-                Body::Gzip(g) => g.get_ref().len(),
-            })
-            .sum()
+        self.open.values().map(|b| b.body.held() + b.entries.capacity() * 8).sum()
     }
 
-    /// Adds one record (with its delimiter already applied). Returns the buffers that
-    /// had to be flushed: an evicted one (overflow) and/or this partition's (size).
+    /// The shared compressor (to rebuild sealed objects).
+    pub fn deflater(&mut self) -> &mut Deflater {
+        &mut self.deflater
+    }
+
+    /// Adds one record (with its delimiter already applied).
+    #[allow(clippy::too_many_arguments)]
     pub fn append(
         &mut self,
-        key: &PartitionKey,
+        route: &Route,
         data: &[u8],
         shard: &ShardId,
         position: &ExtendedSequenceNumber,
         arrival: Timestamp,
         now: Timestamp,
-    ) -> Result<Vec<Flushed>, BufferError> {
-        let mut out = Vec::new();
-        if !self.open.contains_key(key) && self.open.len() >= self.limits.max_active {
-            match self.limits.overflow {
-                Overflow::Reject => return Err(BufferError::TooManyPartitions(self.limits.max_active)),
-                Overflow::FlushOldest => {
-                    let oldest = self.open.iter().min_by_key(|(_, b)| b.opened).map(|(k, _)| k.clone());
-                    if let Some(k) = oldest {
-                        out.push(self.finish(&k, FlushReason::Overflow)?);
+    ) -> Result<Appended, BufferError> {
+        let mut sealed = Vec::new();
+        let is_data = matches!(route, Route::Data(_));
+        if !self.open.contains_key(route) {
+            if is_data && self.data_open >= self.limits.max_active {
+                match self.limits.overflow {
+                    Overflow::Reject => return Err(BufferError::TooManyPartitions(self.limits.max_active)),
+                    Overflow::FlushOldest => {
+                        let oldest = self
+                            .open
+                            .iter()
+                            .filter(|(r, _)| matches!(r, Route::Data(_)))
+                            .min_by_key(|(_, b)| (b.opened, b.generation))
+                            .map(|(k, _)| k.clone());
+                        if let Some(k) = oldest {
+                            sealed.push(self.seal(&k, FlushReason::Overflow)?);
+                        }
                     }
                 }
             }
+            let generation = self.next_generation;
+            self.next_generation += 1;
+            if is_data {
+                self.data_open += 1;
+            }
+            self.open.insert(
+                route.clone(),
+                Open {
+                    generation,
+                    route: route.clone(),
+                    body: Body::new(self.limits.compression),
+                    raw_bytes: 0,
+                    opened: now,
+                    slots: Vec::new(),
+                    entries: Vec::new(),
+                    spans: BTreeMap::new(),
+                },
+            );
         }
-        let compression = self.limits.compression;
-        let buffer = self.open.entry(key.clone()).or_insert_with(|| Buffer {
-            body: match compression {
-                Compression::Gzip => Body::Gzip(Box::new(GzEncoder::new(Vec::new(), Level::default()))),
-                Compression::Uncompressed => Body::Plain(Vec::new()),
-            },
-            raw_bytes: 0,
-            records: 0,
-            opened: now,
-            oldest_arrival: arrival,
-            shards: BTreeMap::new(),
-        });
-        match &mut buffer.body {
-            Body::Plain(v) => v.extend_from_slice(data),
-            Body::Gzip(g) => g.write_all(data).map_err(|e| BufferError::Compression(e.to_string()))?,
-        }
+        let Some(buffer) = self.open.get_mut(route) else {
+            return Err(BufferError::Body(BodyError("buffer vanished".into())));
+        };
+        buffer.body.append(data, &mut self.deflater)?;
         buffer.raw_bytes += data.len() as u64;
-        buffer.records += 1;
-        buffer.oldest_arrival = buffer.oldest_arrival.min(arrival);
-        buffer
-            .shards
-            .entry(shard.clone())
-            .and_modify(|(_, last)| *last = position.clone())
-            .or_insert_with(|| (position.clone(), position.clone()));
-        if buffer.raw_bytes >= self.limits.size_bytes {
-            out.push(self.finish(key, FlushReason::Size)?);
+        let slot = match buffer.slots.iter().position(|s| s == shard) {
+            Some(i) => i,
+            None => {
+                buffer.slots.push(shard.clone());
+                buffer.slots.len() - 1
+            }
+        };
+        buffer.entries.push((slot as u32, data.len() as u32));
+        match buffer.spans.get_mut(shard) {
+            Some(span) => {
+                span.last = position.clone();
+                span.oldest_arrival = span.oldest_arrival.min(arrival);
+            }
+            None => {
+                buffer.spans.insert(
+                    shard.clone(),
+                    Span { first: position.clone(), last: position.clone(), oldest_arrival: arrival },
+                );
+            }
         }
-        Ok(out)
+        let generation = buffer.generation;
+        if buffer.raw_bytes >= self.limits.size_bytes {
+            sealed.push(self.seal(route, FlushReason::Size)?);
+        }
+        Ok(Appended { generation, sealed })
     }
 
     /// Buffers whose interval has passed at `now`.
-    pub fn due(&mut self, now: Timestamp) -> Result<Vec<Flushed>, BufferError> {
+    pub fn due(&mut self, now: Timestamp) -> Result<Vec<Sealed>, BufferError> {
         let interval = self.limits.interval;
-        let due: Vec<PartitionKey> = self
+        let due: Vec<Route> = self
             .open
             .iter()
             .filter(|(_, b)| now.saturating_since(b.opened) >= interval)
             .map(|(k, _)| k.clone())
             .collect();
-        due.iter().map(|k| self.finish(k, FlushReason::Interval)).collect()
+        due.iter().map(|k| self.seal(k, FlushReason::Interval)).collect()
     }
 
     /// Every buffer holding records of `shard` (before the shard closes).
-    pub fn holding(&mut self, shard: &ShardId) -> Result<Vec<Flushed>, BufferError> {
-        let keys: Vec<PartitionKey> =
-            self.open.iter().filter(|(_, b)| b.shards.contains_key(shard)).map(|(k, _)| k.clone()).collect();
-        keys.iter().map(|k| self.finish(k, FlushReason::Requested)).collect()
+    pub fn holding(&mut self, shard: &ShardId) -> Result<Vec<Sealed>, BufferError> {
+        let keys: Vec<Route> =
+            self.open.iter().filter(|(_, b)| b.spans.contains_key(shard)).map(|(k, _)| k.clone()).collect();
+        keys.iter().map(|k| self.seal(k, FlushReason::Requested)).collect()
     }
 
     /// Every buffer.
-    pub fn all(&mut self) -> Result<Vec<Flushed>, BufferError> {
-        let keys: Vec<PartitionKey> = self.open.keys().cloned().collect();
-        keys.iter().map(|k| self.finish(k, FlushReason::Requested)).collect()
+    pub fn all(&mut self) -> Result<Vec<Sealed>, BufferError> {
+        let keys: Vec<Route> = self.open.keys().cloned().collect();
+        keys.iter().map(|k| self.seal(k, FlushReason::Requested)).collect()
     }
 
-    fn finish(&mut self, key: &PartitionKey, reason: FlushReason) -> Result<Flushed, BufferError> {
-        let Some(b) = self.open.remove(key) else {
-            return Err(BufferError::Compression("no such buffer".into()));
+    /// Removes the records of `shard` from every open buffer (its lease was lost: the
+    /// next owner archives them). Buffers left empty close.
+    pub fn forget_shard(&mut self, shard: &ShardId) -> Result<(), BufferError> {
+        let keys: Vec<Route> =
+            self.open.iter().filter(|(_, b)| b.spans.contains_key(shard)).map(|(k, _)| k.clone()).collect();
+        let lost: BTreeSet<ShardId> = [shard.clone()].into();
+        for k in keys {
+            let opened = self.open.get(&k).map(|b| b.opened).unwrap_or(Timestamp::from_millis(0));
+            let sealed = self.seal(&k, FlushReason::Requested)?;
+            if let Some(rest) = sealed.without(&lost, &mut self.deflater)? {
+                self.reopen(rest, opened)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Opens a buffer again with the content of `sealed` (same generation).
+    fn reopen(&mut self, sealed: Sealed, opened: Timestamp) -> Result<(), BufferError> {
+        let raw = decode(sealed.compression, &sealed.body)?;
+        let mut body = Body::new(sealed.compression);
+        body.append(&raw, &mut self.deflater)?;
+        if matches!(sealed.route, Route::Data(_)) {
+            self.data_open += 1;
+        }
+        self.open.insert(
+            sealed.route.clone(),
+            Open {
+                generation: sealed.generation,
+                route: sealed.route,
+                body,
+                raw_bytes: sealed.raw_bytes,
+                opened,
+                slots: sealed.slots,
+                entries: sealed.entries,
+                spans: sealed.spans,
+            },
+        );
+        Ok(())
+    }
+
+    fn seal(&mut self, route: &Route, reason: FlushReason) -> Result<Sealed, BufferError> {
+        let Some(b) = self.open.remove(route) else {
+            return Err(BufferError::Body(BodyError("no such buffer".into())));
         };
-        let body = match b.body {
-            Body::Plain(v) => Bytes::from(v),
-            Body::Gzip(g) => Bytes::from(g.finish().map_err(|e| BufferError::Compression(e.to_string()))?),
-        };
-        Ok(Flushed {
-            key: key.clone(),
-            body,
-            records: b.records,
+        if matches!(b.route, Route::Data(_)) {
+            self.data_open -= 1;
+        }
+        Ok(Sealed {
+            generation: b.generation,
+            route: b.route,
+            body: b.body.finish(&mut self.deflater)?,
             raw_bytes: b.raw_bytes,
-            oldest_arrival: b.oldest_arrival,
-            shards: b.shards,
+            spans: b.spans,
             reason,
+            compression: self.limits.compression,
+            slots: b.slots,
+            entries: b.entries,
         })
     }
 }
@@ -247,11 +406,12 @@ mod tests {
             max_active: max,
             overflow,
             compression: Compression::Gzip,
+            level: 6,
         }
     }
 
-    fn key(tenant: &str) -> PartitionKey {
-        [("tenantId".to_owned(), tenant.to_owned())].into()
+    fn key(tenant: &str) -> Route {
+        Route::Data([("tenantId".to_owned(), tenant.to_owned())].into())
     }
 
     fn pos(n: u128) -> ExtendedSequenceNumber {
@@ -273,15 +433,15 @@ mod tests {
         let mut b = Buffers::new(limits(100, 300, 10, Overflow::FlushOldest));
         let shard = ShardId::new("s0");
         let line = format!("{}\n", "a".repeat(49));
-        assert!(b.append(&key("t1"), line.as_bytes(), &shard, &pos(1), t(5), t(10)).unwrap().is_empty());
-        let flushed = b.append(&key("t1"), line.as_bytes(), &shard, &pos(2), t(4), t(11)).unwrap();
+        assert!(b.append(&key("t1"), line.as_bytes(), &shard, &pos(1), t(5), t(10)).unwrap().sealed.is_empty());
+        let flushed = b.append(&key("t1"), line.as_bytes(), &shard, &pos(2), t(4), t(11)).unwrap().sealed;
         assert_eq!(flushed.len(), 1);
         let f = &flushed[0];
-        assert_eq!((f.reason, f.records, f.raw_bytes), (FlushReason::Size, 2, 100));
+        assert_eq!((f.reason, f.records(), f.raw_bytes), (FlushReason::Size, 2, 100));
         assert!(f.body.len() < 100, "compressed body");
         assert_eq!(gunzip(&f.body), line.repeat(2));
-        assert_eq!(f.oldest_arrival, t(4), "oldest arrival, not first");
-        assert_eq!(f.shards[&shard], (pos(1), pos(2)));
+        assert_eq!(f.oldest_arrival(), t(4), "oldest arrival, not first");
+        assert_eq!((f.spans[&shard].first.clone(), f.spans[&shard].last.clone()), (pos(1), pos(2)));
         assert_eq!(b.active(), 0);
     }
 
@@ -293,75 +453,89 @@ mod tests {
         b.append(&key("t2"), b"y\n", &s, &pos(2), t(0), t(130)).unwrap();
         assert!(b.due(t(159)).unwrap().is_empty());
         let first = b.due(t(160)).unwrap();
-        assert_eq!(first.iter().map(|f| f.key.clone()).collect::<Vec<_>>(), vec![key("t1")]);
+        assert_eq!(first.iter().map(|f| f.route.clone()).collect::<Vec<_>>(), vec![key("t1")]);
         assert_eq!(first[0].reason, FlushReason::Interval);
-        assert_eq!(b.due(t(190)).unwrap()[0].key, key("t2"));
-        // Interval zero: every tick flushes what is there.
+        assert_eq!(b.due(t(190)).unwrap()[0].route, key("t2"));
         let mut z = Buffers::new(limits(1 << 20, 0, 10, Overflow::FlushOldest));
         z.append(&key("t1"), b"x\n", &s, &pos(1), t(0), t(5)).unwrap();
         assert_eq!(z.due(t(5)).unwrap().len(), 1);
     }
 
     #[test]
-    fn active_partition_cap() {
+    fn active_partition_cap_counts_data_partitions_only() {
         let s = ShardId::new("s0");
         let mut evict = Buffers::new(limits(1 << 20, 300, 2, Overflow::FlushOldest));
         evict.append(&key("a"), b"1\n", &s, &pos(1), t(0), t(1)).unwrap();
         evict.append(&key("b"), b"2\n", &s, &pos(2), t(0), t(2)).unwrap();
-        let out = evict.append(&key("c"), b"3\n", &s, &pos(3), t(0), t(3)).unwrap();
+        let err = Route::Error(ErrorOutputType::ProcessingFailed);
+        assert!(evict.append(&err, b"e\n", &s, &pos(3), t(0), t(3)).unwrap().sealed.is_empty());
+        let out = evict.append(&key("c"), b"3\n", &s, &pos(4), t(0), t(4)).unwrap().sealed;
         assert_eq!(out.len(), 1);
-        assert_eq!((out[0].key.clone(), out[0].reason), (key("a"), FlushReason::Overflow));
-        assert_eq!(evict.active(), 2);
+        assert_eq!((out[0].route.clone(), out[0].reason), (key("a"), FlushReason::Overflow));
+        assert_eq!(evict.active(), 3);
         let mut reject = Buffers::new(limits(1 << 20, 300, 2, Overflow::Reject));
         reject.append(&key("a"), b"1\n", &s, &pos(1), t(0), t(1)).unwrap();
         reject.append(&key("b"), b"2\n", &s, &pos(2), t(0), t(2)).unwrap();
-        assert_eq!(reject.append(&key("c"), b"3\n", &s, &pos(3), t(0), t(3)), Err(BufferError::TooManyPartitions(2)));
-        assert!(
-            reject.append(&key("a"), b"4\n", &s, &pos(4), t(0), t(4)).unwrap().is_empty(),
-            "open partitions still take records"
+        assert_eq!(
+            reject.append(&key("c"), b"3\n", &s, &pos(3), t(0), t(3)).unwrap_err(),
+            BufferError::TooManyPartitions(2)
         );
+        assert!(reject.append(&key("a"), b"4\n", &s, &pos(4), t(0), t(4)).unwrap().sealed.is_empty());
     }
 
     #[test]
-    fn shard_close_flushes_buffers_holding_the_shard() {
+    fn a_lost_shard_leaves_every_buffer() {
         let mut b = Buffers::new(limits(1 << 20, 300, 10, Overflow::FlushOldest));
         let (s0, s1) = (ShardId::new("s0"), ShardId::new("s1"));
-        b.append(&key("a"), b"1\n", &s0, &pos(1), t(0), t(1)).unwrap();
-        b.append(&key("a"), b"2\n", &s1, &pos(7), t(0), t(1)).unwrap();
-        b.append(&key("b"), b"3\n", &s1, &pos(8), t(0), t(1)).unwrap();
-        let out = b.holding(&s0).unwrap();
-        assert_eq!(out.len(), 1);
-        assert_eq!(out[0].shards.len(), 2, "objects mix shards");
-        assert_eq!(b.all().unwrap().len(), 1);
+        b.append(&key("a"), b"0-1\n", &s0, &pos(1), t(0), t(1)).unwrap();
+        let g = b.append(&key("a"), b"1-7\n", &s1, &pos(7), t(0), t(1)).unwrap().generation;
+        b.append(&key("a"), b"0-2\n", &s0, &pos(2), t(0), t(1)).unwrap();
+        b.append(&key("b"), b"0-3\n", &s0, &pos(3), t(0), t(1)).unwrap();
+        b.forget_shard(&s0).unwrap();
+        assert_eq!(b.active(), 1, "b held only s0");
+        let rest = b.all().unwrap();
+        assert_eq!(gunzip(&rest[0].body), "1-7\n");
+        assert_eq!(rest[0].generation, g, "the buffer keeps its identity");
+        assert_eq!(rest[0].spans.keys().collect::<Vec<_>>(), vec![&s1]);
     }
 
     proptest! {
-        /// Every record appended ends up in exactly one flushed body, in order within its
-        /// partition; acknowledged ranges cover exactly the records of each shard.
+        /// Every record appended ends up in exactly one sealed body, in order within its
+        /// partition, and sealed objects rebuilt without a shard hold exactly the rest.
         #[test]
         fn nothing_lost_nothing_twice(ops in proptest::collection::vec((0u8..4, 0u8..3, 1usize..40, 0u8..10), 1..200)) {
             let mut b = Buffers::new(limits(120, 5, 3, Overflow::FlushOldest));
-            let mut flushed = Vec::new();
-            let mut expected: BTreeMap<PartitionKey, String> = BTreeMap::new();
+            let mut sealed = Vec::new();
+            let mut expected: BTreeMap<String, String> = BTreeMap::new();
+            let mut without_s0: BTreeMap<String, String> = BTreeMap::new();
             for (i, (tenant, shard, len, tick)) in ops.iter().enumerate() {
                 let k = key(&format!("t{tenant}"));
                 let line = format!("{i}:{}\n", "x".repeat(*len));
-                expected.entry(k.clone()).or_default().push_str(&line);
+                expected.entry(k.scope()).or_default().push_str(&line);
+                if *shard != 0 {
+                    without_s0.entry(k.scope()).or_default().push_str(&line);
+                }
                 let now = t(i as i64);
-                flushed.extend(b.append(&k, line.as_bytes(), &ShardId::new(format!("s{shard}")), &pos(i as u128 + 1), now, now).unwrap());
+                sealed.extend(b.append(&k, line.as_bytes(), &ShardId::new(format!("s{shard}")), &pos(i as u128 + 1), now, now).unwrap().sealed);
                 if *tick == 0 {
-                    flushed.extend(b.due(now).unwrap());
+                    sealed.extend(b.due(now).unwrap());
                 }
             }
-            flushed.extend(b.all().unwrap());
-            let mut got: BTreeMap<PartitionKey, String> = BTreeMap::new();
+            sealed.extend(b.all().unwrap());
+            let mut got: BTreeMap<String, String> = BTreeMap::new();
+            let mut rebuilt: BTreeMap<String, String> = BTreeMap::new();
             let mut records = 0;
-            for f in &flushed {
-                got.entry(f.key.clone()).or_default().push_str(&gunzip(&f.body));
-                records += f.records;
+            let lost: BTreeSet<ShardId> = [ShardId::new("s0")].into();
+            for f in &sealed {
+                got.entry(f.route.scope()).or_default().push_str(&gunzip(&f.body));
+                records += f.records();
+                if let Some(r) = f.without(&lost, b.deflater()).unwrap() {
+                    rebuilt.entry(r.route.scope()).or_default().push_str(&gunzip(&r.body));
+                }
             }
             prop_assert_eq!(got, expected);
             prop_assert_eq!(records, ops.len() as u64);
+            prop_assert_eq!(rebuilt, without_s0);
         }
     }
 }

@@ -8,7 +8,7 @@ use serde::Serialize;
 use weir_core::Timestamp;
 
 /// Why a record went to the error output; also the `!{firehose:error-output-type}` value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ErrorOutputType {
     /// The transform failed or returned an invalid response.
     ProcessingFailed,

@@ -21,10 +21,19 @@
 //!   semantics, scalars only) with a fast path for plain field paths.
 #![warn(missing_docs)]
 
+pub mod archiver;
+pub mod body;
 pub mod buffers;
+pub mod delivery;
 pub mod error_records;
 pub mod firehose_config;
 pub mod java_time;
+pub mod ledger;
+pub mod metrics;
+pub mod naming;
 pub mod partition;
 pub mod prefix;
+pub mod resolve;
+pub mod subrecords;
 pub mod transform;
+pub mod transformer;

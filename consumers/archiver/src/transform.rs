@@ -113,7 +113,36 @@ pub enum Outcome {
     /// Dropped by the transform.
     Dropped,
     /// To the error output (`processing-failed`), with the reason.
-    Failed(String),
+    Failed(Failure),
+}
+
+/// Why a transform failed a record: Firehose's error code and a message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// Error code written to the error output (e.g. `Lambda.MissingRecordId`).
+    pub code: &'static str,
+    /// What went wrong.
+    pub message: String,
+}
+
+impl Failure {
+    /// A failure with a code and message.
+    pub fn new(code: &'static str, message: impl Into<String>) -> Self {
+        Self { code, message: message.into() }
+    }
+}
+
+impl std::ops::Deref for Failure {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.message
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.code, self.message)
+    }
 }
 
 /// Builds the event for `records` (id, arrival, metadata, data).
@@ -155,30 +184,44 @@ pub fn check_response(input: &TransformEvent, response: &TransformResponse) -> V
         .iter()
         .map(|rec| {
             if let Some(reason) = &count_mismatch {
-                return Outcome::Failed(reason.clone());
+                return Outcome::Failed(Failure::new("Lambda.MismatchedRecordCount", reason.clone()));
             }
             let results = by_id.get(rec.record_id.as_str()).map(Vec::as_slice).unwrap_or_default();
             let r = match results {
-                [] => return Outcome::Failed(format!("transform returned no result for recordId {}", rec.record_id)),
+                [] => {
+                    return Outcome::Failed(Failure::new(
+                        "Lambda.MissingRecordId",
+                        format!("transform returned no result for recordId {}", rec.record_id),
+                    ));
+                }
                 [one] => *one,
-                _ => return Outcome::Failed(format!("transform returned recordId {} more than once", rec.record_id)),
+                _ => {
+                    return Outcome::Failed(Failure::new(
+                        "Lambda.DuplicatedRecordId",
+                        format!("transform returned recordId {} more than once", rec.record_id),
+                    ));
+                }
             };
             match r.result.as_str() {
                 "Dropped" => Outcome::Dropped,
-                "ProcessingFailed" => Outcome::Failed("transform reported ProcessingFailed".into()),
+                "ProcessingFailed" => Outcome::Failed(Failure::new(
+                    "Lambda.ProcessingFailedStatus",
+                    "transform reported ProcessingFailed",
+                )),
                 "Ok" => match r.data.as_deref().map(|d| B64.decode(d)) {
                     Some(Ok(data)) => Outcome::Ok {
                         data: Bytes::from(data),
                         partition_keys: r.metadata.clone().unwrap_or_default().partition_keys,
                     },
-                    Some(Err(_)) => Outcome::Failed(
-                        "transform returned data that is not base64 (did it return plain text instead of base64?)"
-                            .into(),
-                    ),
-                    None => Outcome::Failed("transform returned Ok without data".into()),
+                    Some(Err(_)) => Outcome::Failed(Failure::new(
+                        "Lambda.InvalidBase64",
+                        "transform returned data that is not base64 (did it return plain text instead of base64?)",
+                    )),
+                    None => Outcome::Failed(Failure::new("Lambda.MissingData", "transform returned Ok without data")),
                 },
-                other => Outcome::Failed(format!(
-                    "transform returned unknown result {other:?} (Ok, Dropped, ProcessingFailed)"
+                other => Outcome::Failed(Failure::new(
+                    "Lambda.InvalidResult",
+                    format!("transform returned unknown result {other:?} (Ok, Dropped, ProcessingFailed)"),
                 )),
             }
         })

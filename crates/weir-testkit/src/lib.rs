@@ -9,6 +9,8 @@
 //! - [`FaultyLeaseTable`]: one worker's view of a shared table, partitionable.
 //! - [`RecordingConsumer`]: a consumer that records what it got, with acknowledgement
 //!   lag, stalls and failures on demand.
+//! - [`CrashSwitch`], [`CrashingSink`], [`SimLeases`], [`SimAcks`]: crash points for
+//!   consumers that write intents and objects, and the next owner's view.
 //! - [`ManualClock`]: a clock tests move by hand.
 //! - [`Emulator`]: a real emulator on a free port for adapter tests.
 //! - [`fixtures`]: small builders shared by tests.
@@ -17,6 +19,7 @@
 
 mod clock;
 pub mod conformance;
+mod crash;
 mod emulator;
 mod faulty_lease_table;
 mod faulty_reader;
@@ -26,6 +29,7 @@ mod memory_sink;
 mod recording_consumer;
 
 pub use clock::ManualClock;
+pub use crash::{CrashSwitch, CrashingSink, SimAcks, SimLeases};
 pub use emulator::Emulator;
 pub use faulty_lease_table::FaultyLeaseTable;
 pub use faulty_reader::{Fault, FaultPlan, FaultyReader};

@@ -1,0 +1,420 @@
+//! The archiver consumer: stream records → transform → partition → buffers → objects.
+//!
+//! Per record: split into parts (`RecordDeAggregation`), transform (Lambda contract),
+//! partition keys (jq `MetadataExtractionQuery` and/or the transform's keys, each
+//! value checked so it cannot leave its place in the key), delimiter, then the buffer
+//! of its route (a data partition or an error output type). Sealed buffers are
+//! delivered by [`crate::delivery`]; a record is acknowledged once every object
+//! holding a part of it is durable. See the crate documentation for the guarantees.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use weir_core::ports::ObjectSink;
+use weir_core::{
+    Acks, Clock, CloseReason, Consumer, ConsumerError, Intent, RecordBatch, ShardContext, ShardId, Timestamp,
+};
+
+use crate::buffers::{Appended, BufferError, Buffers, Limits, Overflow, Route, Sealed};
+use crate::delivery::{Delivery, DeliveryError, DeliveryMode};
+use crate::error_records::{ErrorOutputType, ErrorRecord};
+use crate::firehose_config::ArchiverSettings;
+use crate::ledger::Ledger;
+use crate::metrics as m;
+use crate::naming::Naming;
+use crate::partition::{KeyError, KeyQuery, QueryError};
+use crate::prefix::check_partition_value;
+use crate::resolve::{KeyState, SkipList, resolve};
+use crate::subrecords::split;
+use crate::transform::Outcome;
+use crate::transformer::{Part, Transformer};
+
+/// Everything the archiver is configured with beyond Firehose's own settings.
+#[derive(Clone)]
+pub struct ArchiverOptions {
+    /// Consumer name (keys its checkpoints and intents); also the object-name prefix
+    /// in place of Firehose's delivery stream name.
+    pub name: String,
+    /// Firehose-compatible settings.
+    pub settings: ArchiverSettings,
+    /// Exactly-once (default) or Firehose's at-least-once.
+    pub mode: DeliveryMode,
+    /// Most data partitions open at once (Firehose: 500).
+    pub max_active_partitions: usize,
+    /// What happens past the cap.
+    pub overflow: Overflow,
+    /// Refuse new batches while this many compressed bytes wait for the store (the
+    /// stream keeps the records; the runtime offers them again later).
+    pub max_backlog_bytes: u64,
+    /// GZIP level.
+    pub compression_level: u32,
+    /// Object puts in flight at once.
+    pub put_concurrency: usize,
+    /// The transform stage.
+    pub transformer: Transformer,
+}
+
+impl ArchiverOptions {
+    /// Options with weir's defaults for `settings`.
+    pub fn new(name: &str, settings: ArchiverSettings) -> Self {
+        Self {
+            name: name.to_owned(),
+            settings,
+            mode: DeliveryMode::ExactlyOnce,
+            max_active_partitions: 500,
+            overflow: Overflow::FlushOldest,
+            max_backlog_bytes: 256 << 20,
+            compression_level: 6,
+            put_concurrency: 8,
+            transformer: Transformer::None,
+        }
+    }
+}
+
+/// Why the archiver could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// The metadata extraction query does not compile.
+    #[error(transparent)]
+    Query(#[from] QueryError),
+}
+
+/// Per-shard state.
+#[derive(Default)]
+struct ShardState {
+    /// Exactly-once: an earlier owner's intents not resolved yet.
+    unresolved: Option<Vec<Intent>>,
+    /// Records already durable in an earlier owner's objects.
+    skip: SkipList,
+}
+
+/// The archiver consumer.
+pub struct Archiver {
+    name: String,
+    settings: ArchiverSettings,
+    query: Option<KeyQuery>,
+    prefix_keys: Vec<String>,
+    transformer: Transformer,
+    buffers: Buffers,
+    ledger: Ledger,
+    delivery: Delivery,
+    shards: HashMap<ShardId, ShardState>,
+    clock: Arc<dyn Clock>,
+    max_backlog_bytes: u64,
+}
+
+impl Archiver {
+    /// An archiver writing to `sink`; `clock` gives times for buffers and error records.
+    pub fn new(options: ArchiverOptions, sink: Arc<dyn ObjectSink>, clock: Arc<dyn Clock>) -> Result<Self, BuildError> {
+        let s = &options.settings;
+        let query = s.metadata_query.as_deref().map(KeyQuery::compile).transpose()?;
+        let prefix_keys = s.prefixes.data.partition_keys().into_iter().map(str::to_owned).collect();
+        let limits = Limits {
+            size_bytes: s.buffer_bytes,
+            interval: s.buffer_interval,
+            max_active: options.max_active_partitions.max(1),
+            overflow: options.overflow,
+            compression: s.compression,
+            level: options.compression_level,
+        };
+        let naming = Naming::new(&options.name, 1, &s.file_extension, s.time_zone);
+        let delivery = Delivery::new(
+            sink,
+            options.mode,
+            naming,
+            s.prefixes.clone(),
+            s.time_zone,
+            s.compression,
+            options.put_concurrency,
+        );
+        Ok(Self {
+            name: options.name.clone(),
+            settings: options.settings.clone(),
+            query,
+            prefix_keys,
+            transformer: options.transformer,
+            buffers: Buffers::new(limits),
+            ledger: Ledger::default(),
+            delivery,
+            shards: HashMap::new(),
+            clock,
+            max_backlog_bytes: options.max_backlog_bytes,
+        })
+    }
+
+    /// Compressed bytes held in open buffers.
+    pub fn buffered_bytes(&self) -> usize {
+        self.buffers.held_bytes()
+    }
+
+    /// Objects waiting for the store.
+    pub fn backlog_objects(&self) -> usize {
+        self.delivery.backlog_objects()
+    }
+
+    /// Resolves an earlier owner's intents for `shard` if any are open.
+    async fn ensure_resolved(&mut self, shard: &ShardId) -> Result<(), ConsumerError> {
+        let Some(state) = self.shards.get_mut(shard) else { return Ok(()) };
+        let Some(intents) = state.unresolved.clone() else { return Ok(()) };
+        let delivery = &self.delivery;
+        let own = |key: &str| delivery.wrote(key).then_some(KeyState::Written);
+        let (skip, states) = resolve(delivery.sink().as_ref(), &intents, delivery.claim(), own)
+            .await
+            .map_err(|e| ConsumerError::with_source(format!("cannot resolve open intents of {shard}"), e))?;
+        let claimed = states.values().filter(|s| **s == KeyState::Claimed).count();
+        metrics::counter!(m::CLAIMS_MADE).increment(claimed as u64);
+        tracing::info!(%shard, intents = intents.len(), objects = states.len(), claimed, skip_ranges = skip.len(), "resolved an earlier owner's open intents");
+        state.skip = skip;
+        state.unresolved = None;
+        Ok(())
+    }
+
+    /// The route and line for one transformed part.
+    fn route(&self, outcome: Outcome, raw: &Bytes, arrival: Timestamp, now: Timestamp) -> Option<(Route, Bytes)> {
+        match outcome {
+            Outcome::Dropped => {
+                metrics::counter!(m::DROPPED).increment(1);
+                None
+            }
+            Outcome::Failed(f) => {
+                let mut rec = ErrorRecord::new(raw, arrival, now, f.code, f.message);
+                rec.lambda_arn = self.transformer.lambda_arn().map(str::to_owned);
+                Some(error_line(ErrorOutputType::ProcessingFailed, rec))
+            }
+            Outcome::Ok { data, partition_keys } => {
+                let route = match self.partition(&data, partition_keys) {
+                    Ok(route) => route,
+                    Err(reason) => {
+                        let rec =
+                            ErrorRecord::new(raw, arrival, now, "DynamicPartitioning.MetadataExtractionFailed", reason);
+                        return Some(error_line(ErrorOutputType::PartitioningFailed, rec));
+                    }
+                };
+                let line = if self.settings.append_delimiter {
+                    let mut v = Vec::with_capacity(data.len() + 1);
+                    v.extend_from_slice(&data);
+                    v.push(b'\n');
+                    Bytes::from(v)
+                } else {
+                    if data.last() != Some(&b'\n') {
+                        metrics::counter!(m::RECORDS_WITHOUT_DELIMITER).increment(1);
+                    }
+                    data
+                };
+                Some((route, line))
+            }
+        }
+    }
+
+    /// The data route of a record, or why it has none.
+    fn partition(&self, data: &[u8], from_transform: BTreeMap<String, String>) -> Result<Route, String> {
+        if self.settings.dynamic_partitioning_retry.is_none() {
+            return Ok(Route::Data(BTreeMap::new()));
+        }
+        let mut keys = from_transform;
+        if let Some(q) = &self.query {
+            let found = q.keys(data).map_err(|e| match e {
+                KeyError::NotJson => "record is not valid JSON; the metadata extraction query cannot run".to_owned(),
+                other => format!("metadata extraction query failed: {other}"),
+            })?;
+            keys.extend(found);
+        }
+        let mut used = BTreeMap::new();
+        for k in &self.prefix_keys {
+            let v = keys.remove(k).ok_or_else(|| format!("partition key {k:?} is missing"))?;
+            check_partition_value(&v).map_err(|reason| format!("partition key {k:?} value {v:?} {reason}"))?;
+            used.insert(k.clone(), v);
+        }
+        Ok(Route::Data(used))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn buffer(
+        &mut self,
+        route: Route,
+        line: &Bytes,
+        raw: &Bytes,
+        shard: &ShardId,
+        record: &weir_core::Record,
+        now: Timestamp,
+        sealed: &mut Vec<Sealed>,
+    ) -> Result<(), ConsumerError> {
+        if let Some(state) = self.shards.get_mut(shard)
+            && !state.skip.is_empty()
+            && state.skip.covers(&route.scope(), &record.position)
+        {
+            metrics::counter!(m::DUPLICATES_SKIPPED).increment(1);
+            return Ok(());
+        }
+        if let Route::Error(t) = &route {
+            metrics::counter!(m::ERRORS, "type" => t.as_str()).increment(1);
+        }
+        let appended = match self.buffers.append(&route, line, shard, &record.position, record.approximate_arrival, now)
+        {
+            Ok(a) => a,
+            Err(BufferError::TooManyPartitions(n)) => {
+                let rec = ErrorRecord::new(
+                    raw,
+                    record.approximate_arrival,
+                    now,
+                    "DynamicPartitioning.ActivePartitionsLimitExceeded",
+                    format!("more than {n} active partitions"),
+                );
+                let (route, line) = error_line(ErrorOutputType::ActivePartitionsExceeded, rec);
+                metrics::counter!(m::ERRORS, "type" => "active-partitions-exceeded").increment(1);
+                self.buffers
+                    .append(&route, &line, shard, &record.position, record.approximate_arrival, now)
+                    .map_err(|e| ConsumerError::with_source("cannot buffer an error record", e))?
+            }
+            Err(e) => return Err(ConsumerError::with_source("cannot buffer a record", e)),
+        };
+        let Appended { generation, sealed: s } = appended;
+        self.ledger.buffered(shard, &record.position, generation);
+        sealed.extend(s);
+        Ok(())
+    }
+
+    async fn deliver(&mut self, sealed: Vec<Sealed>, acks: &dyn Acks) -> Result<(), DeliveryError> {
+        let now = self.clock.now();
+        let (buffers, ledger, delivery) = (&mut self.buffers, &mut self.ledger, &mut self.delivery);
+        let r = delivery.deliver(sealed, now, ledger, acks, buffers.deflater()).await;
+        metrics::gauge!(m::BUFFERED_BYTES).set(self.buffers.held_bytes() as f64);
+        metrics::gauge!(m::ACTIVE_PARTITIONS).set(self.buffers.active() as f64);
+        r
+    }
+}
+
+fn error_line(kind: ErrorOutputType, rec: ErrorRecord) -> (Route, Bytes) {
+    (Route::Error(kind), Bytes::from(rec.to_line()))
+}
+
+#[async_trait]
+impl Consumer for Archiver {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    async fn on_shard_open(&mut self, shard: &ShardContext) -> Result<(), ConsumerError> {
+        let mut state = ShardState::default();
+        if self.delivery.mode() == DeliveryMode::ExactlyOnce && !shard.intents.is_empty() {
+            state.unresolved = Some(shard.intents.clone());
+        }
+        self.shards.insert(shard.shard_id.clone(), state);
+        // A failure here is retried before the shard's first batch.
+        self.ensure_resolved(&shard.shard_id).await
+    }
+
+    async fn on_batch(&mut self, batch: &RecordBatch, acks: &dyn Acks) -> Result<(), ConsumerError> {
+        let shard = &batch.shard_id;
+        if self.delivery.backlog_bytes() > self.max_backlog_bytes {
+            return Err(ConsumerError::msg(format!(
+                "{} bytes wait for the object store; refusing records until they are written (the stream keeps them)",
+                self.delivery.backlog_bytes()
+            )));
+        }
+        self.shards.entry(shard.clone()).or_default();
+        self.ensure_resolved(shard).await?;
+        let now = self.clock.now();
+        // Split records into parts; records that cannot be split fail whole.
+        let mut parts = Vec::with_capacity(batch.records.len());
+        let mut owners = Vec::with_capacity(batch.records.len());
+        let mut split_failures: Vec<(usize, String)> = Vec::new();
+        for (i, record) in batch.records.iter().enumerate() {
+            match &self.settings.deaggregation {
+                None => {
+                    parts.push(Part { record, data: record.data.clone() });
+                    owners.push(i);
+                }
+                Some(how) => match split(&record.data, how) {
+                    Ok(pieces) => {
+                        for data in pieces {
+                            parts.push(Part { record, data });
+                            owners.push(i);
+                        }
+                    }
+                    Err(reason) => split_failures.push((i, reason)),
+                },
+            }
+        }
+        let outcomes = self.transformer.run(shard, &parts).await;
+        let mut sealed = Vec::new();
+        let mut next_part = 0usize;
+        let mut failures = split_failures.into_iter().peekable();
+        for (i, record) in batch.records.iter().enumerate() {
+            if failures.peek().is_some_and(|(j, _)| *j == i) {
+                let (_, reason) = failures.next().unwrap_or_default();
+                let rec = ErrorRecord::new(
+                    &record.data,
+                    record.approximate_arrival,
+                    now,
+                    "RecordDeAggregation.Failed",
+                    reason,
+                );
+                let (route, line) = error_line(ErrorOutputType::ProcessingFailed, rec);
+                self.buffer(route, &line, &record.data, shard, record, now, &mut sealed)?;
+            }
+            while next_part < parts.len() && owners[next_part] == i {
+                let outcome = outcomes.get(next_part).cloned().unwrap_or(Outcome::Failed(
+                    crate::transform::Failure::new("Transform.MissingOutcome", "transform returned too few outcomes"),
+                ));
+                let raw = parts[next_part].data.clone();
+                if let Some((route, line)) = self.route(outcome, &raw, record.approximate_arrival, now) {
+                    self.buffer(route, &line, &raw, shard, record, now, &mut sealed)?;
+                }
+                next_part += 1;
+            }
+            self.ledger.finished(shard, &record.position);
+        }
+        // Delivery failures leave objects in the backlog; the records stay
+        // unacknowledged and the batch itself was taken in full.
+        if let Err(e) = self.deliver(sealed, acks).await {
+            tracing::warn!(consumer = %self.name, error = %e, "objects wait for the store");
+        }
+        Ok(())
+    }
+
+    async fn on_tick(&mut self, now: Timestamp, acks: &dyn Acks) -> Result<(), ConsumerError> {
+        let due = self.buffers.due(now).map_err(|e| ConsumerError::with_source("cannot seal buffers", e))?;
+        if due.is_empty() && !self.delivery.retry_due(now) {
+            return Ok(());
+        }
+        self.deliver(due, acks).await.map_err(|e| ConsumerError::with_source("archive delivery", e))
+    }
+
+    async fn on_shard_close(
+        &mut self,
+        shard: &ShardId,
+        reason: CloseReason,
+        acks: &dyn Acks,
+    ) -> Result<(), ConsumerError> {
+        if !reason.should_flush() {
+            // Lease lost: the next owner archives this shard's unacknowledged records.
+            self.buffers.forget_shard(shard).map_err(|e| ConsumerError::with_source("cannot rebuild buffers", e))?;
+            let deflater = self.buffers.deflater();
+            self.delivery.forget_shard(shard, deflater).map_err(|e| ConsumerError::with_source("backlog", e))?;
+            self.ledger.forget(shard);
+            self.shards.remove(shard);
+            return Ok(());
+        }
+        let sealed = self.buffers.holding(shard).map_err(|e| ConsumerError::with_source("cannot seal buffers", e))?;
+        let delivered = self.deliver(sealed, acks).await;
+        if self.ledger.has_pending(shard) {
+            return Err(match delivered {
+                Err(e) => ConsumerError::with_source(format!("records of {shard} are not durable yet"), e),
+                Ok(()) => ConsumerError::msg(format!("records of {shard} are not durable yet")),
+            });
+        }
+        if let Some(pos) = self.ledger.advance(shard) {
+            acks.durable(shard, &pos);
+        }
+        self.ledger.forget(shard);
+        self.shards.remove(shard);
+        Ok(())
+    }
+}
+
+/// How long [`Archiver`] waits between delivery retries at most.
+pub const MAX_RETRY_DELAY: Duration = Duration::from_secs(30);

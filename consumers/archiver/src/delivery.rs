@@ -1,0 +1,429 @@
+//! Writing sealed buffers as objects, and when their records count as durable.
+//!
+//! **Firehose mode** (at least once): put the object (create-only, under a fresh
+//! random name); once the put succeeded its records are acknowledged. A crash between
+//! the put and the checkpoint archives those records again.
+//!
+//! **Exactly-once mode** (default): before the put, an [`Intent`] per shard in the
+//! object ("records of this shard in [first, last] routed to this partition go to this
+//! key") is stored in that shard's lease through [`IntentLog`], fenced by the lease
+//! owner and counter; the intents of every object sealed together go in one call (one
+//! DynamoDB transaction per 25 leases). Then the object is put create-only. A shard's
+//! next owner resolves the open intents (see [`crate::resolve`]): written keys mean
+//! "skip these records", missing keys are claimed with an empty object so a late put
+//! from a zombie fails. A put that meets a claim, or an intent write refused because a
+//! lease is gone, rebuilds the object without the lost shards' records and tries again
+//! under a new key. A put that fails for any other reason is retried (same key, same
+//! intents) with backoff for as long as it takes; nothing is acknowledged meanwhile.
+
+use std::collections::{BTreeSet, HashSet, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use chrono_tz::Tz;
+use futures::StreamExt;
+use weir_core::ports::{ObjectSink, PutOptions, PutOutcome, SinkError};
+use weir_core::{Acks, Intent, IntentError, ShardId, Timestamp};
+
+use crate::body::Deflater;
+use crate::buffers::{Route, Sealed};
+use crate::firehose_config::Compression;
+use crate::ledger::Ledger;
+use crate::metrics as m;
+use crate::naming::Naming;
+use crate::prefix::{Evaluation, Prefixes};
+use crate::resolve::is_claim;
+
+/// How objects are delivered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeliveryMode {
+    /// Every record in exactly one object, across crashes, takeovers and zombies.
+    ExactlyOnce,
+    /// Firehose's at-least-once delivery.
+    Firehose,
+}
+
+/// A sealed object waiting to be durable.
+#[derive(Debug)]
+struct Pending {
+    sealed: Sealed,
+    /// The key, once chosen.
+    key: Option<String>,
+    /// Exactly-once: the intents naming `key` are stored.
+    intents_stored: bool,
+}
+
+impl Pending {
+    fn new(sealed: Sealed) -> Self {
+        Self { sealed, key: None, intents_stored: false }
+    }
+}
+
+/// Objects in flight and waiting for retries.
+pub struct Delivery {
+    sink: Arc<dyn ObjectSink>,
+    mode: DeliveryMode,
+    naming: Naming,
+    prefixes: Prefixes,
+    time_zone: Tz,
+    compression: Compression,
+    claim: Bytes,
+    backlog: VecDeque<Pending>,
+    retry_at: Option<Timestamp>,
+    retry_delay: Duration,
+    concurrency: usize,
+    written: HashSet<String>,
+    written_order: VecDeque<String>,
+}
+
+/// Keys this process wrote, remembered so that reopening a shard does not claim them.
+const REMEMBERED_KEYS: usize = 16_384;
+
+/// Why delivery could not finish now.
+#[derive(Debug, thiserror::Error)]
+pub enum DeliveryError {
+    /// The object store or the intent store failed; objects wait in the backlog.
+    #[error("archive delivery is waiting: {0}")]
+    Waiting(String),
+    /// A body could not be rebuilt (compression failure).
+    #[error("cannot rebuild an object: {0}")]
+    Rebuild(String),
+}
+
+impl Delivery {
+    /// A delivery stage.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        sink: Arc<dyn ObjectSink>,
+        mode: DeliveryMode,
+        naming: Naming,
+        prefixes: Prefixes,
+        time_zone: Tz,
+        compression: Compression,
+        concurrency: usize,
+    ) -> Self {
+        Self {
+            sink,
+            mode,
+            naming,
+            prefixes,
+            time_zone,
+            compression,
+            claim: crate::body::claim_body(compression),
+            backlog: VecDeque::new(),
+            retry_at: None,
+            retry_delay: Duration::from_millis(200),
+            concurrency: concurrency.max(1),
+            written: HashSet::new(),
+            written_order: VecDeque::new(),
+        }
+    }
+
+    /// The empty object that claims a key.
+    pub fn claim(&self) -> &Bytes {
+        &self.claim
+    }
+
+    /// The sink.
+    pub fn sink(&self) -> &Arc<dyn ObjectSink> {
+        &self.sink
+    }
+
+    /// The delivery mode.
+    pub fn mode(&self) -> DeliveryMode {
+        self.mode
+    }
+
+    /// Whether this process wrote `key`.
+    pub fn wrote(&self, key: &str) -> bool {
+        self.written.contains(key)
+    }
+
+    /// Objects waiting.
+    pub fn backlog_objects(&self) -> usize {
+        self.backlog.len()
+    }
+
+    /// Bytes waiting.
+    pub fn backlog_bytes(&self) -> u64 {
+        self.backlog.iter().map(|p| p.sealed.body.len() as u64).sum()
+    }
+
+    /// Whether a retry is due at `now`.
+    pub fn retry_due(&self, now: Timestamp) -> bool {
+        !self.backlog.is_empty() && self.retry_at.is_none_or(|t| now >= t)
+    }
+
+    /// Removes the records of `shard` from waiting objects (its lease was lost).
+    pub fn forget_shard(&mut self, shard: &ShardId, deflater: &mut Deflater) -> Result<(), DeliveryError> {
+        let lost: BTreeSet<ShardId> = [shard.clone()].into();
+        let mut kept = VecDeque::new();
+        for p in self.backlog.drain(..) {
+            if !p.sealed.spans.contains_key(shard) {
+                kept.push_back(p);
+                continue;
+            }
+            match p.sealed.without(&lost, deflater) {
+                // A new key: the old one's intents promise records it will not hold.
+                Ok(Some(rest)) => kept.push_back(Pending::new(rest)),
+                Ok(None) => {}
+                Err(e) => return Err(DeliveryError::Rebuild(e.to_string())),
+            }
+        }
+        self.backlog = kept;
+        self.update_gauges();
+        Ok(())
+    }
+
+    /// Delivers `sealed` plus any waiting objects. Durable objects are settled in the
+    /// ledger; the caller acknowledges. Objects that cannot be written now stay in the
+    /// backlog (and the error says why).
+    pub async fn deliver(
+        &mut self,
+        sealed: Vec<Sealed>,
+        now: Timestamp,
+        ledger: &mut Ledger,
+        acks: &dyn Acks,
+        deflater: &mut Deflater,
+    ) -> Result<(), DeliveryError> {
+        let mut work: Vec<Pending> = self.backlog.drain(..).collect();
+        work.extend(sealed.into_iter().map(Pending::new));
+        let mut failure = None;
+        // Each round writes intents for objects without a key, then puts everything;
+        // objects that met a claim or lost shards come back for another round.
+        for _round in 0..8 {
+            if work.is_empty() {
+                break;
+            }
+            let mut again = Vec::new();
+            let mut ready = Vec::new();
+            // Objects with nothing in them need no object at all.
+            for p in work.drain(..) {
+                if p.sealed.raw_bytes == 0 {
+                    settle(ledger, &p.sealed);
+                } else {
+                    ready.push(p);
+                }
+            }
+            if let Err(e) = self.record_intents(&mut ready, acks, deflater).await {
+                match e {
+                    IntentStep::Retry(rest) => {
+                        again.extend(rest);
+                    }
+                    IntentStep::Fail(msg, rest) => {
+                        failure = Some(msg);
+                        self.backlog.extend(rest);
+                        break;
+                    }
+                }
+            }
+            let results = futures::stream::iter(ready.into_iter().map(|p| self.put(p)))
+                .buffer_unordered(self.concurrency)
+                .collect::<Vec<_>>()
+                .await;
+            for (p, outcome) in results {
+                match outcome {
+                    PutResult::Durable => {
+                        if let Some(k) = &p.key {
+                            self.remember(k.clone());
+                        }
+                        metrics::counter!(m::OBJECTS, "route" => route_label(&p.sealed.route)).increment(1);
+                        metrics::counter!(m::OBJECT_BYTES).increment(p.sealed.body.len() as u64);
+                        metrics::counter!(m::RECORDS_ARCHIVED, "route" => route_label(&p.sealed.route))
+                            .increment(p.sealed.records());
+                        settle(ledger, &p.sealed);
+                    }
+                    PutResult::Claimed => {
+                        metrics::counter!(m::CLAIMS_MET).increment(1);
+                        again.push(Pending::new(p.sealed));
+                    }
+                    PutResult::Failed(e) => {
+                        metrics::counter!(m::PUT_FAILURES).increment(1);
+                        tracing::warn!(key = p.key.as_deref().unwrap_or(""), error = %e, "object put failed; it will be retried");
+                        failure = Some(e.to_string());
+                        self.backlog.push_back(p);
+                    }
+                }
+            }
+            work = again;
+        }
+        self.backlog.extend(work);
+        for shard in ledger.shards() {
+            if let Some(pos) = ledger.advance(&shard) {
+                acks.durable(&shard, &pos);
+            }
+        }
+        self.update_gauges();
+        match failure {
+            None if self.backlog.is_empty() => {
+                self.retry_at = None;
+                self.retry_delay = Duration::from_millis(200);
+                Ok(())
+            }
+            other => {
+                self.retry_at = Some(now.saturating_add(self.retry_delay));
+                self.retry_delay = (self.retry_delay * 2).min(Duration::from_secs(30));
+                Err(DeliveryError::Waiting(other.unwrap_or_else(|| "objects left to write".into())))
+            }
+        }
+    }
+
+    fn update_gauges(&self) {
+        metrics::gauge!(m::BACKLOG_OBJECTS).set(self.backlog.len() as f64);
+        metrics::gauge!(m::BACKLOG_BYTES).set(self.backlog_bytes() as f64);
+    }
+
+    fn remember(&mut self, key: String) {
+        if self.written.insert(key.clone()) {
+            self.written_order.push_back(key);
+            if self.written_order.len() > REMEMBERED_KEYS
+                && let Some(old) = self.written_order.pop_front()
+            {
+                self.written.remove(&old);
+            }
+        }
+    }
+
+    fn key_for(&self, sealed: &Sealed) -> String {
+        let oldest = sealed.oldest_arrival();
+        let empty = Default::default();
+        let (template, keys, kind) = match &sealed.route {
+            Route::Data(keys) => (&self.prefixes.data, keys, ""),
+            Route::Error(t) => (&self.prefixes.error, &empty, t.as_str()),
+        };
+        let e = Evaluation {
+            oldest_arrival: oldest,
+            time_zone: self.time_zone,
+            partition_keys: keys,
+            error_output_type: kind,
+        };
+        let prefix = template.evaluate(&e).unwrap_or_else(|err| {
+            // Values were checked when the records were routed; only the length can
+            // still differ with another timestamp. Fall back to the error prefix.
+            tracing::error!(error = %err, "prefix evaluation failed at seal; using the error prefix");
+            let e = Evaluation { error_output_type: "prefix-evaluation-failed", ..e };
+            self.prefixes.error.evaluate(&e).unwrap_or_default()
+        });
+        format!("{prefix}{}", self.naming.name(oldest))
+    }
+
+    /// Chooses keys and (exactly-once) stores intents for objects that have none.
+    async fn record_intents(
+        &mut self,
+        ready: &mut Vec<Pending>,
+        acks: &dyn Acks,
+        deflater: &mut Deflater,
+    ) -> Result<(), IntentStep> {
+        for p in ready.iter_mut().filter(|p| p.key.is_none()) {
+            p.key = Some(self.key_for(&p.sealed));
+        }
+        if self.mode == DeliveryMode::Firehose {
+            return Ok(());
+        }
+        let Some(log) = acks.intents() else {
+            let rest = std::mem::take(ready);
+            return Err(IntentStep::Fail("exactly-once delivery needs a runtime that stores intents".into(), rest));
+        };
+        // Intents are (re)written for objects whose key is new in this round.
+        let fresh: Vec<usize> = (0..ready.len()).filter(|i| !ready[*i].intents_stored).collect();
+        if fresh.is_empty() {
+            return Ok(());
+        }
+        let mut intents = Vec::new();
+        for &i in &fresh {
+            let p = &ready[i];
+            let key = p.key.clone().unwrap_or_default();
+            let scope = p.sealed.route.scope();
+            for (shard, span) in &p.sealed.spans {
+                intents.push((
+                    shard.clone(),
+                    Intent {
+                        target: key.clone(),
+                        scope: scope.clone(),
+                        first: span.first.clone(),
+                        last: span.last.clone(),
+                    },
+                ));
+            }
+        }
+        match log.record(intents).await {
+            Ok(()) => {
+                for &i in &fresh {
+                    ready[i].intents_stored = true;
+                }
+                Ok(())
+            }
+            Err(IntentError::NotHeld(lost)) => {
+                let lost: BTreeSet<ShardId> = lost.into_iter().collect();
+                tracing::warn!(?lost, "leases lost before objects were written; rebuilding them without those shards");
+                let mut rest = Vec::new();
+                for p in ready.drain(..) {
+                    match p.sealed.without(&lost, deflater) {
+                        Ok(Some(s)) => rest.push(Pending::new(s)),
+                        Ok(None) => {}
+                        Err(e) => {
+                            tracing::error!(error = %e, "cannot rebuild an object");
+                        }
+                    }
+                }
+                Err(IntentStep::Retry(rest))
+            }
+            Err(IntentError::Store(msg)) => {
+                for &i in fresh.iter().rev() {
+                    ready[i].key = None;
+                }
+                Err(IntentStep::Fail(msg, std::mem::take(ready)))
+            }
+        }
+    }
+
+    async fn put(&self, p: Pending) -> (Pending, PutResult) {
+        let Some(key) = p.key.clone() else {
+            return (p, PutResult::Failed(SinkError::InvalidKey { key: String::new(), reason: "no key chosen" }));
+        };
+        let options = PutOptions {
+            content_type: Some(match self.compression {
+                Compression::Gzip => "application/gzip".into(),
+                Compression::Uncompressed => "application/x-ndjson".into(),
+            }),
+            content_encoding: None,
+            metadata: [("weir-records".to_owned(), p.sealed.records().to_string())].into(),
+        };
+        let outcome = match self.sink.put_if_absent(&key, p.sealed.body.clone(), &options).await {
+            Ok(PutOutcome::Created) => PutResult::Durable,
+            // Our own earlier attempt (its answer lost), or a claim by a new owner.
+            Ok(PutOutcome::AlreadyExists) => match is_claim(self.sink.as_ref(), &key, &self.claim).await {
+                Ok(true) => PutResult::Claimed,
+                Ok(false) => PutResult::Durable,
+                Err(e) => PutResult::Failed(e),
+            },
+            Err(e) => PutResult::Failed(e),
+        };
+        (p, outcome)
+    }
+}
+
+enum IntentStep {
+    Retry(Vec<Pending>),
+    Fail(String, Vec<Pending>),
+}
+
+enum PutResult {
+    Durable,
+    Claimed,
+    Failed(SinkError),
+}
+
+fn settle(ledger: &mut Ledger, sealed: &Sealed) {
+    for shard in sealed.spans.keys() {
+        ledger.settle(shard, sealed.generation);
+    }
+}
+
+fn route_label(r: &Route) -> &'static str {
+    match r {
+        Route::Data(_) => "data",
+        Route::Error(_) => "error",
+    }
+}

@@ -1,0 +1,124 @@
+//! Which records of each shard are durable: the positions the archiver acknowledges.
+//!
+//! Records of a shard arrive in order and each ends up in zero or more buffers (zero:
+//! dropped by the transform, or already durable per an earlier owner's intent; more
+//! than one: a de-aggregated record whose parts go to different partitions). A buffer
+//! generation that holds records of a shard remembers the position of the last record
+//! *finished* before its first one. The shard is durable up to: the last finished
+//! record when no generation holding it is pending, else the remembered position of
+//! the pending generation with the smallest first record.
+
+use std::collections::{BTreeMap, HashMap};
+
+use weir_core::{ExtendedSequenceNumber, ShardId};
+
+#[derive(Debug, Default)]
+struct ShardLedger {
+    /// Last record fully processed (routed to buffers, dropped or skipped).
+    finished: Option<ExtendedSequenceNumber>,
+    /// Pending generations: (first position, position finished before it).
+    pending: HashMap<u64, (ExtendedSequenceNumber, Option<ExtendedSequenceNumber>)>,
+    /// Last position acknowledged.
+    acked: Option<ExtendedSequenceNumber>,
+}
+
+/// Durable positions per shard.
+#[derive(Debug, Default)]
+pub struct Ledger {
+    shards: BTreeMap<ShardId, ShardLedger>,
+}
+
+impl Ledger {
+    /// A record of `shard` at `position` went into `generation` (call before
+    /// [`Ledger::finished`] for that record).
+    pub fn buffered(&mut self, shard: &ShardId, position: &ExtendedSequenceNumber, generation: u64) {
+        let l = self.shards.entry(shard.clone()).or_default();
+        let before = l.finished.clone();
+        l.pending.entry(generation).or_insert_with(|| (position.clone(), before));
+    }
+
+    /// Every part of the record at `position` is routed.
+    pub fn finished(&mut self, shard: &ShardId, position: &ExtendedSequenceNumber) {
+        self.shards.entry(shard.clone()).or_default().finished = Some(position.clone());
+    }
+
+    /// `generation` is durable (or, with `durable == false`, abandoned) for `shard`.
+    pub fn settle(&mut self, shard: &ShardId, generation: u64) {
+        if let Some(l) = self.shards.get_mut(shard) {
+            l.pending.remove(&generation);
+        }
+    }
+
+    /// Forgets a shard (lease lost or shard closed).
+    pub fn forget(&mut self, shard: &ShardId) {
+        self.shards.remove(shard);
+    }
+
+    /// Whether anything of the shard is waiting for an object.
+    pub fn has_pending(&self, shard: &ShardId) -> bool {
+        self.shards.get(shard).is_some_and(|l| !l.pending.is_empty())
+    }
+
+    /// The durable position of `shard`, if it moved since the last call.
+    pub fn advance(&mut self, shard: &ShardId) -> Option<ExtendedSequenceNumber> {
+        let l = self.shards.get_mut(shard)?;
+        let durable = match l.pending.values().min_by(|a, b| a.0.cmp(&b.0)) {
+            None => l.finished.clone(),
+            Some((_, before)) => before.clone(),
+        }?;
+        if l.acked.as_ref().is_some_and(|a| *a >= durable) {
+            return None;
+        }
+        l.acked = Some(durable.clone());
+        Some(durable)
+    }
+
+    /// Shards tracked.
+    pub fn shards(&self) -> Vec<ShardId> {
+        self.shards.keys().cloned().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weir_core::SequenceNumber;
+
+    fn p(n: u128) -> ExtendedSequenceNumber {
+        ExtendedSequenceNumber::plain(SequenceNumber::from_u128(n))
+    }
+
+    #[test]
+    fn durable_stops_before_the_oldest_pending_record() {
+        let s = ShardId::new("s");
+        let mut l = Ledger::default();
+        l.buffered(&s, &p(1), 10);
+        l.finished(&s, &p(1));
+        l.buffered(&s, &p(2), 11);
+        l.finished(&s, &p(2));
+        l.finished(&s, &p(3)); // dropped
+        l.buffered(&s, &p(4), 10);
+        l.finished(&s, &p(4));
+        assert_eq!(l.advance(&s), None, "generation 10 holds record 1");
+        l.settle(&s, 11);
+        assert_eq!(l.advance(&s), None, "record 1 still pending");
+        l.settle(&s, 10);
+        assert_eq!(l.advance(&s), Some(p(4)));
+        assert_eq!(l.advance(&s), None, "no change, no ack");
+    }
+
+    #[test]
+    fn a_younger_durable_generation_acks_up_to_the_older_pending_one() {
+        let s = ShardId::new("s");
+        let mut l = Ledger::default();
+        l.finished(&s, &p(1));
+        l.buffered(&s, &p(2), 1);
+        l.finished(&s, &p(2));
+        l.buffered(&s, &p(3), 2);
+        l.finished(&s, &p(3));
+        assert_eq!(l.advance(&s), Some(p(1)));
+        l.settle(&s, 1);
+        assert_eq!(l.advance(&s), Some(p(2)));
+        assert!(l.has_pending(&s));
+    }
+}

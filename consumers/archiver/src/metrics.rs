@@ -1,0 +1,31 @@
+//! Every metric the archiver emits, named in one place.
+
+/// Records written into objects (label `route`: data | error).
+pub const RECORDS_ARCHIVED: &str = "weir_archiver_records_total";
+/// Objects written (label `route`).
+pub const OBJECTS: &str = "weir_archiver_objects_total";
+/// Bytes written (after compression).
+pub const OBJECT_BYTES: &str = "weir_archiver_object_bytes_total";
+/// Records dropped by the transform (`Dropped`).
+pub const DROPPED: &str = "weir_archiver_dropped_total";
+/// Records routed to the error output (label `type`).
+pub const ERRORS: &str = "weir_archiver_error_records_total";
+/// Records without a trailing newline while `AppendDelimiterToRecord` is off: they run
+/// into the next record in the object (Firehose's silent trap, made loud).
+pub const RECORDS_WITHOUT_DELIMITER: &str = "records_without_delimiter";
+/// Records skipped because an earlier owner's object already holds them.
+pub const DUPLICATES_SKIPPED: &str = "weir_archiver_duplicates_skipped_total";
+/// Puts that met a key claimed by a shard's new owner.
+pub const CLAIMS_MET: &str = "weir_archiver_claims_met_total";
+/// Keys claimed while resolving an earlier owner's intents.
+pub const CLAIMS_MADE: &str = "weir_archiver_claims_made_total";
+/// Failed object puts (retried).
+pub const PUT_FAILURES: &str = "weir_archiver_put_failures_total";
+/// Objects waiting to be written.
+pub const BACKLOG_OBJECTS: &str = "weir_archiver_backlog_objects";
+/// Bytes waiting to be written.
+pub const BACKLOG_BYTES: &str = "weir_archiver_backlog_bytes";
+/// Bytes held in open buffers.
+pub const BUFFERED_BYTES: &str = "weir_archiver_buffered_bytes";
+/// Open partitions.
+pub const ACTIVE_PARTITIONS: &str = "weir_archiver_active_partitions";

@@ -1,0 +1,60 @@
+//! Object names: `<stream>-<version>-<yyyy-MM-dd-HH-mm-ss>-<random id><extension>`, as
+//! Firehose names the objects of a delivery stream (the time is the arrival of the
+//! object's oldest record, in the prefix's time zone).
+
+use chrono_tz::Tz;
+use weir_core::Timestamp;
+
+use crate::java_time::JavaPattern;
+
+/// Names objects.
+#[derive(Debug, Clone)]
+pub struct Naming {
+    stream: String,
+    version: u32,
+    extension: String,
+    time_zone: Tz,
+    pattern: JavaPattern,
+}
+
+impl Naming {
+    /// Names for `stream` (the delivery stream's name in Firehose; weir uses the
+    /// archiver's `name`), version 1 unless told, with `extension` (e.g. `.gz`).
+    pub fn new(stream: &str, version: u32, extension: &str, time_zone: Tz) -> Self {
+        let pattern = JavaPattern::compile("yyyy-MM-dd-HH-mm-ss").unwrap_or_else(|_| unreachable!("fixed pattern"));
+        Self { stream: stream.to_owned(), version, extension: extension.to_owned(), time_zone, pattern }
+    }
+
+    /// A fresh name for an object whose oldest record arrived at `oldest`.
+    pub fn name(&self, oldest: Timestamp) -> String {
+        let id: u128 = rand::random();
+        let h = format!("{id:032x}");
+        format!(
+            "{}-{}-{}-{}-{}-{}-{}-{}{}",
+            self.stream,
+            self.version,
+            self.pattern.format(oldest, self.time_zone),
+            &h[0..8],
+            &h[8..12],
+            &h[12..16],
+            &h[16..20],
+            &h[20..32],
+            self.extension
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn firehose_shape() {
+        let n = Naming::new("mcp-tool-events", 1, ".gz", chrono_tz::UTC);
+        let name = n.name(Timestamp::from_millis(1_764_400_000_000));
+        assert!(name.starts_with("mcp-tool-events-1-2025-11-29-07-06-40-"), "{name}");
+        assert!(name.ends_with(".gz"));
+        assert_eq!(name.len(), "mcp-tool-events-1-2025-11-29-07-06-40-".len() + 36 + 3);
+        assert_ne!(name, n.name(Timestamp::from_millis(1_764_400_000_000)), "unique");
+    }
+}

@@ -1,0 +1,211 @@
+//! The transform stage: nothing, an in-process transform (the built-in
+//! `mcp-normalize` or a user's Rust plugin), or a Lambda function invoked through the
+//! [`FunctionInvoker`] port (weir-aws implements it with aws-sdk-lambda) with
+//! Firehose's event and response shapes, batching and retries.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use weir_core::{Record, ShardId};
+
+use crate::firehose_config::LambdaSettings;
+use crate::transform::{
+    Failure, KinesisRecordMetadata, Outcome, TransformOutput, TransformResponse, check_response, event, mcp_normalize,
+};
+
+/// A transform that runs in the archiver's process: one record in, one outcome out.
+/// Implement it to plug your own Rust transform into the archiver. It must be
+/// deterministic (same record, same outcome) for exactly-once delivery: a record seen
+/// again after a crash must land in the same partition.
+pub trait RecordTransform: Send + Sync {
+    /// Name for logs and metrics.
+    fn name(&self) -> &str;
+
+    /// Transforms one record.
+    fn transform(&self, shard: &ShardId, record: &Record) -> Outcome;
+}
+
+/// The built-in `mcp-normalize` transform (see [`mcp_normalize`]).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct McpNormalize;
+
+impl RecordTransform for McpNormalize {
+    fn name(&self) -> &str {
+        "mcp-normalize"
+    }
+
+    fn transform(&self, _shard: &ShardId, record: &Record) -> Outcome {
+        match mcp_normalize(&record.data, record.approximate_arrival) {
+            TransformOutput::Ok(data) => Outcome::Ok { data, partition_keys: BTreeMap::new() },
+            TransformOutput::Failed(m) => Outcome::Failed(Failure::new("Transform.McpNormalize", m)),
+        }
+    }
+}
+
+/// A failed invocation.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{code}: {message}")]
+pub struct InvokeError {
+    /// Error code for the error output (`Lambda.FunctionError`, `Lambda.InvokeFailed`, ...).
+    pub code: &'static str,
+    /// What went wrong.
+    pub message: String,
+    /// Whether another attempt may succeed.
+    pub retryable: bool,
+}
+
+/// Invokes a function synchronously with a JSON payload and returns its JSON result.
+#[async_trait]
+pub trait FunctionInvoker: Send + Sync {
+    /// Invokes `function` (name or ARN).
+    async fn invoke(&self, function: &str, payload: Bytes) -> Result<Bytes, InvokeError>;
+}
+
+/// A Lambda transform: invoker plus Firehose's processor settings.
+#[derive(Clone)]
+pub struct LambdaTransform {
+    /// The port.
+    pub invoker: Arc<dyn FunctionInvoker>,
+    /// ARN, retries, buffer size.
+    pub settings: LambdaSettings,
+    /// ARN used as `deliveryStreamArn` in events.
+    pub delivery_arn: String,
+    /// ARN used as `sourceKinesisStreamArn`.
+    pub source_arn: String,
+    /// Region in events.
+    pub region: String,
+}
+
+/// The transform stage.
+#[derive(Clone, Default)]
+pub enum Transformer {
+    /// Records pass unchanged.
+    #[default]
+    None,
+    /// In-process.
+    InProcess(Arc<dyn RecordTransform>),
+    /// A Lambda function.
+    Lambda(LambdaTransform),
+}
+
+/// One record to transform: the stream record or one of its de-aggregated parts.
+pub struct Part<'a> {
+    /// The stream record.
+    pub record: &'a Record,
+    /// The part's data.
+    pub data: Bytes,
+}
+
+impl Transformer {
+    /// The ARN to put in error records, when a Lambda is involved.
+    pub fn lambda_arn(&self) -> Option<&str> {
+        match self {
+            Transformer::Lambda(l) => Some(&l.settings.arn),
+            _ => None,
+        }
+    }
+
+    /// Transforms parts of one shard's batch; one outcome per part, in order.
+    pub async fn run(&self, shard: &ShardId, parts: &[Part<'_>]) -> Vec<Outcome> {
+        match self {
+            Transformer::None => {
+                parts.iter().map(|p| Outcome::Ok { data: p.data.clone(), partition_keys: BTreeMap::new() }).collect()
+            }
+            Transformer::InProcess(t) => parts
+                .iter()
+                .map(|p| {
+                    if p.data.len() == p.record.data.len() {
+                        t.transform(shard, p.record)
+                    } else {
+                        let part = Record { data: p.data.clone(), ..p.record.clone() };
+                        t.transform(shard, &part)
+                    }
+                })
+                .collect(),
+            Transformer::Lambda(l) => {
+                let mut out = Vec::with_capacity(parts.len());
+                for chunk in chunks(parts, l.settings.buffer_bytes) {
+                    out.extend(l.invoke_chunk(shard, chunk).await);
+                }
+                out
+            }
+        }
+    }
+}
+
+/// Splits parts so each invocation's payload stays near `limit` bytes (base64 grows
+/// data by 4/3; each record adds about 300 bytes of metadata).
+fn chunks<'p, 'a>(parts: &'p [Part<'a>], limit: u64) -> Vec<&'p [Part<'a>]> {
+    let mut out = Vec::new();
+    let (mut start, mut size) = (0usize, 0u64);
+    for (i, p) in parts.iter().enumerate() {
+        let cost = p.data.len() as u64 * 4 / 3 + 300;
+        if i > start && size + cost > limit {
+            out.push(&parts[start..i]);
+            start = i;
+            size = 0;
+        }
+        size += cost;
+    }
+    if start < parts.len() {
+        out.push(&parts[start..]);
+    }
+    out
+}
+
+impl LambdaTransform {
+    async fn invoke_chunk(&self, shard: &ShardId, parts: &[Part<'_>]) -> Vec<Outcome> {
+        let invocation = format!("{:032x}", rand::random::<u128>());
+        let records = parts
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let meta = KinesisRecordMetadata {
+                    shard_id: shard.to_string(),
+                    partition_key: p.record.partition_key.clone(),
+                    approximate_arrival_timestamp: p.record.approximate_arrival.as_millis(),
+                    sequence_number: p.record.position.sequence.to_string(),
+                    subsequence_number: p.record.position.sub_sequence,
+                };
+                (format!("{invocation}-{i}"), meta, p.data.clone())
+            })
+            .collect();
+        let ev = event(&invocation, &self.delivery_arn, &self.source_arn, &self.region, records);
+        let payload = match serde_json::to_vec(&ev) {
+            Ok(p) => Bytes::from(p),
+            Err(e) => return fail_all(parts.len(), "Lambda.InvokeFailed", format!("cannot encode event: {e}")),
+        };
+        let mut attempt = 0u32;
+        let mut delay = Duration::from_millis(100);
+        loop {
+            match self.invoker.invoke(&self.settings.arn, payload.clone()).await {
+                Ok(body) => {
+                    return match serde_json::from_slice::<TransformResponse>(&body) {
+                        Ok(resp) => check_response(&ev, &resp),
+                        Err(e) => fail_all(
+                            parts.len(),
+                            "Lambda.JsonProcessingException",
+                            format!("transform response is not the expected JSON: {e}"),
+                        ),
+                    };
+                }
+                Err(e) if e.retryable && attempt < self.settings.retries => {
+                    attempt += 1;
+                    tracing::warn!(function = %self.settings.arn, attempt, error = %e, "transform invocation failed; retrying");
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(Duration::from_secs(5));
+                }
+                Err(e) => {
+                    return fail_all(parts.len(), e.code, format!("{} (after {} attempts)", e.message, attempt + 1));
+                }
+            }
+        }
+    }
+}
+
+fn fail_all(n: usize, code: &'static str, message: String) -> Vec<Outcome> {
+    (0..n).map(|_| Outcome::Failed(Failure::new(code, message.clone()))).collect()
+}

@@ -1,0 +1,199 @@
+//! Exactly-once delivery under crashes at every step of the flush protocol, and under
+//! zombies: owners die after a random number of operations (intent writes, puts,
+//! stats, gets, acknowledgements), a put at the crash point may land with its answer
+//! lost, and an old owner may keep writing after a new one took over. Whatever
+//! happens, once a last owner runs to the end every record is in exactly one object.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use proptest::prelude::*;
+use support::*;
+use weir_archiver::archiver::{Archiver, ArchiverOptions};
+use weir_archiver::delivery::DeliveryMode;
+use weir_archiver::transformer::{McpNormalize, Transformer};
+use weir_core::ports::ObjectSink;
+use weir_core::{Clock, CloseReason, Consumer, ShardId, Timestamp};
+use weir_testkit::{CrashSwitch, CrashingSink, ManualClock, MemoryObjectSink, SimAcks, SimLeases};
+
+const SHARDS: usize = 2;
+const RECORDS: u128 = 60;
+
+fn archiver(sink: Arc<dyn ObjectSink>, clock: &ManualClock, mode: DeliveryMode) -> Archiver {
+    let mut o = ArchiverOptions::new("mcp-archive", settings(600));
+    o.mode = mode;
+    o.max_active_partitions = 5;
+    o.transformer = Transformer::InProcess(Arc::new(McpNormalize));
+    Archiver::new(o, sink, Arc::new(clock.clone())).unwrap()
+}
+
+/// One owner's life: takes every shard, feeds records after the checkpoints in
+/// batches, ticks, and closes at the end unless it crashes first. Returns the
+/// archiver when it is left running as a zombie.
+#[allow(clippy::too_many_arguments)]
+async fn life(
+    owner: u64,
+    store: &Arc<MemoryObjectSink>,
+    leases: &Arc<SimLeases>,
+    clock: &ManualClock,
+    crash_after: Option<u64>,
+    apply_at_crash: bool,
+    batch_size: usize,
+    stop_early: bool,
+) -> Option<(Archiver, SimAcks)> {
+    let switch = CrashSwitch::after(crash_after);
+    let sink: Arc<dyn ObjectSink> = Arc::new(CrashingSink::new(store.clone(), switch.clone(), apply_at_crash));
+    let acks = SimAcks::new(leases.clone(), owner, switch.clone());
+    let mut a = archiver(sink, clock, DeliveryMode::ExactlyOnce);
+    let shards: Vec<ShardId> = (0..SHARDS).map(|s| ShardId::new(format!("shard-{s}"))).collect();
+    for s in &shards {
+        if a.on_shard_open(&leases.take(s, owner)).await.is_err() && switch.dead() {
+            return None;
+        }
+    }
+    let mut next: Vec<u128> = shards
+        .iter()
+        .map(|s| leases.checkpoint(s).map_or(1, |p| p.sequence.to_string().parse::<u128>().unwrap() + 1))
+        .collect();
+    let mut turn = 0usize;
+    loop {
+        if switch.dead() {
+            return None;
+        }
+        let i = turn % SHARDS;
+        turn += 1;
+        if next.iter().all(|n| *n > RECORDS) {
+            break;
+        }
+        if next[i] > RECORDS {
+            continue;
+        }
+        let end = (next[i] + batch_size as u128).min(RECORDS + 1);
+        let recs = (next[i]..end).map(|n| record(i, n, 9)).collect();
+        if a.on_batch(&batch(&shards[i], recs), &acks).await.is_ok() {
+            next[i] = end;
+        }
+        clock.advance(Duration::from_secs(20));
+        let _ = a.on_tick(clock.now(), &acks).await;
+        if stop_early && turn == 4 {
+            return Some((a, acks));
+        }
+    }
+    for s in &shards {
+        for _ in 0..20 {
+            if switch.dead() {
+                return None;
+            }
+            clock.advance(Duration::from_secs(40));
+            if a.on_shard_close(s, CloseReason::Shutdown, &acks).await.is_ok() {
+                break;
+            }
+        }
+    }
+    None
+}
+
+fn check(store: &MemoryObjectSink, leases: &SimLeases) -> Result<(), TestCaseError> {
+    let archive = read_archive(&store.snapshot());
+    for shard in 0..SHARDS {
+        for n in 1..=RECORDS {
+            let id = format!("s{shard}-{n}");
+            prop_assert_eq!(archive.count.get(&id).copied().unwrap_or(0), 1, "record {} archived once", id);
+        }
+        let cp = leases.checkpoint(&ShardId::new(format!("shard-{shard}")));
+        prop_assert_eq!(cp, Some(pos(RECORDS)), "checkpoint at the end");
+    }
+    prop_assert_eq!(archive.count.len(), SHARDS * RECORDS as usize);
+    for (key, v) in &archive.error_lines {
+        prop_assert!(key.starts_with("tool-events-errors/processing-failed/"), "{}", key);
+        prop_assert_eq!(v["errorCode"].as_str(), Some("Transform.McpNormalize"));
+    }
+    for (key, v) in &archive.data_lines {
+        let tenant = v["tenant_id"].as_str().unwrap();
+        prop_assert!(key.starts_with(&format!("tool-events/tenant={tenant}/")), "{} holds {}", key, tenant);
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    /// Owners crash at random points, one after another; the last one finishes.
+    #[test]
+    fn crashes_at_any_step(
+        crashes in proptest::collection::vec((0u64..60, any::<bool>(), 1usize..9), 1..5),
+        final_batch in 1usize..12,
+    ) {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap();
+        rt.block_on(async {
+            let store = Arc::new(MemoryObjectSink::new());
+            let leases = SimLeases::new();
+            let clock = ManualClock::new(Timestamp::from_millis(T0));
+            for (owner, (after, apply, batch_size)) in crashes.iter().enumerate() {
+                life(owner as u64 + 1, &store, &leases, &clock, Some(*after), *apply, *batch_size, false).await;
+            }
+            life(99, &store, &leases, &clock, None, false, final_batch, false).await;
+            check(&store, &leases)
+        })?;
+    }
+
+    /// An owner stalls with buffered records and failing puts; a new owner takes over
+    /// and finishes; then the zombie wakes up and flushes everything it had.
+    #[test]
+    fn zombies_cannot_duplicate(batch_size in 1usize..9, failing_puts in 0u32..6, zombie_first in any::<bool>()) {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap();
+        rt.block_on(async {
+            let store = Arc::new(MemoryObjectSink::new());
+            let leases = SimLeases::new();
+            let clock = ManualClock::new(Timestamp::from_millis(T0));
+            let (mut zombie, zacks) = life(1, &store, &leases, &clock, None, false, batch_size, true).await.unwrap();
+            store.fail_next_puts(failing_puts);
+            // The zombie tries (and maybe fails) to write; then loses every lease.
+            clock.advance(Duration::from_secs(400));
+            let _ = zombie.on_tick(clock.now(), &zacks).await;
+            if zombie_first {
+                clock.advance(Duration::from_secs(400));
+                let _ = zombie.on_tick(clock.now(), &zacks).await;
+            }
+            life(2, &store, &leases, &clock, None, false, batch_size, false).await;
+            // The zombie wakes: flushes, retries, closes.
+            for _ in 0..5 {
+                clock.advance(Duration::from_secs(400));
+                let _ = zombie.on_tick(clock.now(), &zacks).await;
+            }
+            for s in 0..SHARDS {
+                let _ = zombie.on_shard_close(&ShardId::new(format!("shard-{s}")), CloseReason::Shutdown, &zacks).await;
+            }
+            check(&store, &leases)
+        })?;
+    }
+}
+
+/// Firehose mode is at least once: a crash after a put and before the checkpoint
+/// archives the object's records again, and nothing is lost.
+#[tokio::test(start_paused = true)]
+async fn firehose_mode_is_at_least_once() {
+    let store = Arc::new(MemoryObjectSink::new());
+    let leases = SimLeases::new();
+    let clock = ManualClock::new(Timestamp::from_millis(T0));
+    let shard = ShardId::new("shard-0");
+    // First owner: puts succeed, acknowledgements are lost (crash after the put).
+    let switch = CrashSwitch::after(None);
+    let acks = SimAcks::new(leases.clone(), 1, CrashSwitch::after(Some(0)));
+    let mut a = archiver(Arc::new(CrashingSink::new(store.clone(), switch, false)), &clock, DeliveryMode::Firehose);
+    a.on_shard_open(&leases.take(&shard, 1)).await.unwrap();
+    a.on_batch(&batch(&shard, (1..=20).map(|n| record(0, n, 0)).collect()), &acks).await.unwrap();
+    a.on_shard_close(&shard, CloseReason::Shutdown, &acks).await.unwrap();
+    assert_eq!(leases.checkpoint(&shard), None);
+    // Second owner archives everything again.
+    let acks2 = SimAcks::new(leases.clone(), 2, CrashSwitch::after(None));
+    let mut b = archiver(store.clone(), &clock, DeliveryMode::Firehose);
+    b.on_shard_open(&leases.take(&shard, 2)).await.unwrap();
+    b.on_batch(&batch(&shard, (1..=20).map(|n| record(0, n, 0)).collect()), &acks2).await.unwrap();
+    b.on_shard_close(&shard, CloseReason::Shutdown, &acks2).await.unwrap();
+    let archive = read_archive(&store.snapshot());
+    assert!((1..=20).all(|n| archive.count[&format!("s0-{n}")] == 2), "every record twice: {:?}", archive.count);
+    assert_eq!(leases.checkpoint(&shard), Some(pos(20)));
+}

@@ -1,0 +1,96 @@
+//! Shared by the archiver's integration tests: settings from the fixtures, MCP
+//! records, and reading objects back.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::io::Read;
+
+use base64::Engine;
+use bytes::Bytes;
+use serde_json::Value;
+use weir_archiver::firehose_config::{ArchiverSettings, from_json, validate};
+use weir_core::{ExtendedSequenceNumber, Record, RecordBatch, SequenceNumber, ShardId, Timestamp};
+
+pub const T0: i64 = 1_764_400_000_000;
+
+/// The design note's delivery stream, with buffers made tiny so tests make many objects.
+pub fn settings(buffer_bytes: u64) -> ArchiverSettings {
+    let text =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/mcp-destination.json")).unwrap();
+    let mut s = validate(&from_json(&text).unwrap()).unwrap();
+    s.buffer_bytes = buffer_bytes;
+    // mcp-normalize ends each record with a newline already.
+    s.append_delimiter = false;
+    s
+}
+
+pub fn pos(n: u128) -> ExtendedSequenceNumber {
+    ExtendedSequenceNumber::plain(SequenceNumber::from_u128(n))
+}
+
+/// An MCP event with a unique id; every `bad_every`-th record is not JSON.
+pub fn record(shard: usize, n: u128, bad_every: u128) -> Record {
+    let id = format!("s{shard}-{n}");
+    let data = if bad_every > 0 && n.is_multiple_of(bad_every) {
+        format!("not json {id}")
+    } else {
+        format!(
+            r#"{{"tenantId":"t{}","toolName":"tool{}","sessionId":"{id}","ts":{},"durationMs":{},"success":{},"errorCode":null}}"#,
+            n % 4,
+            n % 3,
+            T0 + n as i64 * 1000,
+            n * 7 % 500,
+            !n.is_multiple_of(5)
+        )
+    };
+    Record {
+        partition_key: format!("pk{n}"),
+        position: pos(n),
+        approximate_arrival: Timestamp::from_millis(T0 + n as i64 * 1000),
+        data: Bytes::from(data),
+    }
+}
+
+pub fn batch(shard: &ShardId, records: Vec<Record>) -> RecordBatch {
+    RecordBatch { shard_id: shard.clone(), records, millis_behind_latest: Some(0), child_shards: None }
+}
+
+pub fn gunzip(b: &[u8]) -> String {
+    let mut s = String::new();
+    flate2::read::MultiGzDecoder::new(b).read_to_string(&mut s).unwrap();
+    s
+}
+
+/// Every archived record's session id (or raw data for error records), with the
+/// number of objects lines it appears in; keys of claim objects are counted apart.
+pub struct Archive {
+    pub count: BTreeMap<String, usize>,
+    pub data_lines: Vec<(String, Value)>,
+    pub error_lines: Vec<(String, Value)>,
+    pub claims: usize,
+}
+
+pub fn read_archive(objects: &BTreeMap<String, Bytes>) -> Archive {
+    let mut a = Archive { count: BTreeMap::new(), data_lines: vec![], error_lines: vec![], claims: 0 };
+    for (key, body) in objects {
+        let text = gunzip(body);
+        if text.is_empty() {
+            a.claims += 1;
+            continue;
+        }
+        for line in text.lines() {
+            let v: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{key}: {line:?}: {e}"));
+            let id = if let Some(raw) = v.get("rawData").and_then(Value::as_str) {
+                let raw = base64::engine::general_purpose::STANDARD.decode(raw).unwrap();
+                let raw = String::from_utf8_lossy(&raw).to_string();
+                a.error_lines.push((key.clone(), v.clone()));
+                raw.rsplit(' ').next().unwrap_or_default().to_owned()
+            } else {
+                a.data_lines.push((key.clone(), v.clone()));
+                v["session_id"].as_str().unwrap_or_default().to_owned()
+            };
+            *a.count.entry(id).or_default() += 1;
+        }
+    }
+    a
+}
