@@ -287,6 +287,69 @@ impl Archiver {
     }
 }
 
+/// Where one part of a record would go (`weir prefix eval`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Preview {
+    /// Into a data object under this key.
+    Data {
+        /// A key the object could get (names are random; the prefix is what matters).
+        key: String,
+        /// The line as written.
+        line: String,
+    },
+    /// Into an error object.
+    Error {
+        /// A key the error object could get.
+        key: String,
+        /// The error record.
+        record: serde_json::Value,
+    },
+    /// Dropped by the transform.
+    Dropped,
+}
+
+impl Archiver {
+    /// Where `record` would go, part by part, without writing anything.
+    pub async fn preview(&self, shard: &ShardId, record: &weir_core::Record) -> Vec<Preview> {
+        let now = self.clock.now();
+        let pieces = match &self.settings.deaggregation {
+            None => vec![record.data.clone()],
+            Some(how) => match split(&record.data, how) {
+                Ok(p) => p,
+                Err(reason) => {
+                    let rec = ErrorRecord::new(
+                        &record.data,
+                        record.approximate_arrival,
+                        now,
+                        "RecordDeAggregation.Failed",
+                        reason,
+                    );
+                    let (route, line) = error_line(ErrorOutputType::ProcessingFailed, rec);
+                    return vec![self.preview_of(route, line, record.approximate_arrival)];
+                }
+            },
+        };
+        let parts: Vec<Part<'_>> = pieces.into_iter().map(|data| Part { record, data }).collect();
+        let outcomes = self.transformer.run(shard, &parts).await;
+        parts
+            .iter()
+            .zip(outcomes)
+            .map(|(p, o)| match self.route(o, &p.data, record.approximate_arrival, now) {
+                None => Preview::Dropped,
+                Some((route, line)) => self.preview_of(route, line, record.approximate_arrival),
+            })
+            .collect()
+    }
+
+    fn preview_of(&self, route: Route, line: Bytes, arrival: Timestamp) -> Preview {
+        let key = self.delivery.key_at(&route, arrival);
+        match route {
+            Route::Data(_) => Preview::Data { key, line: String::from_utf8_lossy(&line).into_owned() },
+            Route::Error(_) => Preview::Error { key, record: serde_json::from_slice(&line).unwrap_or_default() },
+        }
+    }
+}
+
 fn error_line(kind: ErrorOutputType, rec: ErrorRecord) -> (Route, Bytes) {
     (Route::Error(kind), Bytes::from(rec.to_line()))
 }

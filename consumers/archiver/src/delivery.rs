@@ -285,10 +285,14 @@ impl Delivery {
         }
     }
 
-    fn key_for(&self, sealed: &Sealed) -> String {
-        let oldest = sealed.oldest_arrival();
+    pub(crate) fn key_for(&self, sealed: &Sealed) -> String {
+        self.key_at(&sealed.route, sealed.oldest_arrival())
+    }
+
+    /// The key an object of `route` whose oldest record arrived at `oldest` gets.
+    pub(crate) fn key_at(&self, route: &Route, oldest: Timestamp) -> String {
         let empty = Default::default();
-        let (template, keys, kind) = match &sealed.route {
+        let (template, keys, kind) = match route {
             Route::Data(keys) => (&self.prefixes.data, keys, ""),
             Route::Error(t) => (&self.prefixes.error, &empty, t.as_str()),
         };

@@ -5,12 +5,12 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use weir_aws::{S3ObjectSink, S3Options};
-use weir_core::Consumer;
 use weir_core::ports::ObjectSink;
+use weir_core::{Clock, Consumer};
 use weir_local::FsObjectSink;
 use weir_runtime::consumers::{CountConsumer, Counts, FilesConsumer, FilesOptions, LogConsumer};
 
-use crate::config::ConsumerSection;
+use crate::config::{ArchiveMode, ArchiverSection, ConsumerSection, OverflowPolicy, TransformKind};
 
 /// Consumers built for one worker, and handles the summary reads.
 pub struct Built {
@@ -18,7 +18,17 @@ pub struct Built {
     pub counts: Vec<(String, Counts)>,
 }
 
-pub fn build(sections: &[ConsumerSection], s3: Option<&aws_sdk_s3::Client>) -> Result<Built> {
+/// AWS clients consumers may need (none on embedded defaults).
+#[derive(Default, Clone)]
+pub struct Clients {
+    pub s3: Option<aws_sdk_s3::Client>,
+    pub lambda: Option<aws_sdk_lambda::Client>,
+    pub region: String,
+    pub stream_arn: String,
+}
+
+pub fn build(sections: &[ConsumerSection], clients: &Clients, clock: Arc<dyn Clock>) -> Result<Built> {
+    let s3 = clients.s3.as_ref();
     let mut consumers: Vec<Box<dyn Consumer>> = Vec::new();
     let mut counts = Vec::new();
     for (i, section) in sections.iter().enumerate() {
@@ -44,23 +54,64 @@ pub fn build(sections: &[ConsumerSection], s3: Option<&aws_sdk_s3::Client>) -> R
                 let options = FilesOptions { prefix: prefix.clone(), max_bytes: *max_bytes, max_age: *max_age };
                 consumers.push(Box::new(FilesConsumer::new(name, sink, options)));
             }
+            ConsumerSection::Archiver(a) => {
+                let sink: Arc<dyn ObjectSink> = match (&a.directory, &a.bucket) {
+                    (Some(dir), _) => Arc::new(
+                        FsObjectSink::new(dir)
+                            .with_context(|| format!("consumers[{i}].directory {}", dir.display()))?,
+                    ),
+                    (None, Some(bucket)) => {
+                        let client = s3.with_context(|| format!("consumers[{i}].bucket needs an S3 client"))?;
+                        Arc::new(S3ObjectSink::new(client.clone(), bucket, S3Options::default()))
+                    }
+                    (None, None) => anyhow::bail!("consumers[{i}]: needs a directory or a bucket"),
+                };
+                let lambda = clients.lambda.clone().map(|c| {
+                    Arc::new(crate::lambda::LambdaInvoker::new(c))
+                        as Arc<dyn weir_archiver::transformer::FunctionInvoker>
+                });
+                let archiver =
+                    crate::archiver::build(a, sink, clock.clone(), lambda, &clients.stream_arn, &clients.region)
+                        .with_context(|| format!("consumers[{i}] (archiver {:?})", a.name))?;
+                consumers.push(Box::new(archiver));
+            }
         }
     }
     Ok(Built { consumers, counts })
 }
 
-/// Consumers of the demo, writing files under `dir`.
+/// Consumers of the demo: a counter, a logger, and the archiver with the design
+/// note's pipeline writing under `dir`.
 pub fn demo_sections(dir: &std::path::Path) -> Vec<ConsumerSection> {
     vec![
         ConsumerSection::Count { name: "count".into() },
         ConsumerSection::Log { name: "log".into() },
-        ConsumerSection::Files {
-            name: "files".into(),
+        ConsumerSection::Archiver(Box::new(ArchiverSection {
+            name: "mcp-archive".into(),
             directory: Some(dir.to_path_buf()),
             bucket: None,
-            prefix: "raw/".into(),
-            max_bytes: 1024 * 1024,
-            max_age: Duration::from_secs(2),
-        },
+            firehose: None,
+            resource: None,
+            destination: Some(serde_json::json!({
+                "Prefix": "tool-events/tenant=!{partitionKeyFromQuery:tenantId}/tool=!{partitionKeyFromQuery:toolName}/year=!{timestamp:yyyy}/month=!{timestamp:MM}/day=!{timestamp:dd}/hour=!{timestamp:HH}/",
+                "ErrorOutputPrefix": "tool-events-errors/!{firehose:error-output-type}/year=!{timestamp:yyyy}/month=!{timestamp:MM}/day=!{timestamp:dd}/",
+                "BufferingHints": { "SizeInMBs": 64, "IntervalInSeconds": DEMO_INTERVAL.as_secs() },
+                "CompressionFormat": "GZIP",
+                "DynamicPartitioningConfiguration": { "Enabled": true },
+                "ProcessingConfiguration": { "Enabled": true, "Processors": [
+                    { "Type": "MetadataExtraction", "Parameters": [
+                        { "ParameterName": "MetadataExtractionQuery", "ParameterValue": "{tenantId: .tenant_id, toolName: .tool_name}" },
+                        { "ParameterName": "JsonParsingEngine", "ParameterValue": "JQ-1.6" } ] } ] }
+            })),
+            mode: ArchiveMode::ExactlyOnce,
+            transform: TransformKind::McpNormalize,
+            max_active_partitions: 500,
+            overflow: OverflowPolicy::FlushOldest,
+            max_backlog_bytes: 256 << 20,
+            compression_level: 6,
+        })),
     ]
 }
+
+/// The demo archiver's buffer interval.
+pub const DEMO_INTERVAL: Duration = Duration::from_secs(2);

@@ -85,7 +85,7 @@ pub async fn run(args: DemoArgs) -> Result<()> {
     };
     prepare(&args.out)?;
     let db = args.out.join("leases.db");
-    let files_dir = args.out.join("files");
+    let files_dir = args.out.join("archive");
     let clock = Arc::new(TokioClock::new());
     let stream = MemoryStream::new(StreamOptions { shards: args.shards, ..StreamOptions::default() }, clock.clone());
     let sections = crate::consumers::demo_sections(&files_dir);
@@ -100,7 +100,7 @@ pub async fn run(args: DemoArgs) -> Result<()> {
     for i in 1..=args.workers {
         let id = format!("demo-worker-{i}");
         let table = SqliteLeaseTable::open(&db, "demo")?;
-        let built = crate::consumers::build(&sections, None)?;
+        let built = crate::consumers::build(&sections, &Default::default(), clock.clone())?;
         counts.extend(built.counts);
         let w = Worker::new(
             demo_runtime(&id),
@@ -177,16 +177,27 @@ pub async fn run(args: DemoArgs) -> Result<()> {
     }
     println!("\nShards, leases and checkpoints (records processed per consumer, summed over workers):");
     println!("{}", crate::summary::shards_table(&leases, &stream_counts, &lanes, &names));
-    let (objects, lines) = count_output(&files_dir.join("raw"))?;
+    let (objects, lines) = count_output(&files_dir.join("tool-events"))?;
+    let (error_objects, error_lines) = count_output(&files_dir.join("tool-events-errors"))?;
     println!("\nRecords produced:           {produced}");
     println!("Records counted (count):    {}", total_counted());
-    println!("Lines in files output:      {lines} in {objects} gzip NDJSON objects");
+    println!("Archived (mcp-archive):     {lines} records in {objects} gzip NDJSON objects (exactly once)");
+    println!(
+        "Error output:               {error_lines} malformed records in {error_objects} objects (with the reason)"
+    );
     println!("\nOutput:");
     println!("  leases and checkpoints    {} (SQLite, namespace \"demo\")", db.display());
-    println!("  files consumer objects    {}/raw/<shard>/<first>-<last>.ndjson.gz", files_dir.display());
-    println!("  try: zcat {}/raw/*/*.gz | head -3", files_dir.display());
-    if total_counted() < produced || lines < produced {
-        bail!("not every record was processed before the drain deadline");
+    println!(
+        "  archive                   {}/tool-events/tenant=<t>/tool=<tool>/year=/month=/day=/hour=/mcp-archive-1-<time>-<id>.gz",
+        files_dir.display()
+    );
+    println!("  error output              {}/tool-events-errors/processing-failed/...", files_dir.display());
+    println!(
+        "  try: duckdb -c \"select tenant, count(*) from read_json_auto('{}/tool-events/*/*/*/*/*/*/*.gz', hive_partitioning=true) group by 1\"",
+        files_dir.display()
+    );
+    if total_counted() < produced || lines + error_lines != produced {
+        bail!("archived {lines} + {error_lines} error records for {produced} produced");
     }
     Ok(())
 }

@@ -1,11 +1,14 @@
 //! `weir`: the binary. Commands: `demo` (everything on embedded defaults), `run`
 //! (a worker from a config file), `config check`.
 
+mod archiver;
 mod config;
 mod consumers;
 mod demo;
 mod firehose_check;
 mod http;
+mod lambda;
+mod prefix_eval;
 mod put;
 mod run;
 mod summary;
@@ -48,6 +51,29 @@ enum Command {
     /// Configuration tools.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Archiver prefix tools.
+    #[command(subcommand)]
+    Prefix(PrefixCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum PrefixCommand {
+    /// Print the object key (and line) a record would get from an archiver, or the
+    /// error output and reason.
+    Eval {
+        /// The TOML config file.
+        #[arg(long, short)]
+        config: PathBuf,
+        /// The record, as produced to the stream.
+        #[arg(long)]
+        record: String,
+        /// Which archiver, when the config has several.
+        #[arg(long)]
+        consumer: Option<String>,
+        /// Arrival time (RFC 3339); default now.
+        #[arg(long)]
+        arrival: Option<String>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -97,7 +123,17 @@ fn main() -> ExitCode {
                     c.leases.path.display(),
                     c.leases.namespace
                 );
+                for section in &c.consumers {
+                    if let config::ConsumerSection::Archiver(a) = section {
+                        for w in archiver::warnings(a)? {
+                            println!("warning: archiver {:?}: {w}", a.name);
+                        }
+                    }
+                }
                 Ok(())
+            }
+            Command::Prefix(PrefixCommand::Eval { config, record, consumer, arrival }) => {
+                prefix_eval::run(&config, consumer.as_deref(), &record, arrival.as_deref()).await
             }
         }
     });

@@ -86,7 +86,7 @@ struct Wired {
     catalog: Arc<dyn StreamCatalog>,
     /// The in-process stream, when the config uses it (it gets a generator).
     memory: Option<MemoryStream>,
-    s3: Option<aws_sdk_s3::Client>,
+    clients: crate::consumers::Clients,
 }
 
 async fn sdk(aws: &AwsSection, service_endpoint: &Option<String>) -> aws_config::SdkConfig {
@@ -138,7 +138,15 @@ async fn wire(config: &Config, clock: Arc<TokioClock>) -> Result<Wired> {
             )
         }
     };
-    let uses_s3 = config.consumers.iter().any(|c| matches!(c, ConsumerSection::Files { bucket: Some(_), .. }));
+    let uses_s3 = config.consumers.iter().any(|c| match c {
+        ConsumerSection::Files { bucket, .. } => bucket.is_some(),
+        ConsumerSection::Archiver(a) => a.bucket.is_some(),
+        _ => false,
+    });
+    let uses_lambda = config
+        .consumers
+        .iter()
+        .any(|c| matches!(c, ConsumerSection::Archiver(a) if a.transform == crate::config::TransformKind::Lambda));
     let s3 = if uses_s3 {
         let shared = sdk(aws, &aws.s3_endpoint_url).await;
         let conf = aws_sdk_s3::config::Builder::from(&shared).force_path_style(aws.s3_force_path_style).build();
@@ -146,14 +154,21 @@ async fn wire(config: &Config, clock: Arc<TokioClock>) -> Result<Wired> {
     } else {
         None
     };
-    Ok(Wired { table, reader, catalog, memory, s3 })
+    let mut clients = crate::consumers::Clients { s3, ..Default::default() };
+    if uses_lambda {
+        let shared = sdk(aws, &aws.lambda_endpoint_url).await;
+        clients.region = shared.region().map(|r| r.to_string()).unwrap_or_default();
+        clients.lambda = Some(aws_sdk_lambda::Client::new(&shared));
+    }
+    clients.stream_arn = format!("arn:aws:kinesis:{}::stream/{}", clients.region, config.stream.name);
+    Ok(Wired { table, reader, catalog, memory, clients })
 }
 
 pub async fn run(config: Config) -> Result<()> {
     let worker_id = config.worker.id.clone().unwrap_or_else(default_worker_id);
     let clock = Arc::new(TokioClock::new());
     let wired = wire(&config, clock.clone()).await?;
-    let built = crate::consumers::build(&config.consumers, wired.s3.as_ref())?;
+    let built = crate::consumers::build(&config.consumers, &wired.clients, clock.clone())?;
     let worker =
         Worker::new(config.runtime(&worker_id), wired.table, wired.reader, wired.catalog, built.consumers, clock)?;
     let shutdown = CancellationToken::new();

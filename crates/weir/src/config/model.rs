@@ -39,6 +39,8 @@ pub struct AwsSection {
     pub dynamodb_endpoint_url: Option<String>,
     /// S3 endpoint, overriding `endpoint_url`.
     pub s3_endpoint_url: Option<String>,
+    /// Lambda endpoint (the archiver's Lambda transform), overriding `endpoint_url`.
+    pub lambda_endpoint_url: Option<String>,
     /// Path-style S3 addressing (emulators).
     pub s3_force_path_style: bool,
 }
@@ -223,6 +225,97 @@ pub enum ConsumerSection {
         #[serde(default = "default_max_age", with = "humantime_serde")]
         max_age: Duration,
     },
+    /// Firehose-compatible S3 (or local directory) delivery; see [`ArchiverSection`].
+    Archiver(Box<ArchiverSection>),
+}
+
+/// `type = "archiver"`: where objects go, the Firehose destination settings (from an
+/// existing delivery stream's file, or inline with Firehose's own field names), and
+/// weir's additions.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArchiverSection {
+    /// Consumer name (keys checkpoints; names objects in place of the delivery stream).
+    pub name: String,
+    /// Output directory (one of `directory` and `bucket`).
+    #[serde(default)]
+    pub directory: Option<PathBuf>,
+    /// Output S3 bucket (one of `directory` and `bucket`).
+    #[serde(default)]
+    pub bucket: Option<String>,
+    /// An existing delivery stream's destination: `.json` (API/CLI shape), `.yaml`
+    /// (CloudFormation) or `.toml`. One of `firehose` and `destination`.
+    #[serde(default)]
+    pub firehose: Option<PathBuf>,
+    /// Which `AWS::KinesisFirehose::DeliveryStream` resource of a template.
+    #[serde(default)]
+    pub resource: Option<String>,
+    /// The destination inline, with Firehose's field names (`Prefix`, `BufferingHints`, ...).
+    #[serde(default)]
+    pub destination: Option<serde_json::Value>,
+    /// `exactly-once` (default) or `firehose` (at least once).
+    #[serde(default)]
+    pub mode: ArchiveMode,
+    /// `none` (default), `mcp-normalize`, or `lambda` (the destination's Lambda processor).
+    #[serde(default)]
+    pub transform: TransformKind,
+    /// Most data partitions open at once.
+    #[serde(default = "default_max_active")]
+    pub max_active_partitions: usize,
+    /// `flush-oldest` (default) or `error` (Firehose: records of new partitions go to the error output).
+    #[serde(default)]
+    pub overflow: OverflowPolicy,
+    /// Bytes waiting for the store before the archiver refuses new records.
+    #[serde(default = "default_max_backlog")]
+    pub max_backlog_bytes: u64,
+    /// GZIP level 0-9.
+    #[serde(default = "default_level")]
+    pub compression_level: u32,
+}
+
+/// Delivery guarantee.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ArchiveMode {
+    /// Each record in exactly one object.
+    #[default]
+    ExactlyOnce,
+    /// Firehose's at-least-once.
+    Firehose,
+}
+
+/// The transform stage.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TransformKind {
+    /// Records pass unchanged.
+    #[default]
+    None,
+    /// The built-in MCP normaliser.
+    McpNormalize,
+    /// The destination's `Lambda` processor.
+    Lambda,
+}
+
+/// Past `max_active_partitions`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OverflowPolicy {
+    /// Seal the oldest buffer.
+    #[default]
+    FlushOldest,
+    /// Error output, as Firehose does.
+    Error,
+}
+
+fn default_max_active() -> usize {
+    500
+}
+fn default_max_backlog() -> u64 {
+    256 << 20
+}
+fn default_level() -> u32 {
+    6
 }
 
 fn default_prefix() -> String {
@@ -242,6 +335,7 @@ impl ConsumerSection {
             ConsumerSection::Count { name } | ConsumerSection::Log { name } | ConsumerSection::Files { name, .. } => {
                 name
             }
+            ConsumerSection::Archiver(a) => &a.name,
         }
     }
 }
@@ -317,6 +411,10 @@ impl Config {
                 if prefix.starts_with('/') || prefix.split('/').any(|s| s == "..") {
                     bail!("field `consumers[{i}].prefix`: must be relative and without '..'");
                 }
+            }
+            if let ConsumerSection::Archiver(a) = c {
+                crate::archiver::settings(a)
+                    .map_err(|e| anyhow::anyhow!("field `consumers[{i}]` (archiver {name:?}): {e:#}"))?;
             }
         }
         Ok(())

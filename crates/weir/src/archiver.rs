@@ -1,0 +1,121 @@
+//! The archiver consumer from its config section: the Firehose destination (a file or
+//! inline), weir's options, the sink and the transform.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::{Context, Result, bail};
+use weir_archiver::archiver::{Archiver, ArchiverOptions};
+use weir_archiver::buffers::Overflow;
+use weir_archiver::delivery::DeliveryMode;
+use weir_archiver::firehose_config::{
+    ArchiverSettings, ExtendedS3Destination, from_cloudformation_yaml, from_json, from_toml, validate,
+};
+use weir_archiver::transformer::{FunctionInvoker, LambdaTransform, McpNormalize, Transformer};
+use weir_core::Clock;
+use weir_core::ports::ObjectSink;
+
+use crate::config::{ArchiveMode, ArchiverSection, OverflowPolicy, TransformKind};
+
+/// Reads a destination file by its extension.
+pub fn read_destination(file: &Path, resource: Option<&str>) -> Result<ExtendedS3Destination> {
+    let text = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let ext = file.extension().and_then(|e| e.to_str()).unwrap_or_default();
+    match ext {
+        "json" => from_json(&text),
+        "yaml" | "yml" => from_cloudformation_yaml(&text, resource),
+        "toml" => from_toml(&text),
+        other => bail!("{}: unknown extension {other:?}: use .json, .yaml, .yml or .toml", file.display()),
+    }
+    .with_context(|| format!("{} is not a Firehose S3 destination", file.display()))
+}
+
+/// Validated settings of a section, every problem named.
+pub fn settings(a: &ArchiverSection) -> Result<ArchiverSettings> {
+    if a.directory.is_some() == a.bucket.is_some() {
+        bail!("needs exactly one of `directory` and `bucket`");
+    }
+    let destination = match (&a.firehose, &a.destination) {
+        (Some(file), None) => read_destination(file, a.resource.as_deref()).context("field `firehose`")?,
+        (None, Some(inline)) => {
+            serde_json::from_value(inline.clone()).map_err(|e| anyhow::anyhow!("field `destination`: {e}"))?
+        }
+        _ => bail!("needs exactly one of `firehose` (a destination file) and `destination` (inline)"),
+    };
+    let settings = validate(&destination).map_err(|problems| {
+        let list: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
+        anyhow::anyhow!("destination: {}", list.join("; "))
+    })?;
+    if a.transform == TransformKind::Lambda && settings.lambda.is_none() {
+        bail!("field `transform`: \"lambda\" needs a Lambda processor in the destination's ProcessingConfiguration");
+    }
+    if a.transform != TransformKind::Lambda && settings.lambda.is_some() {
+        bail!("field `transform`: the destination has a Lambda processor; set transform = \"lambda\" to use it");
+    }
+    if a.compression_level > 9 {
+        bail!("field `compression_level`: {} is outside 0-9", a.compression_level);
+    }
+    if a.max_active_partitions == 0 {
+        bail!("field `max_active_partitions`: must be positive");
+    }
+    Ok(settings)
+}
+
+/// Warnings `weir config check` prints for a section.
+pub fn warnings(a: &ArchiverSection) -> Result<Vec<String>> {
+    let s = settings(a)?;
+    let mut out = s.warnings.clone();
+    if a.transform == TransformKind::McpNormalize && s.append_delimiter {
+        out.push(
+            "mcp-normalize already ends every record with a newline; AppendDelimiterToRecord adds a second one (blank lines)"
+                .into(),
+        );
+    }
+    if a.transform == TransformKind::None && !s.append_delimiter {
+        out.push("records are written as they arrive without AppendDelimiterToRecord: records without a trailing newline run together (counted in the records_without_delimiter metric)".into());
+    }
+    if s.dynamic_partitioning_retry.is_some() {
+        out.push("DynamicPartitioningConfiguration.RetryOptions: weir retries S3 without limit and never acknowledges undelivered records".into());
+    }
+    Ok(out)
+}
+
+/// Builds the consumer.
+pub fn build(
+    a: &ArchiverSection,
+    sink: Arc<dyn ObjectSink>,
+    clock: Arc<dyn Clock>,
+    lambda: Option<Arc<dyn FunctionInvoker>>,
+    stream_arn: &str,
+    region: &str,
+) -> Result<Archiver> {
+    let settings = settings(a)?;
+    let mut options = ArchiverOptions::new(&a.name, settings.clone());
+    options.mode = match a.mode {
+        ArchiveMode::ExactlyOnce => DeliveryMode::ExactlyOnce,
+        ArchiveMode::Firehose => DeliveryMode::Firehose,
+    };
+    options.overflow = match a.overflow {
+        OverflowPolicy::FlushOldest => Overflow::FlushOldest,
+        OverflowPolicy::Error => Overflow::Reject,
+    };
+    options.max_active_partitions = a.max_active_partitions;
+    options.max_backlog_bytes = a.max_backlog_bytes;
+    options.compression_level = a.compression_level;
+    options.transformer = match a.transform {
+        TransformKind::None => Transformer::None,
+        TransformKind::McpNormalize => Transformer::InProcess(Arc::new(McpNormalize)),
+        TransformKind::Lambda => {
+            let invoker = lambda.context("transform = \"lambda\" needs AWS access")?;
+            let lambda_settings = settings.lambda.clone().context("no Lambda processor")?;
+            Transformer::Lambda(LambdaTransform {
+                invoker,
+                settings: lambda_settings,
+                delivery_arn: format!("arn:weir:archiver:{}", a.name),
+                source_arn: stream_arn.to_owned(),
+                region: region.to_owned(),
+            })
+        }
+    };
+    Ok(Archiver::new(options, sink, clock)?)
+}
