@@ -96,3 +96,48 @@ pub async fn archived_lines(client: &aws_sdk_s3::Client, bucket: &str, prefix: &
         }
     }
 }
+
+/// Copies every object under `prefix` into `dir`, keeping keys as paths (for DuckDB).
+pub async fn download(client: &aws_sdk_s3::Client, bucket: &str, prefix: &str, dir: &Path) -> usize {
+    let mut n = 0;
+    let mut token = None;
+    loop {
+        let page = client
+            .list_objects_v2()
+            .bucket(bucket)
+            .prefix(prefix)
+            .set_continuation_token(token.take())
+            .send()
+            .await
+            .expect("list objects");
+        for o in page.contents() {
+            let key = o.key().unwrap_or_default();
+            let body = client.get_object().bucket(bucket).key(key).send().await.expect("get object");
+            let bytes = body.body.collect().await.expect("read body").into_bytes();
+            let path = dir.join(key);
+            std::fs::create_dir_all(path.parent().expect("key has a parent")).expect("mkdir");
+            std::fs::write(path, bytes).expect("write object");
+            n += 1;
+        }
+        match page.next_continuation_token() {
+            Some(t) if page.is_truncated() == Some(true) => token = Some(t.to_owned()),
+            _ => return n,
+        }
+    }
+}
+
+/// Runs SQL in DuckDB (installed by tests/emulators/install.sh) and returns the rows
+/// as JSON arrays.
+pub fn duckdb(sql: &str) -> Vec<Vec<serde_json::Value>> {
+    let home = std::env::var("WEIR_EMULATORS_HOME").map(std::path::PathBuf::from).unwrap_or_else(|_| {
+        std::path::PathBuf::from(std::env::var("HOME").expect("HOME")).join(".cache/weir-emulators")
+    });
+    let python = home.join("duckdb-py/bin/python");
+    let script = "import duckdb, json, sys\nrows = duckdb.sql(sys.argv[1]).fetchall()\nprint(json.dumps([list(r) for r in rows], default=str))";
+    let out = std::process::Command::new(&python)
+        .args(["-c", script, sql])
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {} (tests/emulators/install.sh installs it): {e}", python.display()));
+    assert!(out.status.success(), "duckdb failed on {sql}:\n{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("duckdb printed JSON")
+}

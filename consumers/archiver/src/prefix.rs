@@ -231,6 +231,10 @@ pub fn check_partition_value(value: &str) -> Result<(), &'static str> {
     if value.contains("!{") {
         return Err("contains an expression opener");
     }
+    if value.contains('%') {
+        // Hive-style readers URL-decode partition values: DuckDB reads `a%2Fb` as `a/b`.
+        return Err("contains '%' (readers decode %XX in partition values)");
+    }
     Ok(())
 }
 

@@ -74,6 +74,9 @@ pub struct WorkerSection {
     /// How often acknowledged positions are checkpointed.
     #[serde(with = "humantime_serde")]
     pub checkpoint_interval: Duration,
+    /// How often consumers are ticked (the archiver's interval flushes and retries).
+    #[serde(with = "humantime_serde")]
+    pub tick_interval: Duration,
     /// Where consumers start on shards with no checkpoint: `TRIM_HORIZON` or `LATEST`.
     pub initial_position: InitialPosition,
 }
@@ -90,6 +93,7 @@ impl Default for WorkerSection {
             queue_capacity: 16,
             detach_after: Duration::from_secs(5),
             checkpoint_interval: Duration::from_secs(1),
+            tick_interval: Duration::from_secs(1),
             initial_position: InitialPosition::TrimHorizon,
         }
     }
@@ -433,6 +437,7 @@ impl Config {
         r.queue_capacity = w.queue_capacity;
         r.detach_after = w.detach_after;
         r.checkpoint_interval = w.checkpoint_interval;
+        r.tick_interval = w.tick_interval;
         r.initial_position = match w.initial_position {
             InitialPosition::TrimHorizon => weir_core::Checkpoint::TrimHorizon,
             InitialPosition::Latest => weir_core::Checkpoint::Latest,

@@ -1,0 +1,169 @@
+//! Archiver throughput in-process, one core, no network: 1,000,000 synthetic MCP
+//! events through the design note's pipeline (mcp-normalize, jq
+//! `{tenantId: .tenant_id, toolName: .tool_name}`, hourly prefix, GZIP) into a memory
+//! sink, exactly-once mode; against plain gzip of the same output bytes at the same
+//! level, measured in the same run. Then memory with 500 active partitions.
+//!
+//! Run: `cargo bench -p weir-archiver --bench throughput` (optionally `-- 200000`).
+
+use std::io::Write;
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use weir_archiver::archiver::{Archiver, ArchiverOptions};
+use weir_archiver::firehose_config::{from_json, validate};
+use weir_archiver::transform::{TransformOutput, mcp_normalize};
+use weir_archiver::transformer::{McpNormalize, Transformer};
+use weir_core::{
+    Clock, CloseReason, Consumer, ExtendedSequenceNumber, Record, RecordBatch, SequenceNumber, ShardId, Timestamp,
+};
+use weir_testkit::{CrashSwitch, ManualClock, MemoryObjectSink, SimAcks, SimLeases};
+
+const T0: i64 = 1_764_400_000_000;
+const SHARDS: usize = 4;
+const BATCH: usize = 500;
+
+fn event(i: u64, tenants: u64) -> Bytes {
+    let tools = ["search_docs", "fetch_url", "list_issues", "run_query", "create_ticket", "read_file"];
+    Bytes::from(format!(
+        r#"{{"tenantId":"t-{:03}","toolName":"{}","sessionId":"sess-{:08x}","ts":{},"durationMs":{},"success":{},"errorCode":{}}}"#,
+        i % tenants,
+        tools[(i / 7 % tools.len() as u64) as usize],
+        i / 13,
+        T0 + (i as i64) * 3,
+        (i * 37) % 2000,
+        i % 17 != 0,
+        if i % 17 == 0 { "\"E_TIMEOUT\"" } else { "null" }
+    ))
+}
+
+fn record(i: u64, tenants: u64) -> Record {
+    Record {
+        partition_key: format!("pk-{i}"),
+        position: ExtendedSequenceNumber::plain(SequenceNumber::from_u128(i as u128 + 1)),
+        approximate_arrival: Timestamp::from_millis(T0 + (i as i64) * 3),
+        data: event(i, tenants),
+    }
+}
+
+fn destination() -> weir_archiver::firehose_config::ArchiverSettings {
+    let text = include_str!("../tests/fixtures/mcp-destination.json");
+    let mut s = validate(&from_json(text).unwrap()).unwrap();
+    s.append_delimiter = false; // mcp-normalize appends the newline
+    s
+}
+
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("VmRSS:")).map(str::to_owned))
+        .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
+        .unwrap_or(0)
+}
+
+struct Run {
+    seconds: f64,
+    objects: usize,
+    bytes_out: usize,
+    peak_buffered: usize,
+    peak_rss_growth_kib: u64,
+}
+
+async fn archive(n: u64, tenants: u64, interval_flush: bool) -> Run {
+    let sink = Arc::new(MemoryObjectSink::new());
+    let clock = ManualClock::new(Timestamp::from_millis(T0));
+    let mut options = ArchiverOptions::new("mcp-archive", destination());
+    options.transformer = Transformer::InProcess(Arc::new(McpNormalize));
+    let mut archiver = Archiver::new(options, sink.clone(), Arc::new(clock.clone())).unwrap();
+    let leases = SimLeases::new();
+    let acks = SimAcks::new(leases.clone(), 1, CrashSwitch::after(None));
+    let shards: Vec<ShardId> = (0..SHARDS).map(|s| ShardId::new(format!("shardId-{s:012}"))).collect();
+    for s in &shards {
+        archiver.on_shard_open(&leases.take(s, 1)).await.unwrap();
+    }
+    let rss0 = rss_kib();
+    let (mut peak_buffered, mut peak_rss) = (0usize, rss0);
+    let start = Instant::now();
+    let mut i = 0u64;
+    let mut batch_no = 0usize;
+    while i < n {
+        let shard = &shards[batch_no % SHARDS];
+        let end = (i + BATCH as u64).min(n);
+        let records = (i..end).map(|j| record(j, tenants)).collect();
+        let batch = RecordBatch { shard_id: shard.clone(), records, millis_behind_latest: Some(0), child_shards: None };
+        archiver.on_batch(&batch, &acks).await.unwrap();
+        i = end;
+        batch_no += 1;
+        if batch_no % 200 == 0 {
+            peak_buffered = peak_buffered.max(archiver.buffered_bytes());
+            peak_rss = peak_rss.max(rss_kib());
+            if interval_flush {
+                clock.advance(std::time::Duration::from_secs(301));
+                archiver.on_tick(clock.now(), &acks).await.unwrap();
+            }
+        }
+    }
+    peak_buffered = peak_buffered.max(archiver.buffered_bytes());
+    peak_rss = peak_rss.max(rss_kib());
+    for s in &shards {
+        archiver.on_shard_close(s, CloseReason::Shutdown, &acks).await.unwrap();
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    let objects = sink.snapshot();
+    Run {
+        seconds,
+        objects: objects.len(),
+        bytes_out: objects.values().map(|b| b.len()).sum(),
+        peak_buffered,
+        peak_rss_growth_kib: peak_rss.saturating_sub(rss0),
+    }
+}
+
+fn main() {
+    let n: u64 = std::env::args().skip(1).find_map(|a| a.parse().ok()).unwrap_or(1_000_000);
+    let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+    // The exact bytes the archiver writes, for the plain gzip baseline.
+    let mut output = Vec::with_capacity(n as usize * 200);
+    for i in 0..n {
+        let r = record(i, 40);
+        if let TransformOutput::Ok(line) = mcp_normalize(&r.data, r.approximate_arrival) {
+            output.extend_from_slice(&line);
+        }
+    }
+    let start = Instant::now();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(6));
+    gz.write_all(&output).unwrap();
+    let plain = gz.finish().unwrap();
+    let gzip_s = start.elapsed().as_secs_f64();
+    drop(output);
+
+    let run = rt.block_on(archive(n, 40, false));
+    let rate = n as f64 / run.seconds;
+    let gzip_rate = n as f64 / gzip_s;
+    println!("| pipeline (1 core) | records | seconds | records/s | MB/s out (raw) | objects | bytes out |");
+    println!("|---|---|---|---|---|---|---|");
+    println!(
+        "| archiver: mcp-normalize + jq + hourly prefix + GZIP, exactly-once | {n} | {:.2} | {:.0} | {:.1} | {} | {} |",
+        run.seconds,
+        rate,
+        n as f64 * 190.0 / run.seconds / 1e6,
+        run.objects,
+        run.bytes_out
+    );
+    println!(
+        "| plain gzip of the same output bytes, level 6 | {n} | {gzip_s:.2} | {gzip_rate:.0} | - | 1 | {} |",
+        plain.len()
+    );
+    println!("\nratio archiver/plain gzip (records/s): {:.2}", rate / gzip_rate);
+    println!("compressed size archiver/plain gzip:    {:.3}", run.bytes_out as f64 / plain.len() as f64);
+
+    let mem = rt.block_on(archive(n.min(400_000), 500, false));
+    println!(
+        "\n500 active partitions ({} records, one object per partition at the end): peak compressed+staged bytes held {:.1} MiB, peak RSS growth {:.1} MiB, RSS growth beyond bytes held {:.1} MiB",
+        n.min(400_000),
+        mem.peak_buffered as f64 / 1048576.0,
+        mem.peak_rss_growth_kib as f64 / 1024.0,
+        (mem.peak_rss_growth_kib as f64 * 1024.0 - mem.peak_buffered as f64).max(0.0) / 1048576.0
+    );
+}

@@ -1,0 +1,238 @@
+//! The archiver under SIGKILL: two `weir run` workers on a 4-shard stream
+//! (ferrokinesis), DynamoDB leases and S3 (moto); 100,000 records are put while
+//! workers are killed at random moments (at least 20 kills) and replaced. Two archivers
+//! read the same stream: one in exactly-once mode, one in Firehose mode. DuckDB then
+//! reads both archives: every record exactly once in the first, at least once in the
+//! second, partition columns equal to the record fields.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Child;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use rand::Rng;
+use weir_aws::DynamoDbLeaseTable;
+use weir_aws::kinesis::producer::{Outgoing, Producer};
+use weir_core::ports::LeaseTable;
+use weir_core::{Checkpoint, ConsumerName, SequenceNumber, ShardId};
+use weir_e2e::{create_stream, download, duckdb, dynamodb, free_port, kinesis, s3, spawn_weir};
+use weir_testkit::Emulator;
+
+const RECORDS: u64 = 100_000;
+const WAVES: u64 = 10;
+const MIN_KILLS: usize = 20;
+
+fn archiver(name: &str, mode: &str, prefix: &str) -> String {
+    format!(
+        r#"
+[[consumers]]
+type = "archiver"
+name = "{name}"
+bucket = "weir-crash"
+mode = "{mode}"
+transform = "mcp-normalize"
+[consumers.destination]
+Prefix = "{prefix}/tenant=!{{partitionKeyFromQuery:tenantId}}/dt=!{{timestamp:yyyy-MM-dd}}/"
+ErrorOutputPrefix = "{prefix}-errors/!{{firehose:error-output-type}}/"
+CompressionFormat = "GZIP"
+BufferingHints = {{ SizeInMBs = 64, IntervalInSeconds = 1 }}
+DynamicPartitioningConfiguration = {{ Enabled = true }}
+[consumers.destination.ProcessingConfiguration]
+Enabled = true
+Processors = [ {{ Type = "MetadataExtraction", Parameters = [
+  {{ ParameterName = "MetadataExtractionQuery", ParameterValue = "{{tenantId: .tenant_id}}" }},
+  {{ ParameterName = "JsonParsingEngine", ParameterValue = "JQ-1.6" }} ] }} ]
+"#
+    )
+}
+
+fn config(dir: &Path, kinesis: &str, moto: &str, id: &str) -> PathBuf {
+    let path = dir.join(format!("{id}.toml"));
+    let text = format!(
+        r#"
+[worker]
+id = "{id}"
+failover = "3s"
+renew_interval = "1s"
+taker_interval = "1s"
+shard_sync_interval = "2s"
+checkpoint_interval = "300ms"
+tick_interval = "250ms"
+
+[stream]
+kind = "kinesis"
+name = "crash-events"
+
+[leases]
+kind = "dynamodb"
+table = "weir-crash-leases"
+create_table = true
+namespace = "crash"
+
+[aws]
+kinesis_endpoint_url = "{kinesis}"
+dynamodb_endpoint_url = "{moto}"
+s3_endpoint_url = "{moto}"
+s3_force_path_style = true
+
+[http]
+listen = "127.0.0.1:{port}"
+{eo}
+{fh}
+"#,
+        port = free_port(),
+        eo = archiver("archive-eo", "exactly-once", "eo"),
+        fh = archiver("archive-fh", "firehose", "fh"),
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+struct Fleet {
+    dir: PathBuf,
+    kinesis: String,
+    moto: String,
+    workers: Vec<(String, Child)>,
+    started: usize,
+}
+
+impl Fleet {
+    fn start(&mut self) {
+        self.started += 1;
+        let id = format!("worker-{}", self.started);
+        let cfg = config(&self.dir, &self.kinesis, &self.moto, &id);
+        let child = spawn_weir(&cfg, &self.dir.join(format!("{id}.log")));
+        self.workers.push((id, child));
+    }
+
+    fn kill_one(&mut self, rng: &mut impl Rng) {
+        let i = rng.random_range(0..self.workers.len());
+        let (id, mut child) = self.workers.remove(i);
+        assert!(child.try_wait().unwrap().is_none(), "{id} exited by itself\n{}", logs(&self.dir));
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        eprintln!("killed {id}");
+        self.start();
+    }
+}
+
+fn logs(dir: &Path) -> String {
+    let mut out = String::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        if e.path().extension().is_some_and(|x| x == "log") {
+            let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+            let tail: Vec<&str> = text.lines().rev().take(8).collect();
+            out.push_str(&format!(
+                "--- {}\n{}\n",
+                e.path().display(),
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            ));
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_storm_exactly_once_and_at_least_once() {
+    let fk = Emulator::start("ferrokinesis", &[]);
+    let moto = Emulator::start("moto", &[]);
+    let k = kinesis(&fk.endpoint).await;
+    create_stream(&k, "crash-events", 4).await;
+    let s3c = s3(&moto.endpoint).await;
+    s3c.create_bucket().bucket("weir-crash").send().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut fleet = Fleet {
+        dir: dir.path().to_path_buf(),
+        kinesis: fk.endpoint.clone(),
+        moto: moto.endpoint.clone(),
+        workers: vec![],
+        started: 0,
+    };
+    fleet.start();
+    fleet.start();
+    let producer = Producer::new(k.clone(), "crash-events");
+    let mut rng = rand::rng();
+    let mut last: BTreeMap<ShardId, SequenceNumber> = BTreeMap::new();
+    let mut kills = 0;
+    let per_wave = RECORDS / WAVES;
+    for wave in 0..WAVES {
+        let records = (wave * per_wave..(wave + 1) * per_wave)
+            .map(|i| Outgoing {
+                id: i,
+                partition_key: format!("pk-{}", i % 101),
+                data: Bytes::from(format!(
+                    r#"{{"tenantId":"t-{}","toolName":"tool-{}","sessionId":"r{i}","ts":{},"durationMs":{},"success":{}}}"#,
+                    i % 7,
+                    i % 5,
+                    1_764_400_000_000u64 + i,
+                    i % 900,
+                    i % 11 != 0
+                )),
+            })
+            .collect();
+        let report = producer.put_all(records).await;
+        assert_eq!(report.accepted.len() as u64, per_wave, "{:?}", report.failed.first());
+        for a in report.accepted {
+            let e = last.entry(a.shard).or_insert(a.sequence.clone());
+            if a.sequence > *e {
+                *e = a.sequence;
+            }
+        }
+        // Kill at random moments while the wave is being archived.
+        while kills < (wave as usize + 1) * (MIN_KILLS + 2) / WAVES as usize {
+            tokio::time::sleep(Duration::from_millis(rng.random_range(200..1800))).await;
+            fleet.kill_one(&mut rng);
+            kills += 1;
+        }
+    }
+    eprintln!("{kills} kills; waiting for both archivers to finish");
+
+    let leases =
+        DynamoDbLeaseTable::open(dynamodb(&moto.endpoint).await, "weir-crash-leases", "crash", true).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        let all = leases.list().await.unwrap();
+        let done = |consumer: &str| {
+            last.iter().all(|(shard, seq)| {
+                all.iter().any(|l| {
+                    &l.key == shard
+                        && matches!(l.checkpoint_for(&ConsumerName::new(consumer)), Checkpoint::At(p) if p.sequence >= *seq)
+                })
+            })
+        };
+        if done("archive-eo") && done("archive-fh") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "archivers did not finish\n{}", logs(dir.path()));
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    for (_, mut c) in fleet.workers.drain(..) {
+        c.kill().unwrap();
+        c.wait().unwrap();
+    }
+    assert!(kills >= MIN_KILLS);
+
+    let local = dir.path().join("archive");
+    let objects = download(&s3c, "weir-crash", "", &local).await;
+    let root = local.display();
+    let stats = |prefix: &str| {
+        duckdb(&format!(
+            "select count(*), count(distinct session_id), count(*) filter (where tenant <> tenant_id) \
+             from read_json_auto('{root}/{prefix}/*/*/*.gz', hive_partitioning = true, format = 'newline_delimited')"
+        ))
+    };
+    let eo = stats("eo");
+    let fh = stats("fh");
+    eprintln!("{objects} objects; exactly-once rows/distinct/mismatched {:?}; firehose {:?}", eo[0], fh[0]);
+    assert_eq!(eo[0][0].as_u64(), Some(RECORDS), "exactly-once: every record exactly once");
+    assert_eq!(eo[0][1].as_u64(), Some(RECORDS));
+    assert_eq!(eo[0][2].as_u64(), Some(0), "partition column equals the record field");
+    assert_eq!(fh[0][1].as_u64(), Some(RECORDS), "firehose mode: every record at least once");
+    assert!(fh[0][0].as_u64().unwrap() >= RECORDS);
+    assert_eq!(fh[0][2].as_u64(), Some(0));
+    assert!(
+        !local.join("eo-errors").exists() && !local.join("fh-errors").exists(),
+        "no error output for valid records"
+    );
+}
