@@ -6,7 +6,7 @@
 //!
 //! **Exactly-once mode** (default): before the put, an [`Intent`] per shard in the
 //! object ("records of this shard in [first, last] routed to this partition go to this
-//! key") is stored in that shard's lease through [`IntentLog`], fenced by the lease
+//! key") is stored in that shard's lease through [`weir_core::IntentLog`], fenced by the lease
 //! owner and counter; the intents of every object sealed together go in one call (one
 //! DynamoDB transaction per 25 leases). Then the object is put create-only. A shard's
 //! next owner resolves the open intents (see [`crate::resolve`]): written keys mean
