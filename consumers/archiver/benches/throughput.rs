@@ -25,7 +25,9 @@ const SHARDS: usize = 4;
 const BATCH: usize = 500;
 
 fn event(i: u64, tenants: u64) -> Bytes {
-    let tools = ["search_docs", "fetch_url", "list_issues", "run_query", "create_ticket", "read_file"];
+    // With 500 tenants (the memory run) one tool, so that exactly 500 partitions are active.
+    let all = ["search_docs", "fetch_url", "list_issues", "run_query", "create_ticket", "read_file"];
+    let tools = if tenants >= 500 { &all[..1] } else { &all[..] };
     Bytes::from(format!(
         r#"{{"tenantId":"t-{:03}","toolName":"{}","sessionId":"sess-{:08x}","ts":{},"durationMs":{},"success":{},"errorCode":{}}}"#,
         i % tenants,
@@ -33,8 +35,8 @@ fn event(i: u64, tenants: u64) -> Bytes {
         i / 13,
         T0 + (i as i64) * 3,
         (i * 37) % 2000,
-        i % 17 != 0,
-        if i % 17 == 0 { "\"E_TIMEOUT\"" } else { "null" }
+        !i.is_multiple_of(17),
+        if i.is_multiple_of(17) { "\"E_TIMEOUT\"" } else { "null" }
     ))
 }
 
@@ -67,10 +69,11 @@ struct Run {
     objects: usize,
     bytes_out: usize,
     peak_buffered: usize,
+    peak_compressed: usize,
     peak_rss_growth_kib: u64,
 }
 
-async fn archive(n: u64, tenants: u64, interval_flush: bool) -> Run {
+async fn archive(n: u64, tenants: u64, interval_flush: bool, pregenerate: bool) -> Run {
     let sink = Arc::new(MemoryObjectSink::new());
     let clock = ManualClock::new(Timestamp::from_millis(T0));
     let mut options = ArchiverOptions::new("mcp-archive", destination());
@@ -82,21 +85,34 @@ async fn archive(n: u64, tenants: u64, interval_flush: bool) -> Run {
     for s in &shards {
         archiver.on_shard_open(&leases.take(s, 1)).await.unwrap();
     }
+    // Input is made before the clock starts (the throughput run), or batch by batch
+    // (the memory run, so that input does not count as memory held).
+    let make = |i: u64| {
+        let end = (i + BATCH as u64).min(n);
+        let records = (i..end).map(|j| record(j, tenants)).collect();
+        RecordBatch {
+            shard_id: shards[(i / BATCH as u64) as usize % SHARDS].clone(),
+            records,
+            millis_behind_latest: Some(0),
+            child_shards: None,
+        }
+    };
+    let mut ready: std::collections::VecDeque<RecordBatch> =
+        if pregenerate { (0..n).step_by(BATCH).map(make).collect() } else { Default::default() };
     let rss0 = rss_kib();
-    let (mut peak_buffered, mut peak_rss) = (0usize, rss0);
+    let (mut peak_buffered, mut peak_rss, mut peak_compressed) = (0usize, rss0, 0usize);
     let start = Instant::now();
     let mut i = 0u64;
     let mut batch_no = 0usize;
     while i < n {
-        let shard = &shards[batch_no % SHARDS];
-        let end = (i + BATCH as u64).min(n);
-        let records = (i..end).map(|j| record(j, tenants)).collect();
-        let batch = RecordBatch { shard_id: shard.clone(), records, millis_behind_latest: Some(0), child_shards: None };
+        let batch = ready.pop_front().unwrap_or_else(|| make(i));
         archiver.on_batch(&batch, &acks).await.unwrap();
-        i = end;
+        drop(batch);
+        i = (i + BATCH as u64).min(n);
         batch_no += 1;
-        if batch_no % 200 == 0 {
+        if batch_no.is_multiple_of(200) {
             peak_buffered = peak_buffered.max(archiver.buffered_bytes());
+            peak_compressed = peak_compressed.max(archiver.compressed_bytes());
             peak_rss = peak_rss.max(rss_kib());
             if interval_flush {
                 clock.advance(std::time::Duration::from_secs(301));
@@ -105,6 +121,7 @@ async fn archive(n: u64, tenants: u64, interval_flush: bool) -> Run {
         }
     }
     peak_buffered = peak_buffered.max(archiver.buffered_bytes());
+    peak_compressed = peak_compressed.max(archiver.compressed_bytes());
     peak_rss = peak_rss.max(rss_kib());
     for s in &shards {
         archiver.on_shard_close(s, CloseReason::Shutdown, &acks).await.unwrap();
@@ -116,6 +133,7 @@ async fn archive(n: u64, tenants: u64, interval_flush: bool) -> Run {
         objects: objects.len(),
         bytes_out: objects.values().map(|b| b.len()).sum(),
         peak_buffered,
+        peak_compressed,
         peak_rss_growth_kib: peak_rss.saturating_sub(rss0),
     }
 }
@@ -123,6 +141,24 @@ async fn archive(n: u64, tenants: u64, interval_flush: bool) -> Run {
 fn main() {
     let n: u64 = std::env::args().skip(1).find_map(|a| a.parse().ok()).unwrap_or(1_000_000);
     let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+    if std::env::args().any(|a| a == "--memory") {
+        // In its own process, so the baseline is not the throughput run's heap.
+        let mem = rt.block_on(archive(n, 500, false, false));
+        println!(
+            "500 active partitions, {n} records (about {} KiB raw per partition): peak bytes held in buffers {:.1} MiB (compressed {:.1} MiB, the rest staged records and bookkeeping); peak RSS growth {:.1} MiB = compressed bytes + {:.1} MiB",
+            n * 190 / 500 / 1024,
+            mem.peak_buffered as f64 / 1048576.0,
+            mem.peak_compressed as f64 / 1048576.0,
+            mem.peak_rss_growth_kib as f64 / 1024.0,
+            (mem.peak_rss_growth_kib as f64 * 1024.0 - mem.peak_compressed as f64).max(0.0) / 1048576.0
+        );
+        return;
+    }
+    if std::env::args().any(|a| a == "--archiver-only") {
+        let run = rt.block_on(archive(n, 40, false, true));
+        println!("{:.0} records/s", n as f64 / run.seconds);
+        return;
+    }
     // The exact bytes the archiver writes, for the plain gzip baseline.
     let mut output = Vec::with_capacity(n as usize * 200);
     for i in 0..n {
@@ -138,7 +174,7 @@ fn main() {
     let gzip_s = start.elapsed().as_secs_f64();
     drop(output);
 
-    let run = rt.block_on(archive(n, 40, false));
+    let run = rt.block_on(archive(n, 40, false, true));
     let rate = n as f64 / run.seconds;
     let gzip_rate = n as f64 / gzip_s;
     println!("| pipeline (1 core) | records | seconds | records/s | MB/s out (raw) | objects | bytes out |");
@@ -158,12 +194,7 @@ fn main() {
     println!("\nratio archiver/plain gzip (records/s): {:.2}", rate / gzip_rate);
     println!("compressed size archiver/plain gzip:    {:.3}", run.bytes_out as f64 / plain.len() as f64);
 
-    let mem = rt.block_on(archive(n.min(400_000), 500, false));
-    println!(
-        "\n500 active partitions ({} records, one object per partition at the end): peak compressed+staged bytes held {:.1} MiB, peak RSS growth {:.1} MiB, RSS growth beyond bytes held {:.1} MiB",
-        n.min(400_000),
-        mem.peak_buffered as f64 / 1048576.0,
-        mem.peak_rss_growth_kib as f64 / 1024.0,
-        (mem.peak_rss_growth_kib as f64 * 1024.0 - mem.peak_buffered as f64).max(0.0) / 1048576.0
-    );
+    let me = std::env::current_exe().unwrap();
+    let out = std::process::Command::new(me).args([n.min(400_000).to_string(), "--memory".into()]).output().unwrap();
+    print!("\n{}", String::from_utf8_lossy(&out.stdout));
 }

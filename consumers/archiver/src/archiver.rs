@@ -150,6 +150,11 @@ impl Archiver {
         self.buffers.held_bytes()
     }
 
+    /// Compressed bytes in open buffers (without staged records).
+    pub fn compressed_bytes(&self) -> usize {
+        self.buffers.compressed_bytes()
+    }
+
     /// Objects waiting for the store.
     pub fn backlog_objects(&self) -> usize {
         self.delivery.backlog_objects()
@@ -220,6 +225,16 @@ impl Archiver {
                 KeyError::NotJson => "record is not valid JSON; the metadata extraction query cannot run".to_owned(),
                 other => format!("metadata extraction query failed: {other}"),
             })?;
+            if keys.is_empty()
+                && found.len() == self.prefix_keys.len()
+                && self.prefix_keys.iter().all(|k| found.contains_key(k))
+            {
+                // The common case: the query yields exactly the prefix's keys.
+                for (k, v) in &found {
+                    check_partition_value(v).map_err(|reason| format!("partition key {k:?} value {v:?} {reason}"))?;
+                }
+                return Ok(Route::Data(found));
+            }
             keys.extend(found);
         }
         let mut used = BTreeMap::new();

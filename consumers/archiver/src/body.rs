@@ -44,7 +44,7 @@ impl Deflater {
         let flush = if last { FlushCompress::Finish } else { FlushCompress::Sync };
         let mut consumed = 0usize;
         loop {
-            out.reserve(input.len() / 2 + 256);
+            out.reserve(input.len() / 4 + 256);
             let before_in = self.compress.total_in();
             let status =
                 self.compress.compress_vec(&input[consumed..], out, flush).map_err(|e| BodyError(e.to_string()))?;
@@ -59,14 +59,24 @@ impl Deflater {
     }
 }
 
+impl Deflater {
+    /// One chunk compressed into an exactly-sized piece.
+    fn piece(&mut self, input: &[u8]) -> Result<Vec<u8>, BodyError> {
+        let mut out = Vec::new();
+        self.run(input, &mut out, false)?;
+        out.shrink_to_fit();
+        Ok(out)
+    }
+}
+
 /// One object's body while it fills.
 pub enum Body {
     /// `UNCOMPRESSED`.
     Plain(Vec<u8>),
     /// `GZIP`: compressed runs plus the staged tail.
     Gzip {
-        /// Deflate runs so far (no header).
-        runs: Vec<u8>,
+        /// Deflate runs so far (no header), one exactly-sized piece per chunk.
+        runs: Vec<Vec<u8>>,
         /// Records not compressed yet.
         staged: Vec<u8>,
         /// CRC-32 of everything appended.
@@ -92,9 +102,18 @@ impl Body {
             Body::Gzip { runs, staged, crc, len } => {
                 crc.update(data);
                 *len += data.len() as u64;
+                // Compress the stage before it would grow past CHUNK, so its capacity
+                // stays at CHUNK (records larger than that pass through whole).
+                if !staged.is_empty() && staged.len() + data.len() > CHUNK {
+                    runs.push(deflater.piece(staged)?);
+                    staged.clear();
+                }
+                if staged.capacity() < data.len().max(CHUNK.min(staged.len() + data.len() * 8)) {
+                    staged.reserve_exact(data.len().max(CHUNK.min(staged.len() + data.len() * 8)) - staged.len());
+                }
                 staged.extend_from_slice(data);
                 if staged.len() >= CHUNK {
-                    deflater.run(staged, runs, false)?;
+                    runs.push(deflater.piece(staged)?);
                     staged.clear();
                     staged.shrink_to(CHUNK);
                 }
@@ -107,7 +126,17 @@ impl Body {
     pub fn held(&self) -> usize {
         match self {
             Body::Plain(v) => v.capacity(),
-            Body::Gzip { runs, staged, .. } => runs.capacity() + staged.capacity(),
+            Body::Gzip { runs, staged, .. } => {
+                runs.iter().map(Vec::capacity).sum::<usize>() + runs.capacity() * 24 + staged.capacity()
+            }
+        }
+    }
+
+    /// Compressed bytes so far (all bytes for `Plain`).
+    pub fn compressed(&self) -> usize {
+        match self {
+            Body::Plain(v) => v.len(),
+            Body::Gzip { runs, .. } => runs.iter().map(Vec::len).sum(),
         }
     }
 
@@ -116,10 +145,12 @@ impl Body {
         match self {
             Body::Plain(v) => Ok(Bytes::from(v)),
             Body::Gzip { runs, staged, crc, len } => {
-                let mut out = Vec::with_capacity(GZIP_HEADER.len() + runs.len() + staged.len() / 2 + 64);
+                let compressed: usize = runs.iter().map(Vec::len).sum();
+                let mut out = Vec::with_capacity(GZIP_HEADER.len() + compressed + staged.len() / 2 + 64);
                 out.extend_from_slice(&GZIP_HEADER);
-                out.extend_from_slice(&runs);
-                drop(runs);
+                for r in runs {
+                    out.extend_from_slice(&r);
+                }
                 deflater.run(&staged, &mut out, true)?;
                 out.extend_from_slice(&crc.finalize().to_le_bytes());
                 out.extend_from_slice(&(len as u32).to_le_bytes());

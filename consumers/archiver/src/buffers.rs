@@ -220,6 +220,11 @@ impl Buffers {
         self.open.values().map(|b| b.body.held() + b.entries.capacity() * 8).sum()
     }
 
+    /// Compressed bytes in open buffers.
+    pub fn compressed_bytes(&self) -> usize {
+        self.open.values().map(|b| b.body.compressed()).sum()
+    }
+
     /// The shared compressor (to rebuild sealed objects).
     pub fn deflater(&mut self) -> &mut Deflater {
         &mut self.deflater

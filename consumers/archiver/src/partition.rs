@@ -104,6 +104,74 @@ fn field<'a>(v: &'a Val, name: &str) -> Option<&'a Val> {
     }
 }
 
+/// A key of a JSON object, borrowed when it has no escapes.
+struct KeyName<'a>(std::borrow::Cow<'a, str>);
+
+impl<'de> serde::Deserialize<'de> for KeyName<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = KeyName<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a key")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(KeyName(std::borrow::Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(KeyName(std::borrow::Cow::Owned(v.to_owned())))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+/// Reads the top-level fields of `paths` (single-segment paths) without building a
+/// tree. `None` whenever the answer is not a plain success with string or boolean
+/// values (not an object, invalid JSON, null, numbers, nested values): the full parse
+/// then decides, so results and errors are exactly the reference's.
+fn flat_keys(record: &[u8], paths: &[(String, Vec<String>)]) -> Option<BTreeMap<String, String>> {
+    use serde::Deserializer as _;
+    use serde::de::{IgnoredAny, MapAccess, Visitor};
+    use serde_json::value::RawValue;
+
+    struct Fields<'p> {
+        paths: &'p [(String, Vec<String>)],
+    }
+    impl<'de> Visitor<'de> for Fields<'_> {
+        type Value = Vec<Option<&'de RawValue>>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("an object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut found = vec![None; self.paths.len()];
+            while let Some(KeyName(k)) = map.next_key::<KeyName<'de>>()? {
+                match self.paths.iter().position(|(_, p)| p[0] == k) {
+                    Some(i) => found[i] = Some(map.next_value::<&'de RawValue>()?),
+                    None => {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+            }
+            Ok(found)
+        }
+    }
+    let mut de = serde_json::Deserializer::from_slice(record);
+    let found = de.deserialize_map(Fields { paths }).ok()?;
+    de.end().ok()?;
+    let mut out = BTreeMap::new();
+    for ((name, _), raw) in paths.iter().zip(found) {
+        let text = raw?.get();
+        let value = match text {
+            "true" | "false" => text.to_owned(),
+            t if t.starts_with('"') => serde_json::from_str::<String>(t).ok()?,
+            _ => return None,
+        };
+        out.insert(name.clone(), value);
+    }
+    Some(out)
+}
+
 impl KeyQuery {
     /// Compiles a query.
     pub fn compile(query: &str) -> Result<Self, QueryError> {
@@ -124,6 +192,17 @@ impl KeyQuery {
 
     /// Partition keys of a record.
     pub fn keys(&self, record: &[u8]) -> Result<BTreeMap<String, String>, KeyError> {
+        if let Some(paths) = &self.fast
+            && paths.iter().all(|(_, p)| p.len() == 1)
+            && let Some(found) = flat_keys(record, paths)
+        {
+            return Ok(found);
+        }
+        self.keys_parsed(record)
+    }
+
+    /// Partition keys through a full parse (the reference for [`flat_keys`]).
+    pub fn keys_parsed(&self, record: &[u8]) -> Result<BTreeMap<String, String>, KeyError> {
         let input = jaq_json::read::parse_single(record).map_err(|_| KeyError::NotJson)?;
         match &self.fast {
             Some(paths) => self.keys_fast(&input, paths),
@@ -246,7 +325,7 @@ mod tests {
                     V::Null => "null".into(),
                     V::Bool(b) => b.to_string(),
                     V::Int(i) => i.to_string(),
-                    V::Str(s) => format!("{s:?}"),
+                    V::Str(s) => serde_json::to_string(s).unwrap(),
                     V::Arr(a) => format!("[{}]", a.iter().map(V::text).collect::<Vec<_>>().join(",")),
                     V::Obj(o) => format!(
                         "{{{}}}",
@@ -260,7 +339,7 @@ mod tests {
                 Just(V::Null),
                 any::<bool>().prop_map(V::Bool),
                 any::<i64>().prop_map(V::Int),
-                "[a-z0-9 _-]{0,8}".prop_map(V::Str),
+                "[a-z0-9 _\\-\"\\\\é\\u{1}]{0,8}".prop_map(V::Str),
             ];
             leaf.prop_recursive(3, 16, 4, |inner| {
                 prop_oneof![

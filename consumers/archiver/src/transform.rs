@@ -253,6 +253,88 @@ fn iso(t: DateTime<Utc>) -> String {
 /// an RFC 3339 string), else the arrival time; a newline is appended. Input that is
 /// not JSON, or JSON `null`, fails (and goes to the error output unchanged).
 pub fn mcp_normalize(data: &[u8], arrival: Timestamp) -> TransformOutput {
+    // Fast path: an object without duplicate fields, read without building a tree.
+    // Anything else (arrays, scalars, duplicates, invalid input) takes the general path,
+    // which defines the behaviour.
+    if data.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')
+        && let Ok(ev) = serde_json::from_slice::<McpEventRef<'_>>(data)
+        && let Some(out) = normalize_ref(&ev, arrival)
+    {
+        return out;
+    }
+    mcp_normalize_value(data, arrival)
+}
+
+/// The fields the normaliser reads, borrowed from the record.
+#[derive(Deserialize)]
+struct McpEventRef<'a> {
+    #[serde(rename = "tenantId", borrow, default)]
+    tenant_id: Option<&'a serde_json::value::RawValue>,
+    #[serde(rename = "toolName", borrow, default)]
+    tool_name: Option<&'a serde_json::value::RawValue>,
+    #[serde(rename = "sessionId", borrow, default)]
+    session_id: Option<&'a serde_json::value::RawValue>,
+    #[serde(borrow, default)]
+    ts: Option<&'a serde_json::value::RawValue>,
+    #[serde(rename = "durationMs", borrow, default)]
+    duration_ms: Option<&'a serde_json::value::RawValue>,
+    #[serde(borrow, default)]
+    success: Option<&'a serde_json::value::RawValue>,
+    #[serde(rename = "errorCode", borrow, default)]
+    error_code: Option<&'a serde_json::value::RawValue>,
+}
+
+/// `None` when a field holds an object or array (re-serialised compactly by the
+/// general path, so no raw newline can reach the output line).
+fn normalize_ref(ev: &McpEventRef<'_>, arrival: Timestamp) -> Option<TransformOutput> {
+    fn given(v: Option<&serde_json::value::RawValue>) -> Option<&str> {
+        v.map(|r| r.get()).filter(|t| *t != "null")
+    }
+    let all = [ev.tenant_id, ev.tool_name, ev.session_id, ev.ts, ev.duration_ms, ev.success, ev.error_code];
+    if all.iter().flatten().any(|r| r.get().starts_with(['{', '['])) {
+        return None;
+    }
+    let timestamp = match given(ev.ts) {
+        None => Utc.timestamp_millis_opt(arrival.as_millis()).single().unwrap_or_default(),
+        Some(t) if t.starts_with('"') => match serde_json::from_str::<std::borrow::Cow<'_, str>>(t)
+            .ok()
+            .and_then(|s| DateTime::parse_from_rfc3339(&s).ok())
+        {
+            Some(t) => t.with_timezone(&Utc),
+            None => {
+                return Some(TransformOutput::Failed("ts is neither epoch milliseconds nor an RFC 3339 time".into()));
+            }
+        },
+        Some(t) => match t.parse::<f64>().ok().and_then(|ms| Utc.timestamp_millis_opt(ms as i64).single()) {
+            Some(t) => t,
+            None => {
+                return Some(TransformOutput::Failed("ts is neither epoch milliseconds nor an RFC 3339 time".into()));
+            }
+        },
+    };
+    let mut out = Vec::with_capacity(256);
+    out.push(b'{');
+    let mut field = |name: &str, value: Option<&str>, default: &str, last: bool| {
+        out.push(b'"');
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(b"\":");
+        out.extend_from_slice(value.unwrap_or(default).as_bytes());
+        out.push(if last { b'}' } else { b',' });
+    };
+    field("schema_version", Some("\"1\""), "", false);
+    field("tenant_id", given(ev.tenant_id), "\"unknown\"", false);
+    field("tool_name", given(ev.tool_name), "\"unknown\"", false);
+    field("session_id", given(ev.session_id), "null", false);
+    let ts = format!("\"{}\"", iso(timestamp));
+    field("timestamp_utc", Some(&ts), "", false);
+    field("duration_ms", given(ev.duration_ms), "null", false);
+    field("success", given(ev.success), "null", false);
+    field("error_code", given(ev.error_code), "null", true);
+    out.push(b'\n');
+    Some(TransformOutput::Ok(Bytes::from(out)))
+}
+
+fn mcp_normalize_value(data: &[u8], arrival: Timestamp) -> TransformOutput {
     let parsed: Value = match serde_json::from_slice(data) {
         Ok(v) => v,
         Err(e) => return TransformOutput::Failed(format!("not valid JSON: {e}")),
@@ -337,6 +419,35 @@ mod tests {
             ),
             "field order: {text}"
         );
+    }
+
+    proptest::proptest! {
+        /// The borrowed fast path writes the same JSON as the general path.
+        #[test]
+        fn fast_path_matches_the_general_path(
+            fields in proptest::collection::vec((0usize..8, 0usize..9), 0..9),
+        ) {
+            let names = ["tenantId", "toolName", "sessionId", "ts", "durationMs", "success", "errorCode", "other"];
+            let values = ["\"t-1\"", "\"a\\u00e9\\\"b\"", "null", "42", "1.5e3", "true", "{\"a\": [1, 2]}", "[1,\n2]", "\"2026-11-29T10:00:00Z\""];
+            let mut seen = std::collections::BTreeSet::new();
+            let body: Vec<String> = fields
+                .iter()
+                .filter(|(n, _)| seen.insert(*n))
+                .map(|(n, v)| format!("\"{}\" : {}", names[*n], values[*v]))
+                .collect();
+            let input = format!("{{ {} }}", body.join(" ,\n "));
+            let fast = mcp_normalize(input.as_bytes(), ARRIVAL);
+            let slow = mcp_normalize_value(input.as_bytes(), ARRIVAL);
+            match (fast, slow) {
+                (TransformOutput::Ok(a), TransformOutput::Ok(b)) => {
+                    let (va, vb): (Value, Value) = (serde_json::from_slice(&a).unwrap(), serde_json::from_slice(&b).unwrap());
+                    proptest::prop_assert_eq!(va, vb, "{}", input);
+                    proptest::prop_assert_eq!(a.iter().filter(|c| **c == b'\n').count(), 1, "one line: {:?}", a);
+                }
+                (TransformOutput::Failed(_), TransformOutput::Failed(_)) => {}
+                (a, b) => proptest::prop_assert!(false, "{input}: {a:?} vs {b:?}"),
+            }
+        }
     }
 
     #[test]

@@ -20,7 +20,7 @@ fn write_config(dir: &std::path::Path, body: &str) -> std::path::PathBuf {
 #[test]
 fn config_check_accepts_the_examples() {
     for (file, consumers) in
-        [("weir.toml", "ok (3 consumers: count, log, files"), ("weir-aws.toml", "raw-archive, count")]
+        [("weir.toml", "ok (3 consumers: count, log, mcp-archive"), ("weir-aws.toml", "raw-archive, count")]
     {
         let example = format!("{}/../../examples/{file}", env!("CARGO_MANIFEST_DIR"));
         let out = weir().args(["config", "check", &example]).output().unwrap();
@@ -71,7 +71,55 @@ fn demo_runs_and_reports_where_output_is() {
     assert_eq!(produced, 2_400);
     assert_eq!(produced, counted);
     assert!(out_dir.join("leases.db").exists());
-    assert!(out_dir.join("files/raw").is_dir());
+    assert!(out_dir.join("archive/tool-events").is_dir());
+    let archived: u64 = field(&stdout, "Archived (mcp-archive):");
+    let errors: u64 = field(&stdout, "Error output:");
+    assert_eq!(archived + errors, produced, "every record archived once: {stdout}");
+}
+
+#[test]
+fn bad_archiver_config_names_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = "[[consumers]]\ntype = \"archiver\"\nname = \"a\"\ndirectory = \"out\"\n";
+    for (extra, field) in [
+        ("[consumers.destination]\nBufferingHints = { SizeInMBs = 500 }\n", "BufferingHints.SizeInMBs"),
+        ("[consumers.destination]\nPrefix = \"t=!{partitionKeyFromQuery:t}/\"\n", "ErrorOutputPrefix"),
+        ("colour = \"red\"\n[consumers.destination]\n", "colour"),
+        ("mode = \"twice\"\n[consumers.destination]\n", "twice"),
+        ("transform = \"lambda\"\n[consumers.destination]\n", "transform"),
+        ("", "destination"),
+        ("firehose = \"/nonexistent/stream.json\"\n", "firehose"),
+    ] {
+        let p = write_config(dir.path(), &format!("{base}{extra}"));
+        let out = weir().args(["config", "check", p.to_str().unwrap()]).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "accepted {extra:?}");
+        assert!(err.contains(field), "error for {extra:?} does not name {field}: {err}");
+    }
+}
+
+#[test]
+fn prefix_eval_prints_the_key_or_the_error_output() {
+    let example = format!("{}/../../examples/weir.toml", env!("CARGO_MANIFEST_DIR"));
+    let eval = |record: &str| {
+        let out = weir()
+            .args(["prefix", "eval", "--config", &example, "--arrival", "2026-11-29T19:05:00Z", "--record", record])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let ok = eval(r#"{"tenantId":"acme","toolName":"search_docs"}"#);
+    assert!(
+        ok.starts_with("data   tool-events/tenant=acme/tool=search_docs/year=2026/month=11/day=29/hour=19/mcp-archive-1-2026-11-29-19-05-00-"),
+        "{ok}"
+    );
+    assert!(ok.contains(r#"line   {"schema_version":"1","tenant_id":"acme""#), "{ok}");
+    let evil = eval(r#"{"tenantId":"../../etc","toolName":"x"}"#);
+    assert!(evil.starts_with("error  tool-events-errors/partitioning-failed/year=2026/month=11/day=29/"), "{evil}");
+    assert!(evil.contains("DynamicPartitioning.MetadataExtractionFailed"), "{evil}");
+    let bad = eval("not json");
+    assert!(bad.starts_with("error  tool-events-errors/processing-failed/"), "{bad}");
 }
 
 fn field(text: &str, label: &str) -> u64 {
