@@ -155,6 +155,11 @@ impl Archiver {
         self.buffers.compressed_bytes()
     }
 
+    /// A handle on the objects waiting for the store (for health endpoints).
+    pub fn backlog(&self) -> crate::delivery::Backlog {
+        self.delivery.backlog()
+    }
+
     /// Objects waiting for the store.
     pub fn backlog_objects(&self) -> usize {
         self.delivery.backlog_objects()

@@ -60,8 +60,30 @@ impl Pending {
     }
 }
 
+/// Objects and bytes waiting for the store, readable from other tasks (`/readyz`).
+#[derive(Debug, Clone, Default)]
+pub struct Backlog {
+    objects: Arc<std::sync::atomic::AtomicU64>,
+    bytes: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Backlog {
+    /// (objects, bytes) waiting.
+    pub fn get(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        (self.objects.load(Relaxed), self.bytes.load(Relaxed))
+    }
+
+    fn set(&self, objects: u64, bytes: u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.objects.store(objects, Relaxed);
+        self.bytes.store(bytes, Relaxed);
+    }
+}
+
 /// Objects in flight and waiting for retries.
 pub struct Delivery {
+    backlog_view: Backlog,
     sink: Arc<dyn ObjectSink>,
     mode: DeliveryMode,
     naming: Naming,
@@ -104,6 +126,7 @@ impl Delivery {
         concurrency: usize,
     ) -> Self {
         Self {
+            backlog_view: Backlog::default(),
             sink,
             mode,
             naming,
@@ -269,7 +292,13 @@ impl Delivery {
         }
     }
 
+    /// A handle on the backlog for other tasks.
+    pub fn backlog(&self) -> Backlog {
+        self.backlog_view.clone()
+    }
+
     fn update_gauges(&self) {
+        self.backlog_view.set(self.backlog.len() as u64, self.backlog_bytes());
         metrics::gauge!(m::BACKLOG_OBJECTS).set(self.backlog.len() as f64);
         metrics::gauge!(m::BACKLOG_BYTES).set(self.backlog_bytes() as f64);
     }

@@ -16,6 +16,8 @@ use crate::config::{ArchiveMode, ArchiverSection, ConsumerSection, OverflowPolic
 pub struct Built {
     pub consumers: Vec<Box<dyn Consumer>>,
     pub counts: Vec<(String, Counts)>,
+    /// Archivers' backlogs, for `/readyz`.
+    pub backlogs: Vec<(String, weir_archiver::delivery::Backlog)>,
 }
 
 /// AWS clients consumers may need (none on embedded defaults).
@@ -31,6 +33,7 @@ pub fn build(sections: &[ConsumerSection], clients: &Clients, clock: Arc<dyn Clo
     let s3 = clients.s3.as_ref();
     let mut consumers: Vec<Box<dyn Consumer>> = Vec::new();
     let mut counts = Vec::new();
+    let mut backlogs = Vec::new();
     for (i, section) in sections.iter().enumerate() {
         match section {
             ConsumerSection::Count { name } => {
@@ -73,11 +76,12 @@ pub fn build(sections: &[ConsumerSection], clients: &Clients, clock: Arc<dyn Clo
                 let archiver =
                     crate::archiver::build(a, sink, clock.clone(), lambda, &clients.stream_arn, &clients.region)
                         .with_context(|| format!("consumers[{i}] (archiver {:?})", a.name))?;
+                backlogs.push((a.name.clone(), archiver.backlog()));
                 consumers.push(Box::new(archiver));
             }
         }
     }
-    Ok(Built { consumers, counts })
+    Ok(Built { consumers, counts, backlogs })
 }
 
 /// Consumers of the demo: a counter, a logger, and the archiver with the design

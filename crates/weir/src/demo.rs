@@ -97,11 +97,13 @@ pub async fn run(args: DemoArgs) -> Result<()> {
     let mut workers = Vec::new();
     let mut stats: Vec<WorkerStats> = Vec::new();
     let mut counts = Vec::new();
+    let mut backlogs = Vec::new();
     for i in 1..=args.workers {
         let id = format!("demo-worker-{i}");
         let table = SqliteLeaseTable::open(&db, "demo")?;
         let built = crate::consumers::build(&sections, &Default::default(), clock.clone())?;
         counts.extend(built.counts);
+        backlogs.extend(built.backlogs);
         let w = Worker::new(
             demo_runtime(&id),
             Arc::new(table),
@@ -115,7 +117,8 @@ pub async fn run(args: DemoArgs) -> Result<()> {
         workers.push(tokio::spawn(async move { w.run(token).await }));
     }
     if let Some(addr) = args.http {
-        crate::http::serve(addr, crate::http::install_recorder()?, stats.clone(), stop_workers.clone()).await?;
+        crate::http::serve(addr, crate::http::install_recorder()?, stats.clone(), backlogs.clone(), stop_workers.clone())
+            .await?;
     }
     println!(
         "weir demo: {} shards, {} workers, {} events/s for {:?}; output in {}",

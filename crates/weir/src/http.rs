@@ -1,5 +1,5 @@
 //! `/metrics` (Prometheus), `/healthz` (the process is up) and `/readyz` (every worker
-//! finished its first lease cycle).
+//! finished its first lease cycle; the body also shows each archiver's backlog).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -12,12 +12,14 @@ use axum::routing::get;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use weir_archiver::delivery::Backlog;
 use weir_runtime::WorkerStats;
 
 #[derive(Clone)]
 struct AppState {
     metrics: PrometheusHandle,
     workers: Arc<Vec<WorkerStats>>,
+    backlogs: Arc<Vec<(String, Backlog)>>,
 }
 
 /// Installs the Prometheus recorder (once per process).
@@ -30,19 +32,25 @@ pub async fn serve(
     addr: SocketAddr,
     metrics: PrometheusHandle,
     workers: Vec<WorkerStats>,
+    backlogs: Vec<(String, Backlog)>,
     shutdown: CancellationToken,
 ) -> Result<JoinHandle<()>> {
-    let state = AppState { metrics, workers: Arc::new(workers) };
+    let state = AppState { metrics, workers: Arc::new(workers), backlogs: Arc::new(backlogs) };
     let app = Router::new()
         .route("/metrics", get(|State(s): State<AppState>| async move { s.metrics.render() }))
         .route("/healthz", get(|| async { "ok\n" }))
         .route(
             "/readyz",
             get(|State(s): State<AppState>| async move {
+                let mut body = String::new();
+                for (name, b) in s.backlogs.iter() {
+                    let (objects, bytes) = b.get();
+                    body.push_str(&format!("archiver {name}: {objects} objects ({bytes} bytes) waiting for the store\n"));
+                }
                 if s.workers.iter().all(WorkerStats::is_ready) {
-                    (StatusCode::OK, "ready\n")
+                    (StatusCode::OK, format!("ready\n{body}"))
                 } else {
-                    (StatusCode::SERVICE_UNAVAILABLE, "starting\n")
+                    (StatusCode::SERVICE_UNAVAILABLE, format!("starting\n{body}"))
                 }
             }),
         )

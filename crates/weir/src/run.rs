@@ -169,13 +169,21 @@ pub async fn run(config: Config) -> Result<()> {
     let clock = Arc::new(TokioClock::new());
     let wired = wire(&config, clock.clone()).await?;
     let built = crate::consumers::build(&config.consumers, &wired.clients, clock.clone())?;
+    let backlogs = built.backlogs.clone();
     let worker =
         Worker::new(config.runtime(&worker_id), wired.table, wired.reader, wired.catalog, built.consumers, clock)?;
     let shutdown = CancellationToken::new();
     cancel_on_signal(shutdown.clone());
     let http = match config.http.listen {
         Some(addr) => Some(
-            crate::http::serve(addr, crate::http::install_recorder()?, vec![worker.stats()], shutdown.clone()).await?,
+            crate::http::serve(
+                addr,
+                crate::http::install_recorder()?,
+                vec![worker.stats()],
+                backlogs.clone(),
+                shutdown.clone(),
+            )
+            .await?,
         ),
         None => None,
     };

@@ -1,0 +1,47 @@
+//! An unreachable store: objects wait with their records unacknowledged, are retried
+//! with backoff from the tick, and past the backlog limit new batches are refused
+//! (whole) so the stream keeps them.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use support::*;
+use weir_archiver::archiver::{Archiver, ArchiverOptions};
+use weir_archiver::transformer::{McpNormalize, Transformer};
+use weir_core::{Clock, CloseReason, Consumer, ShardId, Timestamp};
+use weir_testkit::{CrashSwitch, ManualClock, MemoryObjectSink, SimAcks, SimLeases};
+
+#[tokio::test(start_paused = true)]
+async fn objects_wait_unacknowledged_and_new_records_are_refused_past_the_limit() {
+    let store = Arc::new(MemoryObjectSink::new());
+    let clock = ManualClock::new(Timestamp::from_millis(T0));
+    let mut o = ArchiverOptions::new("a", settings(300));
+    o.transformer = Transformer::InProcess(Arc::new(McpNormalize));
+    o.max_backlog_bytes = 2_000;
+    let mut a = Archiver::new(o, store.clone(), Arc::new(clock.clone())).unwrap();
+    let leases = SimLeases::new();
+    let acks = SimAcks::new(leases.clone(), 1, CrashSwitch::after(None));
+    let shard = ShardId::new("s");
+    a.on_shard_open(&leases.take(&shard, 1)).await.unwrap();
+    store.fail_next_puts(1_000);
+    let backlog = a.backlog();
+    a.on_batch(&batch(&shard, (1..=30).map(|n| record(0, n, 0)).collect()), &acks).await.unwrap();
+    let (objects, bytes) = backlog.get();
+    assert!(objects > 0 && bytes > 0, "objects wait: {objects} / {bytes}");
+    assert_eq!(leases.checkpoint(&shard), None, "nothing acknowledged while the store fails");
+    // Past the limit the next batch is refused whole.
+    let refused = a.on_batch(&batch(&shard, (31..=40).map(|n| record(0, n, 0)).collect()), &acks).await;
+    assert!(refused.unwrap_err().to_string().contains("wait for the object store"));
+    // The store comes back: the tick retries after the backoff.
+    store.fail_next_puts(0);
+    clock.advance(Duration::from_secs(60));
+    a.on_tick(clock.now(), &acks).await.unwrap();
+    assert_eq!(backlog.get(), (0, 0));
+    a.on_batch(&batch(&shard, (31..=40).map(|n| record(0, n, 0)).collect()), &acks).await.unwrap();
+    a.on_shard_close(&shard, CloseReason::Shutdown, &acks).await.unwrap();
+    assert_eq!(leases.checkpoint(&shard), Some(pos(40)));
+    let archive = read_archive(&store.snapshot());
+    assert!((1..=40).all(|n| archive.count.get(&format!("s0-{n}")) == Some(&1)), "{:?}", archive.count);
+}
