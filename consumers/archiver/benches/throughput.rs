@@ -71,6 +71,7 @@ struct Run {
     peak_buffered: usize,
     peak_compressed: usize,
     peak_rss_growth_kib: u64,
+    intent_writes: u64,
 }
 
 async fn archive(n: u64, tenants: u64, interval_flush: bool, pregenerate: bool) -> Run {
@@ -135,6 +136,7 @@ async fn archive(n: u64, tenants: u64, interval_flush: bool, pregenerate: bool) 
         peak_buffered,
         peak_compressed,
         peak_rss_growth_kib: peak_rss.saturating_sub(rss0),
+        intent_writes: acks.intent_lease_writes(),
     }
 }
 
@@ -193,6 +195,14 @@ fn main() {
     );
     println!("\nratio archiver/plain gzip (records/s): {:.2}", rate / gzip_rate);
     println!("compressed size archiver/plain gzip:    {:.3}", run.bytes_out as f64 / plain.len() as f64);
+    let raw_gb = n as f64 * 190.0 / 1e9;
+    println!(
+        "intent writes (lease items): {} for {:.2} GB raw / {:.1} MB compressed = {:.0} per GB archived (raw)",
+        run.intent_writes,
+        raw_gb,
+        run.bytes_out as f64 / 1e6,
+        run.intent_writes as f64 / raw_gb
+    );
 
     let me = std::env::current_exe().unwrap();
     let out = std::process::Command::new(me).args([n.min(400_000).to_string(), "--memory".into()]).output().unwrap();

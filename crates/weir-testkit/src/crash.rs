@@ -163,12 +163,21 @@ pub struct SimAcks {
     leases: Arc<SimLeases>,
     owner: u64,
     switch: CrashSwitch,
+    lease_writes: std::sync::atomic::AtomicU64,
 }
 
 impl SimAcks {
     /// The channel of `owner`, dying with `switch`.
     pub fn new(leases: Arc<SimLeases>, owner: u64, switch: CrashSwitch) -> Self {
-        Self { leases, owner, switch }
+        Self { leases, owner, switch, lease_writes: Default::default() }
+    }
+}
+
+impl SimAcks {
+    /// Lease items written by intent calls (one per distinct shard per call, as a
+    /// lease table would write them).
+    pub fn intent_lease_writes(&self) -> u64 {
+        self.lease_writes.load(Ordering::SeqCst)
     }
 }
 
@@ -209,6 +218,8 @@ impl IntentLog for SimAcks {
             lost.dedup();
             return Err(IntentError::NotHeld(lost));
         }
+        let distinct: std::collections::BTreeSet<&ShardId> = intents.iter().map(|(s, _)| s).collect();
+        self.lease_writes.fetch_add(distinct.len() as u64, Ordering::SeqCst);
         for (s, i) in intents {
             if let Some(l) = leases.get_mut(&s) {
                 l.intents.push(i);

@@ -117,8 +117,14 @@ pub async fn run(args: DemoArgs) -> Result<()> {
         workers.push(tokio::spawn(async move { w.run(token).await }));
     }
     if let Some(addr) = args.http {
-        crate::http::serve(addr, crate::http::install_recorder()?, stats.clone(), backlogs.clone(), stop_workers.clone())
-            .await?;
+        crate::http::serve(
+            addr,
+            crate::http::install_recorder()?,
+            stats.clone(),
+            backlogs.clone(),
+            stop_workers.clone(),
+        )
+        .await?;
     }
     println!(
         "weir demo: {} shards, {} workers, {} events/s for {:?}; output in {}",

@@ -45,7 +45,9 @@ pub async fn serve(
                 let mut body = String::new();
                 for (name, b) in s.backlogs.iter() {
                     let (objects, bytes) = b.get();
-                    body.push_str(&format!("archiver {name}: {objects} objects ({bytes} bytes) waiting for the store\n"));
+                    body.push_str(&format!(
+                        "archiver {name}: {objects} objects ({bytes} bytes) waiting for the store\n"
+                    ));
                 }
                 if s.workers.iter().all(WorkerStats::is_ready) {
                     (StatusCode::OK, format!("ready\n{body}"))
