@@ -141,7 +141,9 @@ async fn archive(n: u64, tenants: u64, interval_flush: bool, pregenerate: bool) 
 }
 
 fn main() {
-    let n: u64 = std::env::args().skip(1).find_map(|a| a.parse().ok()).unwrap_or(1_000_000);
+    // `cargo bench` passes --bench; `cargo test --all-targets` runs this as a smoke test.
+    let smoke = !std::env::args().any(|a| a == "--bench" || a == "--memory" || a == "--archiver-only");
+    let n: u64 = std::env::args().skip(1).find_map(|a| a.parse().ok()).unwrap_or(if smoke { 5_000 } else { 1_000_000 });
     let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
     if std::env::args().any(|a| a == "--memory") {
         // In its own process, so the baseline is not the throughput run's heap.

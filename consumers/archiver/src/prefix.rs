@@ -511,7 +511,7 @@ mod tests {
 
         #[test]
         fn valid_values_never_add_segments(value in "[^/\\\\\\p{Cc}]{1,40}") {
-            proptest::prop_assume!(value != "." && value != ".." && !value.contains("!{"));
+            proptest::prop_assume!(value != "." && value != ".." && !value.contains("!{") && !value.contains('%'));
             let t = Template::parse("a/k=!{partitionKeyFromQuery:k}/b/", Field::Prefix).unwrap();
             let keys: BTreeMap<String, String> = [("k".into(), value.clone())].into();
             let out = eval(&t, &keys, Tz::UTC).unwrap();

@@ -25,6 +25,7 @@ pub struct Built {
 pub struct Clients {
     pub s3: Option<aws_sdk_s3::Client>,
     pub lambda: Option<aws_sdk_lambda::Client>,
+    pub sns: Option<aws_sdk_sns::Client>,
     pub region: String,
     pub stream_arn: String,
 }
@@ -56,6 +57,15 @@ pub fn build(sections: &[ConsumerSection], clients: &Clients, clock: Arc<dyn Clo
                 };
                 let options = FilesOptions { prefix: prefix.clone(), max_bytes: *max_bytes, max_age: *max_age };
                 consumers.push(Box::new(FilesConsumer::new(name, sink, options)));
+            }
+            ConsumerSection::Alerting(a) => {
+                let publisher = clients
+                    .sns
+                    .clone()
+                    .map(|c| Arc::new(crate::sns::SnsPublisher::new(c)) as Arc<dyn weir_alerting::sink::Publisher>);
+                let alerting = weir_alerting::Alerting::new(a, clock.clone(), publisher)
+                    .with_context(|| format!("consumers[{i}] (alerting {:?})", a.name))?;
+                consumers.push(Box::new(alerting));
             }
             ConsumerSection::Archiver(a) => {
                 let sink: Arc<dyn ObjectSink> = match (&a.directory, &a.bucket) {

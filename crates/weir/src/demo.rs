@@ -61,6 +61,42 @@ fn prepare(out: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The demo's alert rule: error rate per tenant over a sliding 10 s window.
+pub const DEMO_RULES: &str = r#"
+name = "alerts"
+allowed_lateness = "1s"
+[[rules]]
+name = "tenant-error-rate"
+group_by = [".tenantId"]
+window = "6s"
+every = "1s"
+aggregate = "error_rate"
+condition = "> 0.2"
+min_events = 20
+cooldown = "30s"
+"#;
+
+/// Prints alerts as they leave the sink queue, and keeps them for the summary.
+struct PrintSink(Arc<std::sync::Mutex<Vec<String>>>);
+
+#[async_trait::async_trait]
+impl weir_alerting::sink::AlertSink for PrintSink {
+    fn name(&self) -> &str {
+        "print"
+    }
+    async fn send(&self, a: &weir_alerting::Alert) -> Result<(), weir_alerting::sink::SendError> {
+        println!("  alert: {}", a.text);
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).push(a.text.clone());
+        Ok(())
+    }
+}
+
+fn demo_alerting(clock: Arc<TokioClock>, seen: Arc<std::sync::Mutex<Vec<String>>>) -> Result<weir_alerting::Alerting> {
+    let config: weir_alerting::AlertingConfig = toml::from_str(DEMO_RULES).context("demo rules")?;
+    let rules = config.rules()?;
+    Ok(weir_alerting::Alerting::with_sinks(&config, rules, vec![Arc::new(PrintSink(seen))], clock))
+}
+
 fn demo_runtime(id: &str) -> weir_runtime::RuntimeConfig {
     // Shorter timings than production so balancing and handoffs show in seconds.
     let mut c = weir_runtime::RuntimeConfig::new(id.into());
@@ -98,10 +134,12 @@ pub async fn run(args: DemoArgs) -> Result<()> {
     let mut stats: Vec<WorkerStats> = Vec::new();
     let mut counts = Vec::new();
     let mut backlogs = Vec::new();
+    let alerts_seen = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
     for i in 1..=args.workers {
         let id = format!("demo-worker-{i}");
         let table = SqliteLeaseTable::open(&db, "demo")?;
-        let built = crate::consumers::build(&sections, &Default::default(), clock.clone())?;
+        let mut built = crate::consumers::build(&sections, &Default::default(), clock.clone())?;
+        built.consumers.push(Box::new(demo_alerting(clock.clone(), alerts_seen.clone())?));
         counts.extend(built.counts);
         backlogs.extend(built.backlogs);
         let w = Worker::new(
@@ -137,7 +175,9 @@ pub async fn run(args: DemoArgs) -> Result<()> {
 
     let produce_stop = CancellationToken::new();
     let generator = GeneratorConfig::default();
-    let producer = spawn_generator(stream.clone(), generator, args.rate, args.records, produce_stop.clone());
+    // Mid-run incident: one tenant starts failing half its calls; the alert rule fires.
+    let incident = Some((duration / 3, 3, 0.5));
+    let producer = spawn_generator(stream.clone(), generator, args.rate, args.records, incident, produce_stop.clone());
     let third = duration / 3;
     let reshard = async {
         tokio::time::sleep(third).await;
@@ -194,6 +234,8 @@ pub async fn run(args: DemoArgs) -> Result<()> {
     println!(
         "Error output:               {error_lines} malformed records in {error_objects} objects (with the reason)"
     );
+    let alerts = alerts_seen.lock().unwrap_or_else(|p| p.into_inner()).len();
+    println!("Alerts (tenant-error-rate): {alerts} (t-003 starts failing half its calls a third of the way in)");
     println!("\nOutput:");
     println!("  leases and checkpoints    {} (SQLite, namespace \"demo\")", db.display());
     println!(

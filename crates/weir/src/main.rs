@@ -11,6 +11,7 @@ mod lambda;
 mod prefix_eval;
 mod put;
 mod run;
+mod sns;
 mod summary;
 mod telemetry;
 

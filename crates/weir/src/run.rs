@@ -49,16 +49,20 @@ pub fn cancel_on_signal(token: CancellationToken) {
 }
 
 /// Feeds synthetic MCP events into `stream` at `rate` per second until `stop` (or
-/// until `limit` events were sent).
+/// until `limit` events were sent). With `incident = (after, tenant, error_rate)`, that
+/// tenant starts failing `after` the start.
 pub fn spawn_generator(
     stream: MemoryStream,
     config: GeneratorConfig,
     rate: u32,
     limit: Option<u64>,
+    incident: Option<(Duration, u32, f64)>,
     stop: CancellationToken,
 ) -> tokio::task::JoinHandle<u64> {
     tokio::spawn(async move {
         let mut generator = McpEventGenerator::new(config);
+        let started = tokio::time::Instant::now();
+        let mut incident = incident;
         let mut tick = tokio::time::interval(Duration::from_millis(10));
         let per_tick = f64::from(rate) / 100.0;
         let (mut owed, mut sent) = (0.0, 0u64);
@@ -66,6 +70,12 @@ pub fn spawn_generator(
             tokio::select! {
                 _ = stop.cancelled() => return sent,
                 _ = tick.tick() => {
+                    if let Some((after, tenant, rate)) = incident
+                        && started.elapsed() >= after
+                    {
+                        generator.set_hot_tenant(tenant, rate);
+                        incident = None;
+                    }
                     owed += per_tick;
                     while owed >= 1.0 && limit.is_none_or(|l| sent < l) {
                         let (key, data) = generator.next_event(stream.now());
@@ -160,6 +170,12 @@ async fn wire(config: &Config, clock: Arc<TokioClock>) -> Result<Wired> {
         clients.region = shared.region().map(|r| r.to_string()).unwrap_or_default();
         clients.lambda = Some(aws_sdk_lambda::Client::new(&shared));
     }
+    let uses_sns = config.consumers.iter().any(|c| {
+        matches!(c, ConsumerSection::Alerting(a) if a.sinks.iter().any(|s| matches!(s, weir_alerting::SinkConfig::Sns { .. })))
+    });
+    if uses_sns {
+        clients.sns = Some(aws_sdk_sns::Client::new(&sdk(aws, &aws.sns_endpoint_url).await));
+    }
     clients.stream_arn = format!("arn:aws:kinesis:{}::stream/{}", clients.region, config.stream.name);
     Ok(Wired { table, reader, catalog, memory, clients })
 }
@@ -194,7 +210,7 @@ pub async fn run(config: Config) -> Result<()> {
             malformed_rate: config.stream.malformed_rate,
             ..GeneratorConfig::default()
         };
-        spawn_generator(stream, generator, config.stream.rate, None, shutdown.clone())
+        spawn_generator(stream, generator, config.stream.rate, None, None, shutdown.clone())
     });
     tracing::info!(worker = %worker_id, stream = %config.stream.name, "weir running; SIGTERM or Ctrl-C to stop");
     worker.run(shutdown).await?;

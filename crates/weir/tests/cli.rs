@@ -72,6 +72,7 @@ fn demo_runs_and_reports_where_output_is() {
     assert_eq!(produced, counted);
     assert!(out_dir.join("leases.db").exists());
     assert!(out_dir.join("archive/tool-events").is_dir());
+    assert!(stdout.contains("Alerts (tenant-error-rate):"), "{stdout}");
     let archived: u64 = field(&stdout, "Archived (mcp-archive):");
     let errors: u64 = field(&stdout, "Error output:");
     assert_eq!(archived + errors, produced, "every record archived once: {stdout}");
@@ -95,6 +96,29 @@ fn bad_archiver_config_names_the_field() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "accepted {extra:?}");
         assert!(err.contains(field), "error for {extra:?} does not name {field}: {err}");
+    }
+}
+
+#[test]
+fn bad_alert_rules_name_the_rule_and_the_position() {
+    let dir = tempfile::tempdir().unwrap();
+    let rule = |extra: &str| {
+        format!(
+            "[[consumers]]\ntype = \"alerting\"\nname = \"alerts\"\n[[consumers.rules]]\nname = \"tenant-errors\"\nwindow = \"1m\"\naggregate = \"error_rate\"\ncondition = \"> 0.05\"\n{extra}"
+        )
+    };
+    for (extra, wants) in [
+        ("filter = \".success == \"\n", vec!["tenant-errors", "filter", "at character"]),
+        ("group_by = [\".tenantId\", \".x | nosuch\"]\n", vec!["tenant-errors", "group_by[1]", "at character 5"]),
+        ("every = \"7s\"\n", vec!["tenant-errors", "every"]),
+    ] {
+        let p = write_config(dir.path(), &rule(extra));
+        let out = weir().args(["config", "check", p.to_str().unwrap()]).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "accepted {extra:?}");
+        for w in wants {
+            assert!(err.contains(w), "error for {extra:?} does not contain {w:?}: {err}");
+        }
     }
 }
 

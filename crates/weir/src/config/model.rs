@@ -41,6 +41,8 @@ pub struct AwsSection {
     pub s3_endpoint_url: Option<String>,
     /// Lambda endpoint (the archiver's Lambda transform), overriding `endpoint_url`.
     pub lambda_endpoint_url: Option<String>,
+    /// SNS endpoint (alert sinks), overriding `endpoint_url`.
+    pub sns_endpoint_url: Option<String>,
     /// Path-style S3 addressing (emulators).
     pub s3_force_path_style: bool,
 }
@@ -231,6 +233,8 @@ pub enum ConsumerSection {
     },
     /// Firehose-compatible S3 (or local directory) delivery; see [`ArchiverSection`].
     Archiver(Box<ArchiverSection>),
+    /// Windowed alert rules (see `weir_alerting::AlertingConfig`).
+    Alerting(Box<weir_alerting::AlertingConfig>),
 }
 
 /// `type = "archiver"`: where objects go, the Firehose destination settings (from an
@@ -340,6 +344,7 @@ impl ConsumerSection {
                 name
             }
             ConsumerSection::Archiver(a) => &a.name,
+            ConsumerSection::Alerting(a) => &a.name,
         }
     }
 }
@@ -415,6 +420,9 @@ impl Config {
                 if prefix.starts_with('/') || prefix.split('/').any(|s| s == "..") {
                     bail!("field `consumers[{i}].prefix`: must be relative and without '..'");
                 }
+            }
+            if let ConsumerSection::Alerting(a) = c {
+                a.rules().map_err(|e| anyhow::anyhow!("field `consumers[{i}]` (alerting {name:?}): {e}"))?;
             }
             if let ConsumerSection::Archiver(a) = c {
                 crate::archiver::settings(a)

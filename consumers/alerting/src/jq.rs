@@ -1,0 +1,128 @@
+//! jq filters (jaq, JQ-1.6 semantics) compiled once, with errors that say where in the
+//! expression they are.
+
+use jaq_core::load::{Arena, File, Loader};
+use jaq_core::{Compiler, Ctx, Vars, data, unwrap_valr};
+use jaq_json::Val;
+
+/// A compiled filter.
+pub struct Filter {
+    source: String,
+    jq: jaq_core::Filter<data::JustLut<Val>>,
+}
+
+impl std::fmt::Debug for Filter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Filter({:?})", self.source)
+    }
+}
+
+/// A filter that does not compile.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("jq expression {expression:?}: {message}")]
+pub struct FilterError {
+    /// The expression.
+    pub expression: String,
+    /// What is wrong, and where (character offset).
+    pub message: String,
+}
+
+/// Offset of `part` inside `whole`, when it is a slice of it.
+fn offset(whole: &str, part: &str) -> Option<usize> {
+    let (w, p) = (whole.as_ptr() as usize, part.as_ptr() as usize);
+    (p >= w && p <= w + whole.len()).then(|| whole[..p - w].chars().count())
+}
+
+impl Filter {
+    /// Compiles `source`.
+    pub fn compile(source: &str) -> Result<Self, FilterError> {
+        let err = |message: String| FilterError { expression: source.to_owned(), message };
+        let defs = jaq_core::defs().chain(jaq_std::defs()).chain(jaq_json::defs());
+        let funs = jaq_core::funs().chain(jaq_std::funs()).chain(jaq_json::funs());
+        let loader = Loader::new(defs);
+        let arena = Arena::default();
+        let modules = loader.load(&arena, File { code: source, path: () }).map_err(|errors| {
+            let mut parts = Vec::new();
+            for (_, e) in errors {
+                match e {
+                    jaq_core::load::Error::Lex(v) => {
+                        for (expect, rest) in v {
+                            let at = offset(source, rest).unwrap_or(0);
+                            parts.push(format!("at character {at}: expected {}", expect.as_str()));
+                        }
+                    }
+                    jaq_core::load::Error::Parse(v) => {
+                        for (expect, found) in v {
+                            let at = offset(source, found).unwrap_or(source.chars().count());
+                            let found = if found.is_empty() { "the end".to_owned() } else { format!("{found:?}") };
+                            parts.push(format!("at character {at}: expected {}, found {found}", expect.as_str()));
+                        }
+                    }
+                    jaq_core::load::Error::Io(v) => parts.extend(v.into_iter().map(|(_, m)| m)),
+                }
+            }
+            err(parts.join("; "))
+        })?;
+        let jq = Compiler::default().with_funs(funs).compile(modules).map_err(|errors| {
+            let parts: Vec<String> = errors
+                .into_iter()
+                .flat_map(|(_, v)| v)
+                .map(|(name, undefined)| {
+                    let at = offset(source, name).unwrap_or(0);
+                    format!("at character {at}: undefined {undefined:?} {name:?}")
+                })
+                .collect();
+            err(parts.join("; "))
+        })?;
+        Ok(Self { source: source.to_owned(), jq })
+    }
+
+    /// The expression.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// The filter's first output, or an error message.
+    pub fn first(&self, input: Val) -> Result<Option<Val>, String> {
+        let ctx = Ctx::<data::JustLut<Val>>::new(&self.jq.lut, Vars::new([]));
+        let mut out = self.jq.id.run((ctx, input)).map(unwrap_valr);
+        match out.next() {
+            None => Ok(None),
+            Some(Ok(v)) => Ok(Some(v)),
+            Some(Err(e)) => Err(format!("{e:?}")),
+        }
+    }
+}
+
+/// Whether a jq value is truthy (everything but `false` and `null`).
+pub fn truthy(v: &Val) -> bool {
+    !matches!(v, Val::Null | Val::Bool(false))
+}
+
+/// A jq value as a group-key part: strings as they are, anything else as JSON text.
+pub fn key_text(v: &Val) -> String {
+    match v {
+        Val::TStr(b) | Val::BStr(b) => String::from_utf8_lossy(b).into_owned(),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_say_where() {
+        let e = Filter::compile(".tenantId | (").unwrap_err();
+        assert!(e.message.contains("at character"), "{e}");
+        let e = Filter::compile(".a | nosuchfn").unwrap_err();
+        assert!(e.message.contains("at character 5"), "{e}");
+    }
+
+    #[test]
+    fn runs() {
+        let f = Filter::compile(".success == false").unwrap();
+        let v = jaq_json::read::parse_single(br#"{"success":false}"#).unwrap();
+        assert!(truthy(&f.first(v).unwrap().unwrap()));
+    }
+}
