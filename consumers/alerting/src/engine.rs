@@ -15,8 +15,8 @@ use serde::Serialize;
 use sketches_ddsketch::{Config as SketchConfig, DDSketch};
 use weir_core::Timestamp;
 
-use crate::jq::{key_text, truthy};
 use crate::rule::{Aggregate, Rule};
+use weir_core::jq::{key_text, truthy};
 
 /// An event as the engine sees it.
 pub struct Event<'a> {

@@ -13,7 +13,6 @@
 pub mod consumer;
 pub mod engine;
 pub mod event;
-pub mod jq;
 pub mod rule;
 pub mod sink;
 

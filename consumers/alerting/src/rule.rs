@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::jq::{Filter, FilterError};
+use weir_core::jq::{Filter, FilterError};
 
 /// What a rule measures over its window.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

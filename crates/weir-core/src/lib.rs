@@ -8,6 +8,7 @@
 //! - [`position`]: where a read starts ([`StartingPosition`]) and where a consumer
 //!   stands ([`Checkpoint`]), with the rule that checkpoints never move backwards.
 //! - [`record`]: records and batches as a reader delivers them.
+//! - [`jq`]: jq filters (jaq, JQ-1.6 semantics) with errors that point into the expression.
 //! - [`kpl`]: KPL aggregated-record de-aggregation (and an encoder for producers/tests).
 //! - [`lease`]: the lease item and the conditional mutations every lease table applies.
 //! - [`consumer`]: the worker-scoped consumer API with per-shard acknowledgements.
@@ -18,6 +19,7 @@
 
 pub mod consumer;
 pub mod ids;
+pub mod jq;
 pub mod kpl;
 pub mod lease;
 pub mod policy;

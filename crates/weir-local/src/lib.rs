@@ -12,10 +12,12 @@
 
 mod fs_sink;
 mod generator;
+mod ndjson_writer;
 mod sqlite_leases;
 mod stream;
 
 pub use fs_sink::FsObjectSink;
 pub use generator::{GeneratorConfig, McpEventGenerator};
+pub use ndjson_writer::NdjsonFileWriter;
 pub use sqlite_leases::SqliteLeaseTable;
 pub use stream::{MemoryStream, StreamOptions};

@@ -26,6 +26,7 @@ pub struct Clients {
     pub s3: Option<aws_sdk_s3::Client>,
     pub lambda: Option<aws_sdk_lambda::Client>,
     pub sns: Option<aws_sdk_sns::Client>,
+    pub kinesis: Option<aws_sdk_kinesis::Client>,
     pub region: String,
     pub stream_arn: String,
 }
@@ -57,6 +58,40 @@ pub fn build(sections: &[ConsumerSection], clients: &Clients, clock: Arc<dyn Clo
                 };
                 let options = FilesOptions { prefix: prefix.clone(), max_bytes: *max_bytes, max_age: *max_age };
                 consumers.push(Box::new(FilesConsumer::new(name, sink, options)));
+            }
+            ConsumerSection::Enrichment(e) => {
+                use weir_enrichment::OutputConfig;
+                let output: Arc<dyn weir_core::ports::StreamWriter> = match &e.output {
+                    OutputConfig::File { path } => Arc::new(
+                        weir_local::NdjsonFileWriter::open(path)
+                            .with_context(|| format!("consumers[{i}].output.path {}", path.display()))?,
+                    ),
+                    OutputConfig::Kinesis { stream } => {
+                        let client =
+                            clients.kinesis.clone().with_context(|| format!("consumers[{i}].output needs Kinesis"))?;
+                        Arc::new(weir_aws::kinesis::writer::KinesisWriter::new(
+                            weir_aws::kinesis::producer::Producer::new(client, stream),
+                            stream,
+                        ))
+                    }
+                    OutputConfig::None => anyhow::bail!("consumers[{i}].output: not configured"),
+                };
+                let store: Option<Arc<dyn ObjectSink>> = match &e.lookup {
+                    None => None,
+                    Some(l) => Some(match (&l.directory, &l.bucket) {
+                        (Some(dir), _) => Arc::new(
+                            FsObjectSink::new(dir)
+                                .with_context(|| format!("consumers[{i}].lookup.directory {}", dir.display()))?,
+                        ),
+                        (None, Some(bucket)) => {
+                            let client = s3.with_context(|| format!("consumers[{i}].lookup.bucket needs S3"))?;
+                            Arc::new(S3ObjectSink::new(client.clone(), bucket, S3Options::default()))
+                        }
+                        (None, None) => anyhow::bail!("consumers[{i}].lookup: needs a directory or a bucket"),
+                    }),
+                };
+                let enricher = weir_enrichment::Enricher::new((**e).clone(), output, store, clock.clone())?;
+                consumers.push(Box::new(enricher));
             }
             ConsumerSection::Alerting(a) => {
                 let publisher = clients

@@ -97,6 +97,14 @@ fn demo_alerting(clock: Arc<TokioClock>, seen: Arc<std::sync::Mutex<Vec<String>>
     Ok(weir_alerting::Alerting::with_sinks(&config, rules, vec![Arc::new(PrintSink(seen))], clock))
 }
 
+/// The demo's enrichment: the design note's normalisation plus stream metadata, as
+/// NDJSON files (one per worker).
+fn demo_enrichment(path: &Path, clock: Arc<TokioClock>) -> Result<weir_enrichment::Enricher> {
+    let config: weir_enrichment::EnrichmentConfig = toml::from_str("name = \"enrich\"\n").context("demo enrichment")?;
+    let output = Arc::new(weir_local::NdjsonFileWriter::open(path).with_context(|| format!("{}", path.display()))?);
+    Ok(weir_enrichment::Enricher::new(config, output, None, clock)?)
+}
+
 fn demo_runtime(id: &str) -> weir_runtime::RuntimeConfig {
     // Shorter timings than production so balancing and handoffs show in seconds.
     let mut c = weir_runtime::RuntimeConfig::new(id.into());
@@ -140,6 +148,9 @@ pub async fn run(args: DemoArgs) -> Result<()> {
         let table = SqliteLeaseTable::open(&db, "demo")?;
         let mut built = crate::consumers::build(&sections, &Default::default(), clock.clone())?;
         built.consumers.push(Box::new(demo_alerting(clock.clone(), alerts_seen.clone())?));
+        built
+            .consumers
+            .push(Box::new(demo_enrichment(&args.out.join("enriched").join(format!("{id}.ndjson")), clock.clone())?));
         counts.extend(built.counts);
         backlogs.extend(built.backlogs);
         let w = Worker::new(
@@ -234,6 +245,10 @@ pub async fn run(args: DemoArgs) -> Result<()> {
     println!(
         "Error output:               {error_lines} malformed records in {error_objects} objects (with the reason)"
     );
+    let enriched_lines: usize = std::fs::read_dir(args.out.join("enriched"))
+        .map(|d| d.flatten().map(|e| std::fs::read_to_string(e.path()).map(|t| t.lines().count()).unwrap_or(0)).sum())
+        .unwrap_or(0);
+    println!("Enriched (enrich):          {enriched_lines} records in {}/enriched/*.ndjson", args.out.display());
     let alerts = alerts_seen.lock().unwrap_or_else(|p| p.into_inner()).len();
     println!("Alerts (tenant-error-rate): {alerts} (t-003 starts failing half its calls a third of the way in)");
     println!("\nOutput:");

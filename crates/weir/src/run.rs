@@ -151,8 +151,12 @@ async fn wire(config: &Config, clock: Arc<TokioClock>) -> Result<Wired> {
     let uses_s3 = config.consumers.iter().any(|c| match c {
         ConsumerSection::Files { bucket, .. } => bucket.is_some(),
         ConsumerSection::Archiver(a) => a.bucket.is_some(),
+        ConsumerSection::Enrichment(e) => e.lookup.as_ref().is_some_and(|l| l.bucket.is_some()),
         _ => false,
     });
+    let uses_kinesis_output = config.consumers.iter().any(
+        |c| matches!(c, ConsumerSection::Enrichment(e) if matches!(e.output, weir_enrichment::OutputConfig::Kinesis { .. })),
+    );
     let uses_lambda = config
         .consumers
         .iter()
@@ -173,6 +177,9 @@ async fn wire(config: &Config, clock: Arc<TokioClock>) -> Result<Wired> {
     let uses_sns = config.consumers.iter().any(|c| {
         matches!(c, ConsumerSection::Alerting(a) if a.sinks.iter().any(|s| matches!(s, weir_alerting::SinkConfig::Sns { .. })))
     });
+    if uses_kinesis_output {
+        clients.kinesis = Some(aws_sdk_kinesis::Client::new(&sdk(aws, &aws.kinesis_endpoint_url).await));
+    }
     if uses_sns {
         clients.sns = Some(aws_sdk_sns::Client::new(&sdk(aws, &aws.sns_endpoint_url).await));
     }

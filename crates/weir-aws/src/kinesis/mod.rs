@@ -7,6 +7,7 @@ mod efo;
 mod polling;
 pub mod producer;
 mod records;
+pub mod writer;
 
 use std::sync::Arc;
 use std::time::Duration;

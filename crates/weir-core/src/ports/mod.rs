@@ -5,7 +5,9 @@
 mod lease_table;
 mod object_sink;
 mod reader;
+mod stream_writer;
 
 pub use lease_table::{LeaseTable, WorkerHeartbeat};
 pub use object_sink::{ObjectMeta, ObjectSink, PutOptions, PutOutcome, SinkError, validate_key};
 pub use reader::{ReadError, ReadMode, ShardInfo, ShardReader, ShardSubscription, StreamCatalog};
+pub use stream_writer::{OutRecord, StreamWriter, WriteError, waves};

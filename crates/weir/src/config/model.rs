@@ -235,6 +235,8 @@ pub enum ConsumerSection {
     Archiver(Box<ArchiverSection>),
     /// Windowed alert rules (see `weir_alerting::AlertingConfig`).
     Alerting(Box<weir_alerting::AlertingConfig>),
+    /// Normalise, enrich and republish (see `weir_enrichment::EnrichmentConfig`).
+    Enrichment(Box<weir_enrichment::EnrichmentConfig>),
 }
 
 /// `type = "archiver"`: where objects go, the Firehose destination settings (from an
@@ -345,6 +347,7 @@ impl ConsumerSection {
             }
             ConsumerSection::Archiver(a) => &a.name,
             ConsumerSection::Alerting(a) => &a.name,
+            ConsumerSection::Enrichment(e) => &e.name,
         }
     }
 }
@@ -419,6 +422,17 @@ impl Config {
                 }
                 if prefix.starts_with('/') || prefix.split('/').any(|s| s == "..") {
                     bail!("field `consumers[{i}].prefix`: must be relative and without '..'");
+                }
+            }
+            if let ConsumerSection::Enrichment(e) = c {
+                e.check().map_err(|e| anyhow::anyhow!("field `consumers[{i}]`: {e}"))?;
+                if matches!(e.output, weir_enrichment::OutputConfig::None) {
+                    bail!("field `consumers[{i}].output`: needs type = \"kinesis\" (stream) or \"file\" (path)");
+                }
+                if let Some(l) = &e.lookup
+                    && l.directory.is_some() == l.bucket.is_some()
+                {
+                    bail!("field `consumers[{i}].lookup`: needs exactly one of `directory` and `bucket`");
                 }
             }
             if let ConsumerSection::Alerting(a) = c {
