@@ -148,3 +148,34 @@ async fn a_sink_that_never_answers_fills_its_queue_and_drops() {
     assert_eq!(accepted, 3, "a queue of 3 behind the stuck delivery; the rest dropped without waiting");
     stop.cancel();
 }
+
+/// SNS through the port: a fake publisher that throttles twice, then takes the alert.
+struct FakeSns {
+    calls: AtomicUsize,
+    got: mpsc::UnboundedSender<(String, String, String)>,
+}
+
+#[async_trait]
+impl weir_alerting::sink::Publisher for FakeSns {
+    async fn publish(&self, topic: &str, subject: &str, message: &str) -> Result<(), SendError> {
+        if self.calls.fetch_add(1, Ordering::SeqCst) < 2 {
+            return Err(SendError { message: "Throttling".into(), retryable: true });
+        }
+        let _ = self.got.send((topic.into(), subject.into(), message.into()));
+        Ok(())
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn sns_alerts_are_retried_through_the_port() {
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let sns = Arc::new(FakeSns { calls: AtomicUsize::new(0), got: tx });
+    let sink = weir_alerting::sink::SnsSink::new("arn:aws:sns:us-east-1:123456789012:alerts", sns.clone());
+    let outlet = Outlet::start(Arc::new(sink), 4, 5, CancellationToken::new());
+    assert!(outlet.offer(alert(7)));
+    let (topic, subject, message) = rx.recv().await.unwrap();
+    assert_eq!(topic, "arn:aws:sns:us-east-1:123456789012:alerts");
+    assert_eq!(subject, "[firing] r7");
+    assert_eq!(serde_json::from_str::<serde_json::Value>(&message).unwrap()["rule"], "r7");
+    assert_eq!(sns.calls.load(Ordering::SeqCst), 3, "two throttled attempts, then success");
+}
