@@ -10,6 +10,7 @@
 //!   its acknowledgements to the shard it names.
 //! - `lane.rs`: the per-(shard, consumer) queue and progress shared by both sides.
 //! - `reader_task.rs`: a shard read that survives errors, expiry and throttling.
+//! - [`WindowReader`]: a reader bounded by the end of a past window (replays).
 //! - [`consumers`]: reference consumers (`count`, `log`, `files`).
 //! - [`metrics`]: every metric name, in one place.
 #![warn(missing_docs)]
@@ -25,10 +26,12 @@ pub mod metrics;
 mod reader_task;
 mod shard;
 mod stats;
+mod window;
 mod worker;
 
 pub use backoff::Backoff;
 pub use clock::TokioClock;
 pub use config::{ConfigError, RuntimeConfig};
 pub use stats::{LaneStats, WorkerStats};
+pub use window::WindowReader;
 pub use worker::{Worker, WorkerError};
