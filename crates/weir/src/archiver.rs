@@ -35,13 +35,17 @@ pub fn settings(a: &ArchiverSection) -> Result<ArchiverSettings> {
     if a.directory.is_some() == a.bucket.is_some() {
         bail!("needs exactly one of `directory` and `bucket`");
     }
-    let destination = match (&a.firehose, &a.destination) {
+    let mut destination = match (&a.firehose, &a.destination) {
         (Some(file), None) => read_destination(file, a.resource.as_deref()).context("field `firehose`")?,
         (None, Some(inline)) => {
             serde_json::from_value(inline.clone()).map_err(|e| anyhow::anyhow!("field `destination`: {e}"))?
         }
         _ => bail!("needs exactly one of `firehose` (a destination file) and `destination` (inline)"),
     };
+    if let Some(p) = &a.prefix_prepend {
+        destination.prefix = Some(format!("{p}{}", destination.prefix.clone().unwrap_or_default()));
+        destination.error_output_prefix = destination.error_output_prefix.clone().map(|e| format!("{p}{e}"));
+    }
     let settings = validate(&destination).map_err(|problems| {
         let list: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
         anyhow::anyhow!("destination: {}", list.join("; "))

@@ -158,6 +158,7 @@ pub fn demo_sections(dir: &std::path::Path) -> Vec<ConsumerSection> {
             overflow: OverflowPolicy::FlushOldest,
             max_backlog_bytes: 256 << 20,
             compression_level: 6,
+            prefix_prepend: None,
         })),
     ]
 }

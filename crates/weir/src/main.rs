@@ -10,6 +10,8 @@ mod http;
 mod lambda;
 mod prefix_eval;
 mod put;
+mod replay;
+mod replay_progress;
 mod run;
 mod sns;
 mod summary;
@@ -49,6 +51,9 @@ enum Command {
     /// Write NDJSON lines (file or stdin) into a Kinesis stream with PutRecords:
     /// batches of at most 500 records / 5 MiB, only failed records retried.
     Put(put::PutArgs),
+    /// Run chosen consumers over a past window [--from, --to) of the stream, in the
+    /// job's own lease namespace (live checkpoints never move); resumable and shareable.
+    Replay(replay::ReplayArgs),
     /// Configuration tools.
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -110,6 +115,7 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Demo(args) => demo::run(args).await,
             Command::Put(args) => put::run(args).await,
+            Command::Replay(args) => replay::run(args).await,
             Command::Run { config } => run::run(config::load(&config)?).await,
             Command::Config(ConfigCommand::Check { file, firehose: true, resource }) => {
                 firehose_check::run(&file, resource.as_deref())

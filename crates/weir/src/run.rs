@@ -90,16 +90,16 @@ pub fn spawn_generator(
 }
 
 /// The adapters a config selects.
-struct Wired {
-    table: Arc<dyn LeaseTable>,
-    reader: Arc<dyn ShardReader>,
-    catalog: Arc<dyn StreamCatalog>,
+pub(crate) struct Wired {
+    pub table: Arc<dyn LeaseTable>,
+    pub reader: Arc<dyn ShardReader>,
+    pub catalog: Arc<dyn StreamCatalog>,
     /// The in-process stream, when the config uses it (it gets a generator).
     memory: Option<MemoryStream>,
-    clients: crate::consumers::Clients,
+    pub clients: crate::consumers::Clients,
 }
 
-async fn sdk(aws: &AwsSection, service_endpoint: &Option<String>) -> aws_config::SdkConfig {
+pub(crate) async fn sdk(aws: &AwsSection, service_endpoint: &Option<String>) -> aws_config::SdkConfig {
     let settings = AwsSettings {
         region: aws.region.clone(),
         profile: aws.profile.clone(),
@@ -109,7 +109,7 @@ async fn sdk(aws: &AwsSection, service_endpoint: &Option<String>) -> aws_config:
     load_sdk_config(&settings).await
 }
 
-async fn wire(config: &Config, clock: Arc<TokioClock>) -> Result<Wired> {
+pub(crate) async fn wire(config: &Config, clock: Arc<TokioClock>) -> Result<Wired> {
     let aws = &config.aws;
     let (reader, catalog, memory): (Arc<dyn ShardReader>, Arc<dyn StreamCatalog>, _) = match config.stream.kind {
         StreamKind::Memory => {

@@ -240,3 +240,28 @@ fn firehose_destinations_are_checked_with_every_problem_named() {
     assert!(stderr.contains("ErrorOutputPrefix can't be null"), "{stderr}");
     assert!(stderr.contains("3 problem(s)"), "{stderr}");
 }
+
+#[test]
+fn replay_refuses_bad_windows_and_names_before_any_work() {
+    let example = format!("{}/../../examples/weir.toml", env!("CARGO_MANIFEST_DIR"));
+    let replay = |args: &[&str]| {
+        let mut all = vec!["replay", "--config", example.as_str()];
+        all.extend_from_slice(args);
+        let out = weir().args(&all).output().unwrap();
+        assert!(!out.status.success(), "{args:?} accepted");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let backwards =
+        replay(&["--from", "2026-11-29T10:00:00Z", "--to", "2026-11-29T09:00:00Z", "--consumers", "mcp-archive"]);
+    assert!(backwards.contains("must be after --from"), "{backwards}");
+    let unknown = replay(&["--from", "2026-11-29T08:00:00Z", "--to", "2026-11-29T09:00:00Z", "--consumers", "nope"]);
+    assert!(unknown.contains("unknown consumer \"nope\"") && unknown.contains("mcp-archive"), "{unknown}");
+    let future =
+        replay(&["--from", "2026-11-29T08:00:00Z", "--to", "2999-01-01T00:00:00Z", "--consumers", "mcp-archive"]);
+    assert!(future.contains("in the future"), "{future}");
+    let memory =
+        replay(&["--from", "2026-11-29T08:00:00Z", "--to", "2026-11-29T09:00:00Z", "--consumers", "mcp-archive"]);
+    assert!(memory.contains("keeps no history"), "{memory}");
+    let garbage = replay(&["--from", "yesterday", "--to", "2026-11-29T09:00:00Z", "--consumers", "mcp-archive"]);
+    assert!(garbage.contains("--from \"yesterday\""), "{garbage}");
+}

@@ -281,6 +281,9 @@ pub struct ArchiverSection {
     /// GZIP level 0-9.
     #[serde(default = "default_level")]
     pub compression_level: u32,
+    /// Put in front of `Prefix` and `ErrorOutputPrefix` (replays: `weir replay --archive-prefix`).
+    #[serde(skip)]
+    pub prefix_prepend: Option<String>,
 }
 
 /// Delivery guarantee.
