@@ -10,15 +10,14 @@
 
 use std::collections::BTreeMap;
 
-use jaq_core::load::{Arena, File, Loader};
-use jaq_core::{Compiler, Ctx, Vars, data, unwrap_valr};
 use jaq_json::Val;
+use weir_core::jq::Filter;
 
 /// A compiled key query.
 pub struct KeyQuery {
     source: String,
     fast: Option<Vec<(String, Vec<String>)>>,
-    jq: jaq_core::Filter<data::JustLut<Val>>,
+    jq: Filter,
 }
 
 impl std::fmt::Debug for KeyQuery {
@@ -175,13 +174,7 @@ fn flat_keys(record: &[u8], paths: &[(String, Vec<String>)]) -> Option<BTreeMap<
 impl KeyQuery {
     /// Compiles a query.
     pub fn compile(query: &str) -> Result<Self, QueryError> {
-        let err = |message: String| QueryError { query: query.to_owned(), message };
-        let defs = jaq_core::defs().chain(jaq_std::defs()).chain(jaq_json::defs());
-        let funs = jaq_core::funs().chain(jaq_std::funs()).chain(jaq_json::funs());
-        let loader = Loader::new(defs);
-        let arena = Arena::default();
-        let modules = loader.load(&arena, File { code: query, path: () }).map_err(|e| err(format!("{e:?}")))?;
-        let jq = Compiler::default().with_funs(funs).compile(modules).map_err(|e| err(format!("{e:?}")))?;
+        let jq = Filter::compile(query).map_err(|e| QueryError { query: query.to_owned(), message: e.message })?;
         Ok(Self { source: query.to_owned(), fast: plain_paths(query), jq })
     }
 
@@ -231,16 +224,7 @@ impl KeyQuery {
 
     /// Runs the interpreter (also the reference the fast path is tested against).
     pub fn keys_jq(&self, input: Val) -> Result<BTreeMap<String, String>, KeyError> {
-        let ctx = Ctx::<data::JustLut<Val>>::new(&self.jq.lut, Vars::new([]));
-        let mut results = self.jq.id.run((ctx, input)).map(unwrap_valr);
-        let first = match results.next() {
-            Some(Ok(v)) => v,
-            Some(Err(e)) => return Err(KeyError::NotAnObject(format!("{e:?}"))),
-            None => return Err(KeyError::NotAnObject("no output".into())),
-        };
-        if results.next().is_some() {
-            return Err(KeyError::NotAnObject("more than one output".into()));
-        }
+        let first = self.jq.single(input).map_err(KeyError::NotAnObject)?;
         let Val::Obj(map) = &first else { return Err(KeyError::NotAnObject(first.to_string())) };
         let mut out = BTreeMap::new();
         for (k, v) in map.iter() {

@@ -84,11 +84,25 @@ impl Filter {
 
     /// The filter's first output, or an error message.
     pub fn first(&self, input: Val) -> Result<Option<Val>, String> {
+        self.first_two(input).map(|(first, _)| first)
+    }
+
+    /// The filter's only output; no output or more than one is an error.
+    pub fn single(&self, input: Val) -> Result<Val, String> {
+        match self.first_two(input)? {
+            (None, _) => Err("no output".into()),
+            (Some(_), true) => Err("more than one output".into()),
+            (Some(v), false) => Ok(v),
+        }
+    }
+
+    /// The first output and whether there is another.
+    fn first_two(&self, input: Val) -> Result<(Option<Val>, bool), String> {
         let ctx = Ctx::<data::JustLut<Val>>::new(&self.jq.lut, Vars::new([]));
         let mut out = self.jq.id.run((ctx, input)).map(unwrap_valr);
         match out.next() {
-            None => Ok(None),
-            Some(Ok(v)) => Ok(Some(v)),
+            None => Ok((None, false)),
+            Some(Ok(v)) => Ok((Some(v), out.next().is_some())),
             Some(Err(e)) => Err(format!("{e:?}")),
         }
     }
