@@ -337,14 +337,7 @@ impl Archiver {
             Some(how) => match split(&record.data, how) {
                 Ok(p) => p,
                 Err(reason) => {
-                    let rec = ErrorRecord::new(
-                        &record.data,
-                        record.approximate_arrival,
-                        now,
-                        "RecordDeAggregation.Failed",
-                        reason,
-                    );
-                    let (route, line) = error_line(ErrorOutputType::ProcessingFailed, rec);
+                    let (route, line) = split_failure(record, now, reason);
                     return vec![self.preview_of(route, line, record.approximate_arrival)];
                 }
             },
@@ -368,6 +361,12 @@ impl Archiver {
             Route::Error(_) => Preview::Error { key, record: serde_json::from_slice(&line).unwrap_or_default() },
         }
     }
+}
+
+/// The error line of a record `RecordDeAggregation` could not split.
+fn split_failure(record: &weir_core::Record, now: Timestamp, reason: String) -> (Route, Bytes) {
+    let rec = ErrorRecord::new(&record.data, record.approximate_arrival, now, "RecordDeAggregation.Failed", reason);
+    error_line(ErrorOutputType::ProcessingFailed, rec)
 }
 
 fn error_line(kind: ErrorOutputType, rec: ErrorRecord) -> (Route, Bytes) {
@@ -429,14 +428,7 @@ impl Consumer for Archiver {
         for (i, record) in batch.records.iter().enumerate() {
             if failures.peek().is_some_and(|(j, _)| *j == i) {
                 let (_, reason) = failures.next().unwrap_or_default();
-                let rec = ErrorRecord::new(
-                    &record.data,
-                    record.approximate_arrival,
-                    now,
-                    "RecordDeAggregation.Failed",
-                    reason,
-                );
-                let (route, line) = error_line(ErrorOutputType::ProcessingFailed, rec);
+                let (route, line) = split_failure(record, now, reason);
                 self.buffer(route, &line, &record.data, shard, record, now, &mut sealed)?;
             }
             while next_part < parts.len() && owners[next_part] == i {
