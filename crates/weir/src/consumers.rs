@@ -31,6 +31,26 @@ pub struct Clients {
     pub stream_arn: String,
 }
 
+/// The object store a section names: a local `directory` or an S3 `bucket`; `field`
+/// prefixes error messages (`consumers[2]`, `consumers[2].lookup`).
+fn object_sink(
+    field: &str,
+    directory: Option<&std::path::Path>,
+    bucket: Option<&str>,
+    s3: Option<&aws_sdk_s3::Client>,
+) -> Result<Arc<dyn ObjectSink>> {
+    match (directory, bucket) {
+        (Some(dir), _) => {
+            Ok(Arc::new(FsObjectSink::new(dir).with_context(|| format!("{field}.directory {}", dir.display()))?))
+        }
+        (None, Some(bucket)) => {
+            let client = s3.with_context(|| format!("{field}.bucket needs an S3 client"))?;
+            Ok(Arc::new(S3ObjectSink::new(client.clone(), bucket, S3Options::default())))
+        }
+        (None, None) => anyhow::bail!("{field}: needs a directory or a bucket"),
+    }
+}
+
 pub fn build(sections: &[ConsumerSection], clients: &Clients, clock: Arc<dyn Clock>) -> Result<Built> {
     let s3 = clients.s3.as_ref();
     let mut consumers: Vec<Box<dyn Consumer>> = Vec::new();
@@ -45,17 +65,7 @@ pub fn build(sections: &[ConsumerSection], clients: &Clients, clock: Arc<dyn Clo
             }
             ConsumerSection::Log { name } => consumers.push(Box::new(LogConsumer::new(name))),
             ConsumerSection::Files { name, directory, bucket, prefix, max_bytes, max_age } => {
-                let sink: Arc<dyn ObjectSink> = match (directory, bucket) {
-                    (Some(dir), _) => Arc::new(
-                        FsObjectSink::new(dir)
-                            .with_context(|| format!("consumers[{i}].directory {}", dir.display()))?,
-                    ),
-                    (None, Some(bucket)) => {
-                        let client = s3.with_context(|| format!("consumers[{i}].bucket needs an S3 client"))?;
-                        Arc::new(S3ObjectSink::new(client.clone(), bucket, S3Options::default()))
-                    }
-                    (None, None) => anyhow::bail!("consumers[{i}]: needs a directory or a bucket"),
-                };
+                let sink = object_sink(&format!("consumers[{i}]"), directory.as_deref(), bucket.as_deref(), s3)?;
                 let options = FilesOptions { prefix: prefix.clone(), max_bytes: *max_bytes, max_age: *max_age };
                 consumers.push(Box::new(FilesConsumer::new(name, sink, options)));
             }
@@ -78,17 +88,12 @@ pub fn build(sections: &[ConsumerSection], clients: &Clients, clock: Arc<dyn Clo
                 };
                 let store: Option<Arc<dyn ObjectSink>> = match &e.lookup {
                     None => None,
-                    Some(l) => Some(match (&l.directory, &l.bucket) {
-                        (Some(dir), _) => Arc::new(
-                            FsObjectSink::new(dir)
-                                .with_context(|| format!("consumers[{i}].lookup.directory {}", dir.display()))?,
-                        ),
-                        (None, Some(bucket)) => {
-                            let client = s3.with_context(|| format!("consumers[{i}].lookup.bucket needs S3"))?;
-                            Arc::new(S3ObjectSink::new(client.clone(), bucket, S3Options::default()))
-                        }
-                        (None, None) => anyhow::bail!("consumers[{i}].lookup: needs a directory or a bucket"),
-                    }),
+                    Some(l) => Some(object_sink(
+                        &format!("consumers[{i}].lookup"),
+                        l.directory.as_deref(),
+                        l.bucket.as_deref(),
+                        s3,
+                    )?),
                 };
                 let enricher = weir_enrichment::Enricher::new((**e).clone(), output, store, clock.clone())?;
                 consumers.push(Box::new(enricher));
@@ -103,17 +108,7 @@ pub fn build(sections: &[ConsumerSection], clients: &Clients, clock: Arc<dyn Clo
                 consumers.push(Box::new(alerting));
             }
             ConsumerSection::Archiver(a) => {
-                let sink: Arc<dyn ObjectSink> = match (&a.directory, &a.bucket) {
-                    (Some(dir), _) => Arc::new(
-                        FsObjectSink::new(dir)
-                            .with_context(|| format!("consumers[{i}].directory {}", dir.display()))?,
-                    ),
-                    (None, Some(bucket)) => {
-                        let client = s3.with_context(|| format!("consumers[{i}].bucket needs an S3 client"))?;
-                        Arc::new(S3ObjectSink::new(client.clone(), bucket, S3Options::default()))
-                    }
-                    (None, None) => anyhow::bail!("consumers[{i}]: needs a directory or a bucket"),
-                };
+                let sink = object_sink(&format!("consumers[{i}]"), a.directory.as_deref(), a.bucket.as_deref(), s3)?;
                 let lambda = clients.lambda.clone().map(|c| {
                     Arc::new(crate::lambda::LambdaInvoker::new(c))
                         as Arc<dyn weir_archiver::transformer::FunctionInvoker>
