@@ -69,9 +69,9 @@ pub async fn create_stream(client: &aws_sdk_kinesis::Client, name: &str, shards:
     panic!("stream {name} never became active");
 }
 
-/// Every NDJSON line of every gzip object under `prefix` in `bucket`.
-pub async fn archived_lines(client: &aws_sdk_s3::Client, bucket: &str, prefix: &str) -> Vec<String> {
-    let mut lines = Vec::new();
+/// Every object under `prefix` in `bucket`: key and body.
+pub async fn objects(client: &aws_sdk_s3::Client, bucket: &str, prefix: &str) -> Vec<(String, bytes::Bytes)> {
+    let mut out = Vec::new();
     let mut token = None;
     loop {
         let page = client
@@ -85,45 +85,35 @@ pub async fn archived_lines(client: &aws_sdk_s3::Client, bucket: &str, prefix: &
         for o in page.contents() {
             let key = o.key().unwrap_or_default();
             let body = client.get_object().bucket(bucket).key(key).send().await.expect("get object");
-            let bytes = body.body.collect().await.expect("read body").into_bytes();
-            let mut text = String::new();
-            flate2::read::GzDecoder::new(&bytes[..]).read_to_string(&mut text).expect("valid gzip");
-            lines.extend(text.lines().map(str::to_owned));
+            out.push((key.to_owned(), body.body.collect().await.expect("read body").into_bytes()));
         }
         match page.next_continuation_token() {
             Some(t) if page.is_truncated() == Some(true) => token = Some(t.to_owned()),
-            _ => return lines,
+            _ => return out,
         }
     }
 }
 
+/// Every NDJSON line of every gzip object under `prefix` in `bucket`.
+pub async fn archived_lines(client: &aws_sdk_s3::Client, bucket: &str, prefix: &str) -> Vec<String> {
+    let mut lines = Vec::new();
+    for (_, bytes) in objects(client, bucket, prefix).await {
+        let mut text = String::new();
+        flate2::read::GzDecoder::new(&bytes[..]).read_to_string(&mut text).expect("valid gzip");
+        lines.extend(text.lines().map(str::to_owned));
+    }
+    lines
+}
+
 /// Copies every object under `prefix` into `dir`, keeping keys as paths (for DuckDB).
 pub async fn download(client: &aws_sdk_s3::Client, bucket: &str, prefix: &str, dir: &Path) -> usize {
-    let mut n = 0;
-    let mut token = None;
-    loop {
-        let page = client
-            .list_objects_v2()
-            .bucket(bucket)
-            .prefix(prefix)
-            .set_continuation_token(token.take())
-            .send()
-            .await
-            .expect("list objects");
-        for o in page.contents() {
-            let key = o.key().unwrap_or_default();
-            let body = client.get_object().bucket(bucket).key(key).send().await.expect("get object");
-            let bytes = body.body.collect().await.expect("read body").into_bytes();
-            let path = dir.join(key);
-            std::fs::create_dir_all(path.parent().expect("key has a parent")).expect("mkdir");
-            std::fs::write(path, bytes).expect("write object");
-            n += 1;
-        }
-        match page.next_continuation_token() {
-            Some(t) if page.is_truncated() == Some(true) => token = Some(t.to_owned()),
-            _ => return n,
-        }
+    let all = objects(client, bucket, prefix).await;
+    for (key, bytes) in &all {
+        let path = dir.join(key);
+        std::fs::create_dir_all(path.parent().expect("key has a parent")).expect("mkdir");
+        std::fs::write(path, bytes).expect("write object");
     }
+    all.len()
 }
 
 /// Runs SQL in DuckDB (installed by tests/emulators/install.sh) and returns the rows
