@@ -150,7 +150,7 @@ Processors = [ {{ Type = "MetadataExtraction", Parameters = [
     // Status reports the finished job.
     let status = replay(&cfg, &[args, vec!["--status".into()]].concat());
     assert!(
-        String::from_utf8_lossy(&status.stdout).contains("job j1: 2 of 2 shards done"),
+        String::from_utf8_lossy(&status.stdout).contains("job j1: done; 2 of 2 shards done"),
         "{}",
         String::from_utf8_lossy(&status.stdout)
     );

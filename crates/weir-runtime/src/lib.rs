@@ -11,10 +11,13 @@
 //! - `lane.rs`: the per-(shard, consumer) queue and progress shared by both sides.
 //! - `reader_task.rs`: a shard read that survives errors, expiry and throttling.
 //! - [`WindowReader`]: a reader bounded by the end of a past window (replays).
+//! - [`archive`]: an archive's objects in a window read as a stream (replays from
+//!   the archive).
 //! - [`consumers`]: reference consumers (`count`, `log`, `files`).
 //! - [`metrics`]: every metric name, in one place.
 #![warn(missing_docs)]
 
+pub mod archive;
 mod backoff;
 mod clock;
 mod config;
@@ -32,6 +35,6 @@ mod worker;
 pub use backoff::Backoff;
 pub use clock::TokioClock;
 pub use config::{ConfigError, RuntimeConfig};
-pub use stats::{LaneStats, WorkerStats};
+pub use stats::{LaneStats, ShardRead, WorkerStats};
 pub use window::WindowReader;
 pub use worker::{Worker, WorkerError};

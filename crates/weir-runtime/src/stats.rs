@@ -1,7 +1,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use weir_core::{ConsumerName, ShardId};
+use weir_core::{ConsumerName, RecordBatch, ShardId, Timestamp};
 
 /// Counters of one (shard, consumer) lane.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -14,6 +14,17 @@ pub struct LaneStats {
     pub failures: u64,
 }
 
+/// What the live reads of one shard delivered.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ShardRead {
+    /// Records read.
+    pub records: u64,
+    /// Payload bytes read.
+    pub bytes: u64,
+    /// Arrival time of the last record read.
+    pub last_arrival: Option<Timestamp>,
+}
+
 /// Live counters of a worker, for summaries and readiness. Cheap: updated per batch.
 #[derive(Debug, Clone, Default)]
 pub struct WorkerStats {
@@ -23,7 +34,7 @@ pub struct WorkerStats {
 #[derive(Debug, Default)]
 struct StatsInner {
     lanes: BTreeMap<(ShardId, ConsumerName), LaneStats>,
-    read: BTreeMap<ShardId, u64>,
+    read: BTreeMap<ShardId, ShardRead>,
     held: Vec<ShardId>,
     ready: bool,
 }
@@ -37,8 +48,15 @@ impl WorkerStats {
         self.with(|s| f(s.lanes.entry((shard.clone(), consumer.clone())).or_default()));
     }
 
-    pub(crate) fn read(&self, shard: &ShardId, n: u64) {
-        self.with(|s| *s.read.entry(shard.clone()).or_default() += n);
+    pub(crate) fn read(&self, shard: &ShardId, batch: &RecordBatch) {
+        let bytes = batch.data_bytes() as u64;
+        let last = batch.records.last().map(|r| r.approximate_arrival);
+        self.with(|s| {
+            let r = s.read.entry(shard.clone()).or_default();
+            r.records += batch.records.len() as u64;
+            r.bytes += bytes;
+            r.last_arrival = last.or(r.last_arrival);
+        });
     }
 
     pub(crate) fn set_held(&self, held: Vec<ShardId>) {
@@ -56,6 +74,11 @@ impl WorkerStats {
 
     /// Records read per shard by the live reads.
     pub fn read_per_shard(&self) -> BTreeMap<ShardId, u64> {
+        self.with(|s| s.read.iter().map(|(k, r)| (k.clone(), r.records)).collect())
+    }
+
+    /// Records, bytes and the last arrival time read per shard.
+    pub fn reads(&self) -> BTreeMap<ShardId, ShardRead> {
         self.with(|s| s.read.clone())
     }
 

@@ -1,7 +1,9 @@
-//! `weir replay`: run chosen consumers over a past window `[from, to)` of the stream, in
-//! the job's own lease namespace (`<leases.namespace>-replay-<job>`), so live
-//! checkpoints never move; resumable (the job's checkpoints), shareable by several
-//! workers running the same command, reading by polling unless `--efo`.
+//! `weir replay`: run chosen consumers over a past window `[from, to)` of the stream,
+//! or over the objects an archive holds for that window, in the job's own lease
+//! namespace (`<leases.namespace>-replay-<job>`), so live checkpoints never move;
+//! resumable (the job's checkpoints), shareable by several workers running the same
+//! command, reading by polling unless `--efo`; `--status` and `--cancel` act on a job
+//! from anywhere.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -9,10 +11,13 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use tokio_util::sync::CancellationToken;
+use weir_core::ports::{ShardReader, StreamCatalog};
 use weir_core::{Checkpoint, Clock, SystemClock, Timestamp};
 use weir_runtime::{TokioClock, WindowReader, Worker};
 
-use crate::config::{ConsumerSection, StreamKind, load};
+use crate::config::{Config, ConsumerSection, StreamKind, load};
+use crate::replay_job::{self, JobState};
+use crate::replay_progress::{Measure, Progress, Snapshot};
 
 #[derive(Debug, clap::Args)]
 pub struct ReplayArgs {
@@ -21,25 +26,39 @@ pub struct ReplayArgs {
     config: PathBuf,
     /// Window start (RFC 3339, or epoch milliseconds), inclusive.
     #[arg(long)]
-    from: String,
+    from: Option<String>,
     /// Window end (RFC 3339, or epoch milliseconds), exclusive.
     #[arg(long)]
-    to: String,
+    to: Option<String>,
     /// Consumers of the config to run, comma-separated.
     #[arg(long)]
-    consumers: String,
+    consumers: Option<String>,
     /// Job name (its lease namespace); default from the window.
     #[arg(long)]
     job: Option<String>,
     /// Put this in front of every archiver's prefixes (e.g. `backfill/`).
     #[arg(long)]
     archive_prefix: Option<String>,
+    /// Read archived objects instead of the stream: `s3://bucket/prefix` or a directory.
+    /// Objects are chosen by the time in their keys.
+    #[arg(long, value_name = "s3://BUCKET/PREFIX | DIR")]
+    from_archive: Option<String>,
+    /// Time zone of the times in the archive's keys (Firehose's CustomTimeZone).
+    #[arg(long, default_value = "UTC")]
+    archive_time_zone: String,
     /// Read with enhanced fan-out instead of polling.
     #[arg(long)]
     efo: bool,
     /// Print the job's progress and exit.
     #[arg(long)]
     status: bool,
+    /// Stop the job on every worker running it (they drain and exit) and keep it from
+    /// being started again.
+    #[arg(long, conflicts_with = "status")]
+    cancel: bool,
+    /// Serve `/metrics` and `/readyz` here while the job runs.
+    #[arg(long)]
+    listen: Option<std::net::SocketAddr>,
 }
 
 fn parse_time(field: &str, text: &str) -> Result<Timestamp> {
@@ -51,19 +70,42 @@ fn parse_time(field: &str, text: &str) -> Result<Timestamp> {
         .with_context(|| format!("{field} {text:?} is neither RFC 3339 nor epoch milliseconds"))
 }
 
-pub async fn run(args: ReplayArgs) -> Result<()> {
-    let mut config = load(&args.config)?;
-    let from = parse_time("--from", &args.from)?;
-    let to = parse_time("--to", &args.to)?;
+/// The window, checked.
+fn window(args: &ReplayArgs) -> Result<(Timestamp, Timestamp)> {
+    let (Some(from_text), Some(to_text)) = (&args.from, &args.to) else {
+        bail!("--from and --to are required (the window [from, to) to replay)");
+    };
+    let from = parse_time("--from", from_text)?;
+    let to = parse_time("--to", to_text)?;
     if to <= from {
-        bail!("--to ({}) must be after --from ({})", args.to, args.from);
+        bail!("--to ({to_text}) must be after --from ({from_text})");
     }
     if to > SystemClock.now() {
-        bail!("--to ({}) is in the future: a replay reads a past window", args.to);
+        bail!("--to ({to_text}) is in the future: a replay reads a past window");
     }
-    let wanted: Vec<&str> = args.consumers.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
+    Ok((from, to))
+}
+
+fn job_name(args: &ReplayArgs) -> Result<String> {
+    let job = match &args.job {
+        Some(j) => j.clone(),
+        None => {
+            let (from, to) = window(args).context("name the job with --job, or give its window")?;
+            format!("{}-{}", from.as_millis(), to.as_millis())
+        }
+    };
+    if job.is_empty() || !job.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+        bail!("--job {job:?}: letters, digits, '-' or '_'");
+    }
+    Ok(job)
+}
+
+/// Keeps the chosen consumers, with the archive prefix override.
+fn choose_consumers(config: &mut Config, args: &ReplayArgs) -> Result<()> {
+    let list = args.consumers.as_deref().unwrap_or("");
+    let wanted: Vec<&str> = list.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
     if wanted.is_empty() {
-        bail!("--consumers: name at least one consumer");
+        bail!("--consumers: name at least one consumer of {}", args.config.display());
     }
     let known: Vec<String> = config.consumers.iter().map(|c| c.name().to_owned()).collect();
     for w in &wanted {
@@ -71,82 +113,156 @@ pub async fn run(args: ReplayArgs) -> Result<()> {
             bail!("--consumers: unknown consumer {w:?}; {} has: {}", args.config.display(), known.join(", "));
         }
     }
-    if config.stream.kind == StreamKind::Memory {
-        bail!("stream.kind = \"memory\": the in-process stream keeps no history to replay; replay a Kinesis stream");
-    }
     config.consumers.retain(|c| wanted.contains(&c.name()));
     for c in &mut config.consumers {
         if let ConsumerSection::Archiver(a) = c {
             a.prefix_prepend = args.archive_prefix.clone();
         }
     }
-    let job = args.job.clone().unwrap_or_else(|| format!("{}-{}", from.as_millis(), to.as_millis()));
-    if job.is_empty() || !job.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
-        bail!("--job {job:?}: letters, digits, '-' or '_'");
-    }
-    config.leases.namespace = format!("{}-replay-{job}", config.leases.namespace);
+    Ok(())
+}
 
-    let clock = Arc::new(TokioClock::new());
-    let wired = crate::run::wire(&config, clock.clone()).await?;
-    let shards = wired.catalog.list_shards().await.map_err(|e| anyhow::anyhow!("listing shards: {e}"))?;
-    let oldest_start = retention_start(&config).await?;
-    if let Some(start) = oldest_start
-        && from < start
-    {
-        bail!(
-            "--from ({}) is older than the stream's retention allows (oldest record at about {start:?}); replay from an archive",
-            args.from
-        );
-    }
-    if args.status {
-        let leases = wired.table.list().await?;
-        let done = leases.iter().filter(|l| l.ended).count();
-        println!("job {job}: {done} of {} shards done ({} leases)", shards.len(), leases.len());
-        for l in &leases {
-            let cps: Vec<String> = l.checkpoints.iter().map(|(c, cp)| format!("{c}={cp:?}")).collect();
-            println!("  {} {} {}", l.key, if l.ended { "done" } else { "in progress" }, cps.join(" "));
+pub async fn run(args: ReplayArgs) -> Result<()> {
+    let mut config = load(&args.config)?;
+    let job = job_name(&args)?;
+    config.leases.namespace = format!("{}-replay-{job}", config.leases.namespace);
+    if args.status || args.cancel {
+        let table = crate::run::lease_table(&config).await?;
+        if args.cancel {
+            replay_job::cancel(table.as_ref()).await?;
+            println!("job {job}: cancelled; workers running it drain and stop");
+            return Ok(());
         }
+        print_status(&job, &replay_job::read(table.as_ref()).await?);
         return Ok(());
     }
-    let built = crate::consumers::build(&config.consumers, &wired.clients, clock.clone())?;
+    let (from, to) = window(&args)?;
+    choose_consumers(&mut config, &args)?;
+    if args.from_archive.is_none() && config.stream.kind == StreamKind::Memory {
+        bail!(
+            "stream.kind = \"memory\": the in-process stream keeps no history to replay; replay a Kinesis stream or --from-archive"
+        );
+    }
+    let clock = Arc::new(TokioClock::new());
+    let table = crate::run::lease_table(&config).await?;
+    if replay_job::read(table.as_ref()).await?.cancelled {
+        bail!("job {job} was cancelled; start the window again under another --job name");
+    }
+    let (reader, catalog, measure, initial): (Arc<dyn ShardReader>, Arc<dyn StreamCatalog>, _, _) = match &args
+        .from_archive
+    {
+        Some(location) => {
+            let source = crate::replay_source::open(&config, location, &args.archive_time_zone, from, to).await?;
+            tracing::info!(objects = source.objects().len(), "archive objects in the window");
+            let source = Arc::new(source);
+            (source.clone(), source, Measure::Objects, Checkpoint::TrimHorizon)
+        }
+        None => {
+            let wired = crate::run::wire(&config, clock.clone()).await?;
+            if let Some(start) = retention_start(&config).await?
+                && from < start
+            {
+                bail!(
+                    "--from is older than the stream's retention allows (oldest record at about {start:?}); replay from an archive with --from-archive"
+                );
+            }
+            let reader = Arc::new(WindowReader::new(wired.reader.clone(), to, Arc::new(SystemClock), !args.efo));
+            (reader, wired.catalog, Measure::Window { from, to }, Checkpoint::AtTimestamp(from))
+        }
+    };
+    let clients = crate::run::clients(&config).await;
+    let built = crate::consumers::build(&config.consumers, &clients, clock.clone())?;
     let worker_id = config.worker.id.clone().unwrap_or_else(crate::run::default_worker_id);
     let mut runtime = config.runtime(&worker_id);
-    runtime.initial_position = Checkpoint::AtTimestamp(from);
-    let reader = Arc::new(WindowReader::new(wired.reader.clone(), to, Arc::new(SystemClock), !args.efo));
-    let worker = Worker::new(runtime, wired.table.clone(), reader, wired.catalog.clone(), built.consumers, clock)?;
+    runtime.initial_position = initial;
+    let worker = Worker::new(runtime, table.clone(), reader, catalog.clone(), built.consumers, clock)?;
     let stats = worker.stats();
     let stop = CancellationToken::new();
     crate::run::cancel_on_signal(stop.clone());
+    let http = match args.listen {
+        Some(addr) => Some(
+            crate::http::serve(
+                addr,
+                crate::http::install_recorder()?,
+                vec![stats.clone()],
+                built.backlogs,
+                stop.clone(),
+            )
+            .await?,
+        ),
+        None => None,
+    };
     let run = tokio::spawn(worker.run(stop.clone()));
-    let bar = crate::replay_progress::Progress::new(shards.len() as u64, &job);
+    let mut progress = Progress::new(&job, measure);
+    let mut cancelled = false;
     loop {
         tokio::select! {
             _ = stop.cancelled() => break,
             _ = tokio::time::sleep(Duration::from_millis(500)) => {}
         }
-        let leases = wired.table.list().await?;
-        let total = wired.catalog.list_shards().await.map(|s| s.len()).unwrap_or(shards.len());
-        let done = leases.iter().filter(|l| l.ended).count();
-        bar.update(done as u64, total as u64, stats.read_per_shard().values().sum::<u64>());
-        if !leases.is_empty() && leases.len() >= total && done == leases.len() {
+        let state = replay_job::read(table.as_ref()).await?;
+        if state.cancelled {
+            tracing::warn!(job = %job, "job cancelled; draining");
+            cancelled = true;
+            break;
+        }
+        let total = catalog.list_shards().await.map(|s| s.len()).unwrap_or(state.leases.len()).max(state.leases.len());
+        let reads = stats.reads();
+        let unfinished = state.leases.iter().filter(|l| !l.ended).map(|l| &l.key);
+        let covered_to = unfinished
+            .filter_map(|k| reads.get(k).and_then(|r| r.last_arrival))
+            .min()
+            .unwrap_or(if state.done() == total { to } else { from });
+        progress.update(Snapshot {
+            shards_done: state.done() as u64,
+            shards: total as u64,
+            records: reads.values().map(|r| r.records).sum(),
+            bytes: reads.values().map(|r| r.bytes).sum(),
+            covered_to,
+        });
+        if !state.leases.is_empty() && state.leases.len() >= total && state.done() == state.leases.len() {
             break;
         }
     }
-    bar.finish();
+    progress.finish();
     stop.cancel();
     run.await.context("replay worker")??;
-    let leases = wired.table.list().await?;
-    let done = leases.iter().filter(|l| l.ended).count();
+    if let Some(h) = http {
+        let _ = h.await;
+    }
+    let state = replay_job::read(table.as_ref()).await?;
+    let reads = stats.reads();
     println!(
-        "replay {job}: {done} of {} shards done; records read: {}",
-        leases.len(),
-        stats.read_per_shard().values().sum::<u64>()
+        "replay {job}: {}{} of {} shards done; this worker read {} records ({} bytes)",
+        if cancelled { "cancelled; " } else { "" },
+        state.done(),
+        state.leases.len(),
+        reads.values().map(|r| r.records).sum::<u64>(),
+        reads.values().map(|r| r.bytes).sum::<u64>(),
     );
     Ok(())
 }
 
+fn print_status(job: &str, state: &JobState) {
+    let phase = if state.cancelled {
+        "cancelled"
+    } else if state.leases.is_empty() {
+        "not started"
+    } else if state.done() == state.leases.len() {
+        "done"
+    } else {
+        "in progress"
+    };
+    println!("job {job}: {phase}; {} of {} shards done", state.done(), state.leases.len());
+    for l in &state.leases {
+        let cps: Vec<String> = l.checkpoints.iter().map(|(c, cp)| format!("{c}={cp:?}")).collect();
+        let owner = l.owner.as_ref().map(|o| o.to_string()).unwrap_or_else(|| "-".into());
+        println!("  {} {} owner={owner} {}", l.key, if l.ended { "done" } else { "in progress" }, cps.join(" "));
+    }
+}
+
 /// The oldest arrival time still in the stream, for Kinesis (from its retention).
-async fn retention_start(config: &crate::config::Config) -> Result<Option<Timestamp>> {
+async fn retention_start(config: &Config) -> Result<Option<Timestamp>> {
     if config.stream.kind != StreamKind::Kinesis {
         return Ok(None);
     }

@@ -127,6 +127,21 @@ pub(crate) async fn wire(config: &Config, clock: Arc<TokioClock>) -> Result<Wire
             (Arc::new(stream.clone()), Arc::new(stream), None)
         }
     };
+    let table = lease_table(config).await?;
+    let clients = clients(config).await;
+    Ok(Wired { table, reader, catalog, memory, clients })
+}
+
+/// An S3 client with the config's endpoint and addressing style.
+pub(crate) async fn s3_client(aws: &AwsSection) -> aws_sdk_s3::Client {
+    let shared = sdk(aws, &aws.s3_endpoint_url).await;
+    let conf = aws_sdk_s3::config::Builder::from(&shared).force_path_style(aws.s3_force_path_style).build();
+    aws_sdk_s3::Client::from_conf(conf)
+}
+
+/// The lease table the config names (namespace included).
+pub(crate) async fn lease_table(config: &Config) -> Result<Arc<dyn LeaseTable>> {
+    let aws = &config.aws;
     let table: Arc<dyn LeaseTable> = match config.leases.kind {
         LeasesKind::Sqlite => {
             if let Some(dir) = config.leases.path.parent().filter(|p| !p.as_os_str().is_empty()) {
@@ -148,6 +163,12 @@ pub(crate) async fn wire(config: &Config, clock: Arc<TokioClock>) -> Result<Wire
             )
         }
     };
+    Ok(table)
+}
+
+/// The AWS clients the config's consumers need (none for local-only configs).
+pub(crate) async fn clients(config: &Config) -> crate::consumers::Clients {
+    let aws = &config.aws;
     let uses_s3 = config.consumers.iter().any(|c| match c {
         ConsumerSection::Files { bucket, .. } => bucket.is_some(),
         ConsumerSection::Archiver(a) => a.bucket.is_some(),
@@ -161,13 +182,7 @@ pub(crate) async fn wire(config: &Config, clock: Arc<TokioClock>) -> Result<Wire
         .consumers
         .iter()
         .any(|c| matches!(c, ConsumerSection::Archiver(a) if a.transform == crate::config::TransformKind::Lambda));
-    let s3 = if uses_s3 {
-        let shared = sdk(aws, &aws.s3_endpoint_url).await;
-        let conf = aws_sdk_s3::config::Builder::from(&shared).force_path_style(aws.s3_force_path_style).build();
-        Some(aws_sdk_s3::Client::from_conf(conf))
-    } else {
-        None
-    };
+    let s3 = if uses_s3 { Some(s3_client(aws).await) } else { None };
     let mut clients = crate::consumers::Clients { s3, ..Default::default() };
     if uses_lambda {
         let shared = sdk(aws, &aws.lambda_endpoint_url).await;
@@ -184,7 +199,7 @@ pub(crate) async fn wire(config: &Config, clock: Arc<TokioClock>) -> Result<Wire
         clients.sns = Some(aws_sdk_sns::Client::new(&sdk(aws, &aws.sns_endpoint_url).await));
     }
     clients.stream_arn = format!("arn:aws:kinesis:{}::stream/{}", clients.region, config.stream.name);
-    Ok(Wired { table, reader, catalog, memory, clients })
+    clients
 }
 
 pub async fn run(config: Config) -> Result<()> {

@@ -265,3 +265,134 @@ fn replay_refuses_bad_windows_and_names_before_any_work() {
     let garbage = replay(&["--from", "yesterday", "--to", "2026-11-29T09:00:00Z", "--consumers", "mcp-archive"]);
     assert!(garbage.contains("--from \"yesterday\""), "{garbage}");
 }
+
+/// A local archive with one gzip object written at 2026-11-29T10:00:00Z.
+fn tiny_archive(dir: &std::path::Path) -> std::path::PathBuf {
+    use flate2::write::GzEncoder;
+    let root = dir.join("old");
+    let obj = root.join("year=2026/month=11/day=29/hour=10");
+    std::fs::create_dir_all(&obj).unwrap();
+    let mut gz = GzEncoder::new(Vec::new(), flate2::Compression::default());
+    for i in 0..50 {
+        writeln!(gz, r#"{{"tenant_id":"t-{}","tool_name":"search","n":{i}}}"#, i % 3).unwrap();
+    }
+    std::fs::write(obj.join("a-1-2026-11-29-10-00-00-0000.gz"), gz.finish().unwrap()).unwrap();
+    root
+}
+
+fn replay_config(dir: &std::path::Path, archiver: &str) -> std::path::PathBuf {
+    write_config(
+        dir,
+        &format!(
+            r#"
+[worker]
+shutdown_timeout = "2s"
+[stream]
+name = "s"
+[leases]
+path = "{}"
+namespace = "t"
+[aws]
+s3_endpoint_url = "http://127.0.0.1:9"
+s3_force_path_style = true
+[[consumers]]
+type = "archiver"
+name = "a"
+{archiver}
+transform = "none"
+[consumers.destination]
+Prefix = "new/"
+ErrorOutputPrefix = "errors/"
+CompressionFormat = "GZIP"
+"#,
+            dir.join("leases.db").display()
+        ),
+    )
+}
+
+#[test]
+fn replay_from_archive_refuses_missing_or_empty_windows() {
+    let dir = tempfile::tempdir().unwrap();
+    let old = tiny_archive(dir.path());
+    let cfg = replay_config(dir.path(), &format!("directory = \"{}\"", dir.path().join("new").display()));
+    let replay = |archive: &str, from: &str, to: &str| {
+        let out = weir()
+            .args(["replay", "--config", cfg.to_str().unwrap(), "--consumers", "a", "--from-archive", archive])
+            .args(["--from", from, "--to", to])
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let missing =
+        replay(&dir.path().join("nope").display().to_string(), "2026-11-29T10:00:00Z", "2026-11-29T11:00:00Z");
+    assert!(missing.contains("no such directory"), "{missing}");
+    assert!(!dir.path().join("nope").exists(), "a missing archive is not created");
+    let outside = replay(old.to_str().unwrap(), "2026-11-29T11:00:00Z", "2026-11-29T12:00:00Z");
+    assert!(outside.contains("no object under") && outside.contains("was written in the window"), "{outside}");
+    let zone = weir()
+        .args(["replay", "--config", cfg.to_str().unwrap(), "--consumers", "a", "--from-archive"])
+        .arg(&old)
+        .args(["--from", "2026-11-29T10:00:00Z", "--to", "2026-11-29T11:00:00Z", "--archive-time-zone", "Mars/Olympus"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&zone.stderr).contains("not an IANA time zone"));
+    let unnamed = weir().args(["replay", "--config", cfg.to_str().unwrap(), "--status"]).output().unwrap();
+    assert!(!unnamed.status.success());
+    assert!(String::from_utf8_lossy(&unnamed.stderr).contains("name the job with --job"));
+}
+
+#[test]
+fn cancel_stops_a_running_replay_and_keeps_it_stopped() {
+    let dir = tempfile::tempdir().unwrap();
+    let old = tiny_archive(dir.path());
+    // Its bucket is unreachable: the archiver retries without end and the job cannot
+    // finish by itself.
+    let cfg = replay_config(dir.path(), "bucket = \"unreachable\"");
+    let args = |extra: &[&str]| {
+        let mut a: Vec<String> =
+            ["replay", "--config", cfg.to_str().unwrap(), "--job", "stuck"].iter().map(|s| s.to_string()).collect();
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a
+    };
+    let run_args = args(&[
+        "--consumers",
+        "a",
+        "--from-archive",
+        old.to_str().unwrap(),
+        "--from",
+        "2026-11-29T10:00:00Z",
+        "--to",
+        "2026-11-29T11:00:00Z",
+    ]);
+    let child = weir()
+        .args(&run_args)
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("AWS_REGION", "us-east-1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let status = weir().args(args(&["--status"])).output().unwrap();
+        let text = String::from_utf8_lossy(&status.stdout).into_owned();
+        if text.contains("in progress; 0 of 1 shards done") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the job never started: {text}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let cancel = weir().args(args(&["--cancel"])).output().unwrap();
+    assert!(cancel.status.success(), "{}", String::from_utf8_lossy(&cancel.stderr));
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("replay stuck: cancelled; 0 of 1 shards done"), "{stdout}");
+    let status = weir().args(args(&["--status"])).output().unwrap();
+    assert!(String::from_utf8_lossy(&status.stdout).contains("job stuck: cancelled"));
+    let again = weir().args(&run_args).output().unwrap();
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("job stuck was cancelled"));
+}

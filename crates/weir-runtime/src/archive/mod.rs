@@ -1,0 +1,7 @@
+//! Replaying from an archive: archived objects as a stream the runtime can lease.
+
+mod key_time;
+mod source;
+
+pub use key_time::key_time;
+pub use source::{ArchiveError, ArchiveSource, ArchivedObject};

@@ -1,0 +1,126 @@
+//! An archive read as a stream: window selection by key time, line positions that
+//! resume exactly, blank lines skipped, and clear errors before any work.
+
+use std::io::Write;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use chrono_tz::Tz;
+use flate2::Compression;
+use flate2::write::GzEncoder;
+use weir_core::ports::{ObjectSink, PutOptions, ReadMode, ShardReader, StreamCatalog};
+use weir_core::{SequenceNumber, ShardId, StartingPosition, Timestamp};
+use weir_runtime::archive::{ArchiveError, ArchiveSource};
+use weir_testkit::MemoryObjectSink;
+
+fn gz(text: &str) -> Bytes {
+    let mut e = GzEncoder::new(Vec::new(), Compression::default());
+    e.write_all(text.as_bytes()).unwrap();
+    Bytes::from(e.finish().unwrap())
+}
+
+fn at(text: &str) -> Timestamp {
+    Timestamp::from_millis(chrono::DateTime::parse_from_rfc3339(text).unwrap().timestamp_millis())
+}
+
+async fn archive() -> Arc<dyn ObjectSink> {
+    let sink: Arc<dyn ObjectSink> = Arc::new(MemoryObjectSink::new());
+    let objects = [
+        ("a/year=2026/month=11/day=29/hour=09/s-1-2026-11-29-09-59-59-aaaa.gz", gz("{\"n\":0}\n")),
+        (
+            "a/year=2026/month=11/day=29/hour=10/s-1-2026-11-29-10-00-00-bbbb.gz",
+            gz("{\"n\":1}\n{\"n\":2}\n\n{\"n\":3}\n"),
+        ),
+        ("a/year=2026/month=11/day=29/hour=10/s-1-2026-11-29-10-30-00-cccc.gz", gz("{\"n\":4}")),
+        ("a/year=2026/month=11/day=29/hour=11/s-1-2026-11-29-11-00-00-dddd.gz", gz("{\"n\":5}\n")),
+        ("a/plain/2026/11/29/10/raw.ndjson", Bytes::from_static(b"{\"n\":6}\n{\"n\":7}\n")),
+    ];
+    for (key, body) in objects {
+        sink.put_if_absent(key, body, &PutOptions::default()).await.unwrap();
+    }
+    sink
+}
+
+async fn read_all(source: &ArchiveSource, key: &str, from: StartingPosition) -> Vec<(String, String)> {
+    let mut sub = source.open(&ShardId::new(key), &from, ReadMode::Polling).await.unwrap();
+    let mut out = Vec::new();
+    let mut ended = false;
+    while let Some(batch) = sub.next().await.unwrap() {
+        for r in &batch.records {
+            out.push((r.position.sequence.as_str().to_owned(), String::from_utf8(r.data.to_vec()).unwrap()));
+        }
+        ended |= batch.child_shards == Some(vec![]);
+    }
+    assert!(ended, "the last batch ends the object with no children");
+    out
+}
+
+#[tokio::test]
+async fn objects_in_the_window_read_as_closed_shards() {
+    let sink = archive().await;
+    let source =
+        ArchiveSource::open(sink, "a/", at("2026-11-29T10:00:00Z"), at("2026-11-29T11:00:00Z"), Tz::UTC).await.unwrap();
+    let shards: Vec<String> = source.list_shards().await.unwrap().iter().map(|s| s.id.as_str().to_owned()).collect();
+    assert_eq!(
+        shards,
+        vec![
+            "a/plain/2026/11/29/10/raw.ndjson",
+            "a/year=2026/month=11/day=29/hour=10/s-1-2026-11-29-10-00-00-bbbb.gz",
+            "a/year=2026/month=11/day=29/hour=10/s-1-2026-11-29-10-30-00-cccc.gz",
+        ],
+        "09:59:59 is before the window, 11:00:00 is its end (exclusive)"
+    );
+    let key = &shards[1];
+    let all = read_all(&source, key, StartingPosition::TrimHorizon).await;
+    let expect = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+        pairs.iter().map(|(a, b)| ((*a).to_owned(), (*b).to_owned())).collect()
+    };
+    assert_eq!(all, expect(&[("1", "{\"n\":1}"), ("2", "{\"n\":2}"), ("4", "{\"n\":3}")]), "blank line 3 skipped");
+    let rest = read_all(&source, key, StartingPosition::AfterSequenceNumber(SequenceNumber::from_u128(2))).await;
+    assert_eq!(rest, expect(&[("4", "{\"n\":3}")]), "resumes after the checkpointed line");
+    let last = read_all(&source, &shards[2], StartingPosition::TrimHorizon).await;
+    assert_eq!(last, expect(&[("1", "{\"n\":4}")]), "a last line without newline is a record");
+    let plain = read_all(&source, &shards[0], StartingPosition::TrimHorizon).await;
+    assert_eq!(plain.len(), 2, "uncompressed objects read as they are");
+    let arrival = source.objects()[1].written;
+    assert_eq!(arrival, at("2026-11-29T10:00:00Z"), "records arrive at the object's time");
+}
+
+#[tokio::test]
+async fn bad_archives_are_refused_before_any_work() {
+    let sink = archive().await;
+    let (from, to) = (at("2026-11-29T10:00:00Z"), at("2026-11-29T11:00:00Z"));
+    let err = ArchiveSource::open(sink.clone(), "missing/", from, to, Tz::UTC).await.err().unwrap();
+    assert!(matches!(err, ArchiveError::Empty(_)), "{err}");
+    assert!(err.to_string().contains("nothing is archived under memory://missing/"), "{err}");
+    let err = ArchiveSource::open(sink.clone(), "a/", at("2027-01-01T00:00:00Z"), at("2027-01-02T00:00:00Z"), Tz::UTC)
+        .await
+        .err()
+        .unwrap();
+    assert!(matches!(err, ArchiveError::NoneInWindow { .. }), "{err}");
+    sink.put_if_absent("a/notes.txt", Bytes::from_static(b"hi"), &PutOptions::default()).await.unwrap();
+    let err = ArchiveSource::open(sink.clone(), "a/", from, to, Tz::UTC).await.err().unwrap();
+    assert!(err.to_string().contains("cannot tell when a/notes.txt was written"), "{err}");
+}
+
+#[tokio::test]
+async fn a_corrupt_object_is_a_clear_read_error() {
+    let sink: Arc<dyn ObjectSink> = Arc::new(MemoryObjectSink::new());
+    let mut body = gz(&"{\"n\":1}\n".repeat(10_000)).to_vec();
+    let cut = body.len() / 2;
+    body.truncate(cut);
+    let key = "a/2026/11/29/10/s-1-2026-11-29-10-00-00-x.gz";
+    sink.put_if_absent(key, Bytes::from(body), &PutOptions::default()).await.unwrap();
+    let source =
+        ArchiveSource::open(sink, "a/", at("2026-11-29T10:00:00Z"), at("2026-11-29T11:00:00Z"), Tz::UTC).await.unwrap();
+    let mut sub = source.open(&ShardId::new(key), &StartingPosition::TrimHorizon, ReadMode::Polling).await.unwrap();
+    let err = loop {
+        match sub.next().await {
+            Ok(Some(_)) => continue,
+            Ok(None) => panic!("a truncated gzip read to its end"),
+            Err(e) => break e,
+        }
+    };
+    assert!(!err.is_retryable(), "{err}");
+    assert!(err.to_string().contains("cannot decompress after line"), "{err}");
+}
