@@ -33,6 +33,17 @@ pub fn spawn_weir(config: &Path, log: &Path) -> Child {
         .expect("spawn weir")
 }
 
+/// `weir` with emulator credentials, output captured.
+pub fn weir_command() -> Command {
+    let mut c = Command::new(weir_binary());
+    c.env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("AWS_REGION", "us-east-1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c
+}
+
 /// A free loopback port.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("free port")
@@ -130,4 +141,94 @@ pub fn duckdb(sql: &str) -> Vec<Vec<serde_json::Value>> {
         .unwrap_or_else(|e| panic!("cannot run {} (tests/emulators/install.sh installs it): {e}", python.display()));
     assert!(out.status.success(), "duckdb failed on {sql}:\n{}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout).expect("duckdb printed JSON")
+}
+
+async fn wait_active(client: &aws_sdk_kinesis::Client, name: &str) {
+    for _ in 0..400 {
+        let s = client.describe_stream_summary().stream_name(name).send().await.expect("describe");
+        if s.stream_description_summary().map(|d| d.stream_status().clone())
+            == Some(aws_sdk_kinesis::types::StreamStatus::Active)
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("stream {name} never became active again");
+}
+
+/// The open shards of a stream: id and hash key range.
+pub async fn open_shards(client: &aws_sdk_kinesis::Client, name: &str) -> Vec<(String, u128, u128)> {
+    let out = client.list_shards().stream_name(name).send().await.expect("list shards");
+    out.shards()
+        .iter()
+        .filter(|s| s.sequence_number_range().and_then(|r| r.ending_sequence_number()).is_none())
+        .map(|s| {
+            let r = s.hash_key_range().expect("hash range");
+            (
+                s.shard_id().to_owned(),
+                r.starting_hash_key().parse().expect("hash"),
+                r.ending_hash_key().parse().expect("hash"),
+            )
+        })
+        .collect()
+}
+
+/// Splits `shard` in the middle of its hash range and waits until the stream is active.
+pub async fn split_shard(client: &aws_sdk_kinesis::Client, name: &str, shard: &str) {
+    let shards = open_shards(client, name).await;
+    let (_, start, end) = shards.iter().find(|s| s.0 == shard).expect("shard to split is open");
+    let mid = start + (end - start) / 2 + 1;
+    client
+        .split_shard()
+        .stream_name(name)
+        .shard_to_split(shard)
+        .new_starting_hash_key(mid.to_string())
+        .send()
+        .await
+        .expect("split");
+    wait_active(client, name).await;
+}
+
+/// Merges two adjacent open shards and waits until the stream is active.
+pub async fn merge_shards(client: &aws_sdk_kinesis::Client, name: &str, a: &str, b: &str) {
+    client.merge_shards().stream_name(name).shard_to_merge(a).adjacent_shard_to_merge(b).send().await.expect("merge");
+    wait_active(client, name).await;
+}
+
+/// Every file under `dir`, recursively.
+pub fn files(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(files(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// Lines of every `.gz` object under `dir` (an archive in a local directory).
+pub fn gz_lines(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for p in files(dir).into_iter().filter(|p| p.extension().is_some_and(|x| x == "gz")) {
+        let mut text = String::new();
+        flate2::read::MultiGzDecoder::new(std::fs::File::open(&p).expect("open object"))
+            .read_to_string(&mut text)
+            .expect("gzip");
+        out.extend(text.lines().map(str::to_owned));
+    }
+    out
+}
+
+/// A child process killed (SIGKILL) when dropped, so a failing test leaves no worker
+/// behind.
+pub struct KillOnDrop(pub Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }

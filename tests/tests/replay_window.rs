@@ -1,67 +1,44 @@
-//! `weir replay` against ferrokinesis: three waves of records put seconds apart; the
-//! middle wave's window is replayed through the archiver into a `backfill/` prefix in its
-//! own lease namespace. DuckDB finds exactly the window's records, none twice; the live
-//! namespace is untouched. A window older than the stream's retention is refused.
+//! `weir replay` against ferrokinesis: waves of records put seconds apart, with a split
+//! and a merge inside the window; a live `weir run` archives everything and keeps
+//! running. The window is replayed through the archiver into a `backfill/` prefix in
+//! its own lease namespace while the live worker runs: DuckDB finds exactly the
+//! window's records, none twice, across parents and children; the live checkpoints do
+//! not move. A window older than the stream's retention is refused.
 
-use std::process::{Command, Stdio};
+use std::collections::BTreeMap;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use weir_aws::kinesis::producer::{Outgoing, Producer};
 use weir_core::ports::LeaseTable;
 use weir_core::{Clock, SystemClock};
-use weir_e2e::{create_stream, duckdb, kinesis, weir_binary};
+use weir_e2e::{
+    KillOnDrop, create_stream, duckdb, free_port, gz_lines, kinesis, merge_shards, open_shards, spawn_weir,
+    split_shard, weir_command,
+};
 use weir_local::SqliteLeaseTable;
 use weir_testkit::Emulator;
+
+const STREAM: &str = "replay-events";
 
 async fn wave(p: &Producer, name: &str, n: u64) {
     let records = (0..n)
         .map(|i| Outgoing {
             id: i,
-            partition_key: format!("pk-{i}"),
+            partition_key: format!("pk-{name}-{i}"),
             data: Bytes::from(format!(r#"{{"tenantId":"t-{}","toolName":"x","sessionId":"{name}-{i}"}}"#, i % 3)),
         })
         .collect();
     assert_eq!(p.put_all(records).await.accepted.len() as u64, n);
 }
 
-fn replay(config: &std::path::Path, args: &[String]) -> std::process::Output {
-    Command::new(weir_binary())
-        .args(["replay", "--config"])
-        .arg(config)
-        .args(args)
-        .env("AWS_ACCESS_KEY_ID", "test")
-        .env("AWS_SECRET_ACCESS_KEY", "test")
-        .env("AWS_REGION", "us-east-1")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .output()
-        .unwrap()
+fn replay(config: &Path, args: &[String]) -> std::process::Output {
+    weir_command().args(["replay", "--config"]).arg(config).args(args).output().unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn replaying_a_window_archives_exactly_its_records() {
-    let fk = Emulator::start("ferrokinesis", &[]);
-    let k = kinesis(&fk.endpoint).await;
-    create_stream(&k, "replay-events", 2).await;
-    let p = Producer::new(k.clone(), "replay-events");
-    // Arrival times come from the emulator's clock at put time, and ferrokinesis keeps
-    // them to the second: the window's edges are whole seconds, and each wave is put
-    // after the edge before it (this waits for time to pass; it synchronises nothing).
-    let next_second = || (SystemClock.now().as_millis() / 1000 + 1) * 1000;
-    let until =
-        |t: i64| tokio::time::sleep(Duration::from_millis((t - SystemClock.now().as_millis()).max(0) as u64 + 50));
-    wave(&p, "before", 200).await;
-    let from = next_second();
-    until(from).await;
-    wave(&p, "inside", 300).await;
-    let to = next_second();
-    until(to).await;
-    wave(&p, "after", 200).await;
-
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("archive");
-    let cfg = dir.path().join("weir.toml");
+fn config(dir: &Path, kinesis: &str) -> std::path::PathBuf {
+    let cfg = dir.join("weir.toml");
     std::fs::write(
         &cfg,
         format!(
@@ -70,17 +47,20 @@ async fn replaying_a_window_archives_exactly_its_records() {
 failover = "3s"
 renew_interval = "1s"
 taker_interval = "1s"
-shard_sync_interval = "2s"
+shard_sync_interval = "1s"
 checkpoint_interval = "300ms"
 tick_interval = "250ms"
+initial_position = "TRIM_HORIZON"
 [stream]
 kind = "kinesis"
-name = "replay-events"
+name = "{STREAM}"
 [leases]
 path = "{leases}"
 namespace = "live"
 [aws]
 kinesis_endpoint_url = "{kinesis}"
+[http]
+listen = "127.0.0.1:{port}"
 [[consumers]]
 type = "archiver"
 name = "archive"
@@ -98,12 +78,83 @@ Processors = [ {{ Type = "MetadataExtraction", Parameters = [
   {{ ParameterName = "MetadataExtractionQuery", ParameterValue = "{{t: .tenant_id}}" }},
   {{ ParameterName = "JsonParsingEngine", ParameterValue = "JQ-1.6" }} ] }} ]
 "#,
-            leases = dir.path().join("leases.db").display(),
-            kinesis = fk.endpoint,
-            out = out.display(),
+            leases = dir.join("leases.db").display(),
+            port = free_port(),
+            out = dir.join("archive").display(),
         ),
     )
     .unwrap();
+    cfg
+}
+
+async fn live_checkpoints(db: &Path) -> BTreeMap<String, String> {
+    let leases = SqliteLeaseTable::open(db, "live").unwrap().list().await.unwrap();
+    leases.iter().map(|l| (l.key.to_string(), format!("{:?} ended={}", l.checkpoints, l.ended))).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replaying_a_window_across_a_reshard_archives_exactly_its_records() {
+    let fk = Emulator::start("ferrokinesis", &[]);
+    let k = kinesis(&fk.endpoint).await;
+    create_stream(&k, STREAM, 2).await;
+    let p = Producer::new(k.clone(), STREAM);
+    // Arrival times come from the emulator's clock at put time, and ferrokinesis rounds
+    // them to the nearest second: the window's edges are whole seconds with a second of
+    // margin on each side of every wave (this waits for time to pass; it synchronises
+    // nothing). The expected set is still taken from the arrival times the live archive
+    // recorded, not from these waits.
+    let edge = || (SystemClock.now().as_millis() / 1000 + 2) * 1000;
+    let until =
+        |t: i64| tokio::time::sleep(Duration::from_millis((t - SystemClock.now().as_millis()).max(0) as u64 + 600));
+    wave(&p, "before", 200).await;
+    let from = edge();
+    until(from).await;
+    wave(&p, "inside1", 300).await;
+    let first = open_shards(&k, STREAM).await[0].0.clone();
+    split_shard(&k, STREAM, &first).await;
+    wave(&p, "inside2", 300).await;
+    let mut children: Vec<(String, u128, u128)> =
+        open_shards(&k, STREAM).await.into_iter().filter(|s| s.0 != first).collect();
+    children.sort_by_key(|s| s.1);
+    let adjacent = children.windows(2).find(|w| w[0].2 + 1 == w[1].1).expect("two adjacent shards");
+    merge_shards(&k, STREAM, &adjacent[0].0, &adjacent[1].0).await;
+    wave(&p, "inside3", 300).await;
+    let to = edge();
+    until(to).await;
+    wave(&p, "after", 200).await;
+    let shard_count = k.list_shards().stream_name(STREAM).send().await.unwrap().shards().len();
+    assert_eq!(shard_count, 5, "2 shards, a split (2 children), a merge (1 child)");
+
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), &fk.endpoint);
+    let db = dir.path().join("leases.db");
+    let out = dir.path().join("archive");
+
+    // The live worker archives everything, then stays up during the replay.
+    let mut live = KillOnDrop(spawn_weir(&cfg, &dir.path().join("live.log")));
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while gz_lines(&out.join("events")).len() < 1_300 {
+        assert!(Instant::now() < deadline, "live archive incomplete: {}", gz_lines(&out.join("events")).len());
+        assert!(
+            live.0.try_wait().unwrap().is_none(),
+            "the live worker exited:\n{}",
+            std::fs::read_to_string(dir.path().join("live.log")).unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let mut before = live_checkpoints(&db).await;
+    // Wait for the last checkpoints of the shards just archived to be written.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let now = live_checkpoints(&db).await;
+        if now == before {
+            break;
+        }
+        assert!(Instant::now() < deadline, "live checkpoints keep moving");
+        before = now;
+    }
+    assert_eq!(before.len(), 5, "live leases for every shard: {before:?}");
 
     let old = replay(
         &cfg,
@@ -112,7 +163,6 @@ Processors = [ {{ Type = "MetadataExtraction", Parameters = [
     assert!(!old.status.success());
     assert!(String::from_utf8_lossy(&old.stderr).contains("retention"), "{}", String::from_utf8_lossy(&old.stderr));
 
-    let started = Instant::now();
     let args: Vec<String> = [
         "--from",
         &from.to_string(),
@@ -130,27 +180,38 @@ Processors = [ {{ Type = "MetadataExtraction", Parameters = [
     .collect();
     let run = replay(&cfg, &args);
     assert!(run.status.success(), "{}\n{}", String::from_utf8_lossy(&run.stdout), String::from_utf8_lossy(&run.stderr));
-    assert!(started.elapsed() < Duration::from_secs(120));
     let stdout = String::from_utf8_lossy(&run.stdout);
-    assert!(stdout.contains("replay j1: 2 of 2 shards done"), "{stdout}");
+    assert!(stdout.contains("replay j1: 5 of 5 shards done"), "{stdout}");
 
     let rows = duckdb(&format!(
-        "select count(*), count(distinct session_id), min(session_id), max(session_id), count(*) filter (where not starts_with(session_id, 'inside-')) \
+        "select count(*), count(distinct session_id), count(*) filter (where not starts_with(session_id, 'inside')) \
          from read_json_auto('{}/backfill/events/**/*.gz', format = 'newline_delimited')",
         out.display()
     ));
-    assert_eq!(rows[0][0].as_u64(), Some(300), "{rows:?}");
-    assert_eq!(rows[0][1].as_u64(), Some(300));
-    assert_eq!(rows[0][4].as_u64(), Some(0), "only the window's records: {rows:?}");
-    // The live namespace never saw a lease; the job's namespace holds the ended leases.
-    let db = dir.path().join("leases.db");
-    assert!(SqliteLeaseTable::open(&db, "live").unwrap().list().await.unwrap().is_empty());
+    assert_eq!(rows[0][0].as_u64(), Some(900), "{rows:?}");
+    assert_eq!(rows[0][1].as_u64(), Some(900), "none twice: {rows:?}");
+    assert_eq!(rows[0][2].as_u64(), Some(0), "only the window's records: {rows:?}");
+    // Exactly the records whose arrival (timestamp_utc: the records carry no `ts`) the
+    // live archive recorded inside [from, to).
+    let diff = duckdb(&format!(
+        "with live as (select session_id from read_json_auto('{o}/events/**/*.gz', format = 'newline_delimited') \
+           where epoch_ms(timestamp_utc::timestamp) >= {from} and epoch_ms(timestamp_utc::timestamp) < {to}), \
+         replayed as (select session_id from read_json_auto('{o}/backfill/events/**/*.gz', format = 'newline_delimited')) \
+         select (select count(*) from live), (select count(*) from (select * from live except all select * from replayed)), \
+                (select count(*) from (select * from replayed except all select * from live))",
+        o = out.display()
+    ));
+    assert_eq!(diff[0].iter().map(|v| v.as_u64().unwrap()).collect::<Vec<_>>(), vec![900, 0, 0], "{diff:?}");
+    // The live checkpoints did not move; the job's namespace holds its own ended leases.
+    assert_eq!(live_checkpoints(&db).await, before, "live checkpoints unchanged");
+    assert!(live.0.try_wait().unwrap().is_none(), "the live worker ran throughout");
+    drop(live);
     let job = SqliteLeaseTable::open(&db, "live-replay-j1").unwrap().list().await.unwrap();
-    assert!(job.len() == 2 && job.iter().all(|l| l.ended), "{job:?}");
-    // Status reports the finished job.
+    assert!(job.len() == 5 && job.iter().all(|l| l.ended), "{job:?}");
+    assert_eq!(gz_lines(&out.join("events")).len(), 1_300, "the live archive is untouched");
     let status = replay(&cfg, &[args, vec!["--status".into()]].concat());
     assert!(
-        String::from_utf8_lossy(&status.stdout).contains("job j1: done; 2 of 2 shards done"),
+        String::from_utf8_lossy(&status.stdout).contains("job j1: done; 5 of 5 shards done"),
         "{}",
         String::from_utf8_lossy(&status.stdout)
     );

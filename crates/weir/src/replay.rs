@@ -46,6 +46,10 @@ pub struct ReplayArgs {
     /// Time zone of the times in the archive's keys (Firehose's CustomTimeZone).
     #[arg(long, default_value = "UTC")]
     archive_time_zone: String,
+    /// A shard that stays silent this long after the window's end is done (a shard
+    /// with a record at or after the end is done at once).
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    end_idle: Duration,
     /// Read with enhanced fan-out instead of polling.
     #[arg(long)]
     efo: bool,
@@ -166,7 +170,9 @@ pub async fn run(args: ReplayArgs) -> Result<()> {
                     "--from is older than the stream's retention allows (oldest record at about {start:?}); replay from an archive with --from-archive"
                 );
             }
-            let reader = Arc::new(WindowReader::new(wired.reader.clone(), to, Arc::new(SystemClock), !args.efo));
+            let reader = Arc::new(
+                WindowReader::new(wired.reader.clone(), to, Arc::new(SystemClock), !args.efo).with_idle(args.end_idle),
+            );
             (reader, wired.catalog, Measure::Window { from, to }, Checkpoint::AtTimestamp(from))
         }
     };
