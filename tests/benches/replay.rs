@@ -1,0 +1,256 @@
+//! Replay throughput of the `weir` binary, pinned to one core (`taskset -c 0`), through
+//! the archiver into a new prefix partitioned by tool and day (jq `{tool: .tool_name}`,
+//! GZIP, local directory, SQLite leases):
+//! - from an archive: gzip NDJSON objects laid out as the design note's archive
+//!   (tenant/tool/year/month/day/hour), `weir replay --from-archive`;
+//! - from ferrokinesis by polling: the same events put into a 4-shard stream, `weir
+//!   replay --from --to`.
+//!
+//! Prints records/s (wall) and CPU-seconds of the `weir` process per 100k records.
+//!
+//! cargo build --release -p weir && cargo bench -p weir-e2e --bench replay
+//!     (1,000,000 archived records; 200,000 in ferrokinesis)
+//! Under `cargo test` it runs once with 5,000 / 2,000 records as a smoke test.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use flate2::Compression;
+use flate2::write::GzEncoder;
+use weir_aws::kinesis::producer::{Outgoing, Producer};
+use weir_core::{Clock, SystemClock};
+use weir_e2e::{create_stream, gz_lines, kinesis, weir_binary};
+use weir_testkit::Emulator;
+
+const TENANTS: u64 = 20;
+const TOOLS: [&str; 5] = ["search", "fetch_url", "read_file", "write_file", "run_sql"];
+
+fn event(i: u64, ts: i64) -> String {
+    let iso = chrono_free_iso(ts);
+    format!(
+        r#"{{"schema_version":"1","tenant_id":"t-{:03}","tool_name":"{}","session_id":"s-{i:016x}","timestamp_utc":"{iso}","duration_ms":{},"success":{},"error_code":{}}}"#,
+        i % TENANTS,
+        TOOLS[(i / TENANTS) as usize % TOOLS.len()],
+        (i * 7) % 900,
+        i % 13 != 0,
+        if i % 13 == 0 { r#""E_TIMEOUT""# } else { "null" }
+    )
+}
+
+/// `2026-11-29T10:00:00.000Z`-style text for epoch milliseconds (UTC).
+fn chrono_free_iso(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z", rem / 3600, rem % 3600 / 60, rem % 60, ms.rem_euclid(1000))
+}
+
+/// Writes `n` events as the archiver would: one object per tenant and tool, at most
+/// 10,000 lines each, named with the hour's first second. Returns the raw bytes.
+fn write_archive(root: &Path, n: u64, t0: i64) -> u64 {
+    let mut raw = 0;
+    let per_object = 10_000u64;
+    let mut groups: std::collections::BTreeMap<(u64, usize), Vec<String>> = Default::default();
+    for i in 0..n {
+        groups.entry((i % TENANTS, (i / TENANTS) as usize % TOOLS.len())).or_default().push(event(i, t0 + i as i64));
+    }
+    for ((tenant, tool), lines) in groups {
+        for (part, chunk) in lines.chunks(per_object as usize).enumerate() {
+            let dir = root.join(format!("tenant=t-{tenant:03}/tool={}/year=2026/month=11/day=28/hour=10", TOOLS[tool]));
+            std::fs::create_dir_all(&dir).unwrap();
+            let mut gz = GzEncoder::new(Vec::new(), Compression::default());
+            for l in chunk {
+                gz.write_all(l.as_bytes()).unwrap();
+                gz.write_all(b"\n").unwrap();
+                raw += l.len() as u64 + 1;
+            }
+            let name = format!("mcp-archive-1-2026-11-28-10-00-00-{tenant:03}{tool}{part:04}.gz");
+            std::fs::write(dir.join(name), gz.finish().unwrap()).unwrap();
+        }
+    }
+    raw
+}
+
+fn config(dir: &Path, stream: &str, kinesis: Option<&str>) -> std::path::PathBuf {
+    let path = dir.join("replay.toml");
+    let stream_section = match kinesis {
+        Some(endpoint) => {
+            format!("kind = \"kinesis\"\nname = \"{stream}\"\n[aws]\nkinesis_endpoint_url = \"{endpoint}\"")
+        }
+        None => format!("name = \"{stream}\""),
+    };
+    std::fs::write(
+        &path,
+        format!(
+            r#"
+[worker]
+checkpoint_interval = "1s"
+tick_interval = "250ms"
+[leases]
+path = "{leases}"
+namespace = "bench"
+[stream]
+{stream_section}
+[[consumers]]
+type = "archiver"
+name = "by-tool"
+directory = "{out}"
+transform = "none"
+[consumers.destination]
+Prefix = "by-tool/tool=!{{partitionKeyFromQuery:tool}}/dt=!{{timestamp:yyyy-MM-dd}}/"
+ErrorOutputPrefix = "by-tool-errors/!{{firehose:error-output-type}}/"
+CompressionFormat = "GZIP"
+BufferingHints = {{ SizeInMBs = 64, IntervalInSeconds = 60 }}
+DynamicPartitioningConfiguration = {{ Enabled = true }}
+[consumers.destination.ProcessingConfiguration]
+Enabled = true
+Processors = [
+  {{ Type = "MetadataExtraction", Parameters = [
+    {{ ParameterName = "MetadataExtractionQuery", ParameterValue = "{{tool: .tool_name}}" }},
+    {{ ParameterName = "JsonParsingEngine", ParameterValue = "JQ-1.6" }} ] }},
+  {{ Type = "AppendDelimiterToRecord" }},
+]
+"#,
+            leases = dir.join("leases.db").display(),
+            out = dir.join("out").display(),
+        ),
+    )
+    .unwrap();
+    path
+}
+
+/// Children's CPU seconds so far (user + system of waited-for children).
+fn children_cpu() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after = stat.rsplit(')').next().unwrap_or("");
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // Fields 16 and 17 of /proc/<pid>/stat (cutime, cstime), in ticks of 1/100 s.
+    (ticks(13) + ticks(14)) / 100.0
+}
+
+/// Runs `weir replay` on one core; wall time and CPU seconds.
+fn replay(config: &Path, args: &[&str]) -> (Duration, f64) {
+    let pinned = Command::new("taskset").arg("-V").output().is_ok();
+    let mut cmd = if pinned {
+        let mut c = Command::new("taskset");
+        c.args(["-c", "0"]).arg(weir_binary());
+        c
+    } else {
+        Command::new(weir_binary())
+    };
+    cmd.args(["replay", "--config"]).arg(config).args(args);
+    cmd.env("AWS_ACCESS_KEY_ID", "test").env("AWS_SECRET_ACCESS_KEY", "test").env("AWS_REGION", "us-east-1");
+    let (t0, c0) = (Instant::now(), children_cpu());
+    let out = cmd.output().expect("run weir replay");
+    let (wall, cpu) = (t0.elapsed(), children_cpu() - c0);
+    assert!(out.status.success(), "weir replay failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    (wall, cpu)
+}
+
+#[tokio::main]
+async fn main() {
+    let full = std::env::args().any(|a| a == "--bench");
+    let (n_archive, n_stream): (u64, u64) = if full { (1_000_000, 200_000) } else { (5_000, 2_000) };
+    let mut rows = Vec::new();
+
+    // From the archive.
+    let dir = tempfile::tempdir().unwrap();
+    let archive = dir.path().join("archive");
+    let t0 = 1_795_000_000_000; // any past instant; the records carry their own times
+    let raw = write_archive(&archive, n_archive, t0);
+    let cfg = config(dir.path(), "unused", None);
+    let (wall, cpu) = replay(
+        &cfg,
+        &[
+            "--from-archive",
+            archive.to_str().unwrap(),
+            "--from",
+            "2026-11-28T00:00:00Z",
+            "--to",
+            "2026-11-29T00:00:00Z",
+            "--consumers",
+            "by-tool",
+            "--job",
+            "bench",
+        ],
+    );
+    assert_eq!(gz_lines(&dir.path().join("out/by-tool")).len() as u64, n_archive, "every archived record replayed");
+    rows.push(("archive (local gzip)", n_archive, raw, wall, cpu));
+
+    // From ferrokinesis, polling.
+    let emu = Emulator::start("ferrokinesis", &[]);
+    let client = kinesis(&emu.endpoint).await;
+    create_stream(&client, "bench", 4).await;
+    let from = SystemClock.now().as_millis() / 1000 * 1000;
+    tokio::time::sleep(Duration::from_millis(1_100)).await; // past the (rounded) start edge
+    let mut raw = 0;
+    let producer = Producer::new(client.clone(), "bench");
+    for chunk in (0..n_stream).collect::<Vec<_>>().chunks(50_000) {
+        let records = chunk
+            .iter()
+            .map(|&i| {
+                let line = event(i, t0 + i as i64);
+                raw += line.len() as u64;
+                Outgoing { id: i, partition_key: format!("k{i}"), data: Bytes::from(line) }
+            })
+            .collect();
+        let report = producer.put_all(records).await;
+        assert!(report.failed.is_empty(), "{:?}", report.failed.first());
+    }
+    tokio::time::sleep(Duration::from_millis(1_100)).await; // past the (rounded) end edge
+    let to = SystemClock.now().as_millis();
+    let kdir = tempfile::tempdir().unwrap();
+    let cfg = config(kdir.path(), "bench", Some(&emu.endpoint));
+    let (wall, cpu) = replay(
+        &cfg,
+        &[
+            "--from",
+            &from.to_string(),
+            "--to",
+            &to.to_string(),
+            "--consumers",
+            "by-tool",
+            "--job",
+            "bench",
+            "--end-idle",
+            "1s",
+        ],
+    );
+    assert_eq!(
+        gz_lines(&kdir.path().join("out/by-tool")).len() as u64,
+        n_stream,
+        "every record of the window replayed"
+    );
+    rows.push(("ferrokinesis (polling)", n_stream, raw, wall, cpu));
+
+    println!("\nweir replay through the archiver into a new partitioning (one core: taskset -c 0)");
+    println!(
+        "{:<24} {:>10} {:>10} {:>9} {:>11} {:>10} {:>20}",
+        "source", "records", "raw MB", "seconds", "records/s", "MB/s raw", "CPU-s per 100k rec"
+    );
+    for (source, n, raw, wall, cpu) in rows {
+        let s = wall.as_secs_f64();
+        println!(
+            "{source:<24} {n:>10} {:>10.1} {s:>9.2} {:>11.0} {:>10.1} {:>20.2}",
+            raw as f64 / 1e6,
+            n as f64 / s,
+            raw as f64 / 1e6 / s,
+            cpu * 100_000.0 / n as f64
+        );
+    }
+    println!("(wall time includes process start, lease set-up and the end-of-window wait of 1 s for the stream)");
+}
