@@ -164,6 +164,8 @@ async fn replaying_a_window_across_a_reshard_archives_exactly_its_records() {
     assert!(String::from_utf8_lossy(&old.stderr).contains("retention"), "{}", String::from_utf8_lossy(&old.stderr));
 
     let args: Vec<String> = [
+        "--stream",
+        STREAM,
         "--from",
         &from.to_string(),
         "--to",

@@ -124,3 +124,22 @@ async fn a_corrupt_object_is_a_clear_read_error() {
     assert!(!err.is_retryable(), "{err}");
     assert!(err.to_string().contains("cannot decompress after line"), "{err}");
 }
+
+#[tokio::test]
+async fn only_so_many_objects_are_read_at_once() {
+    use futures::FutureExt;
+    let sink = archive().await;
+    let source = ArchiveSource::open(sink, "a/", at("2026-11-29T10:00:00Z"), at("2026-11-29T11:00:00Z"), Tz::UTC)
+        .await
+        .unwrap()
+        .with_max_open(1);
+    let keys: Vec<ShardId> = source.list_shards().await.unwrap().into_iter().map(|s| s.id).collect();
+    let first = source.open(&keys[0], &StartingPosition::TrimHorizon, ReadMode::Polling).await.unwrap();
+    assert!(
+        source.open(&keys[1], &StartingPosition::TrimHorizon, ReadMode::Polling).now_or_never().is_none(),
+        "a second read waits while the first holds the only slot"
+    );
+    drop(first);
+    let second = source.open(&keys[1], &StartingPosition::TrimHorizon, ReadMode::Polling).now_or_never();
+    assert!(matches!(second, Some(Ok(_))), "the slot is free once the first read is dropped");
+}

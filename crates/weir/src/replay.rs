@@ -24,6 +24,9 @@ pub struct ReplayArgs {
     /// The TOML config file (stream, leases and the consumers to run).
     #[arg(long, short)]
     config: PathBuf,
+    /// The stream to replay (default: the config's `stream.name`).
+    #[arg(long)]
+    stream: Option<String>,
     /// Window start (RFC 3339, or epoch milliseconds), inclusive.
     #[arg(long)]
     from: Option<String>,
@@ -128,6 +131,9 @@ fn choose_consumers(config: &mut Config, args: &ReplayArgs) -> Result<()> {
 
 pub async fn run(args: ReplayArgs) -> Result<()> {
     let mut config = load(&args.config)?;
+    if let Some(stream) = &args.stream {
+        config.stream.name = stream.clone();
+    }
     let job = job_name(&args)?;
     config.leases.namespace = format!("{}-replay-{job}", config.leases.namespace);
     if args.status || args.cancel {

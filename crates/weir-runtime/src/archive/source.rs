@@ -25,6 +25,10 @@ use super::key_time::key_time;
 /// Lines per batch.
 const BATCH_LINES: usize = 1_000;
 
+/// Objects read at once by one process, whatever the number of leases it holds: each
+/// open read holds its object's stored bytes in memory.
+pub const DEFAULT_MAX_OPEN: usize = 8;
+
 /// One object of the window.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ArchivedObject {
@@ -72,6 +76,7 @@ pub struct ArchiveSource {
     store: Arc<dyn ObjectSink>,
     objects: Vec<ArchivedObject>,
     by_key: HashMap<String, usize>,
+    open_reads: Arc<tokio::sync::Semaphore>,
 }
 
 impl ArchiveSource {
@@ -103,7 +108,14 @@ impl ArchiveSource {
             return Err(ArchiveError::NoneInWindow { location, first, last });
         }
         let by_key = objects.iter().enumerate().map(|(i, o)| (o.key.clone(), i)).collect();
-        Ok(Self { store, objects, by_key })
+        Ok(Self { store, objects, by_key, open_reads: Arc::new(tokio::sync::Semaphore::new(DEFAULT_MAX_OPEN)) })
+    }
+
+    /// At most `n` objects are read at once (default [`DEFAULT_MAX_OPEN`]); further
+    /// opens wait for one to finish.
+    pub fn with_max_open(mut self, n: usize) -> Self {
+        self.open_reads = Arc::new(tokio::sync::Semaphore::new(n.max(1)));
+        self
     }
 
     /// The objects of the window, sorted by key.
@@ -146,6 +158,12 @@ impl ShardReader for ArchiveSource {
             StartingPosition::AtSequenceNumber(s) => line_number(s)?,
             StartingPosition::AfterSequenceNumber(s) => line_number(s)? + 1,
         };
+        let permit = self
+            .open_reads
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| ReadError::Fatal("the archive source was closed".into()))?;
         let body = match self.store.get(&object.key).await {
             Ok(Some(body)) => body,
             Ok(None) => return Err(ReadError::Fatal(format!("{} was deleted after the replay listed it", object.key))),
@@ -160,6 +178,7 @@ impl ShardReader for ArchiveSource {
             line: 0,
             first_line,
             done: false,
+            _permit: permit,
         }))
     }
 }
@@ -184,6 +203,8 @@ struct Lines {
     line: u64,
     first_line: u64,
     done: bool,
+    /// Held while the object is being read.
+    _permit: tokio::sync::OwnedSemaphorePermit,
 }
 
 #[async_trait]
