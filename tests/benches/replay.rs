@@ -29,33 +29,22 @@ const TENANTS: u64 = 20;
 const TOOLS: [&str; 5] = ["search", "fetch_url", "read_file", "write_file", "run_sql"];
 
 fn event(i: u64, ts: i64) -> String {
-    let iso = chrono_free_iso(ts);
+    let iso = iso(ts);
     format!(
         r#"{{"schema_version":"1","tenant_id":"t-{:03}","tool_name":"{}","session_id":"s-{i:016x}","timestamp_utc":"{iso}","duration_ms":{},"success":{},"error_code":{}}}"#,
         i % TENANTS,
         TOOLS[(i / TENANTS) as usize % TOOLS.len()],
         (i * 7) % 900,
-        i % 13 != 0,
-        if i % 13 == 0 { r#""E_TIMEOUT""# } else { "null" }
+        !i.is_multiple_of(13),
+        if i.is_multiple_of(13) { r#""E_TIMEOUT""# } else { "null" }
     )
 }
 
-/// `2026-11-29T10:00:00.000Z`-style text for epoch milliseconds (UTC).
-fn chrono_free_iso(ms: i64) -> String {
-    let secs = ms.div_euclid(1000);
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z", rem / 3600, rem % 3600 / 60, rem % 60, ms.rem_euclid(1000))
+/// RFC 3339 text with milliseconds for epoch milliseconds (UTC).
+fn iso(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+        .unwrap_or_default()
 }
 
 /// Writes `n` events as the archiver would: one object per tenant and tool, at most
