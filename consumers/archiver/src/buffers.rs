@@ -197,7 +197,8 @@ pub struct Appended {
 /// All open buffers of an archiver.
 pub struct Buffers {
     limits: Limits,
-    open: HashMap<Route, Open>,
+    /// Open buffers by route; foldhash, as routes are hashed for every record.
+    open: HashMap<Route, Open, foldhash::fast::RandomState>,
     data_open: usize,
     next_generation: u64,
     deflater: Deflater,
@@ -207,7 +208,7 @@ impl Buffers {
     /// No buffers yet.
     pub fn new(limits: Limits) -> Self {
         let deflater = Deflater::new(limits.level);
-        Self { limits, open: HashMap::new(), data_open: 0, next_generation: 1, deflater }
+        Self { limits, open: HashMap::default(), data_open: 0, next_generation: 1, deflater }
     }
 
     /// Open buffers (data and error).

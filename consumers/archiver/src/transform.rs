@@ -245,6 +245,43 @@ fn iso(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
+/// `"yyyy-MM-ddTHH:mm:ss.SSSZ"` (quoted) written into `buf` without the formatting
+/// machinery (this runs once per record); years outside 0..=9999 take [`iso`].
+fn quoted_iso<'a>(t: DateTime<Utc>, buf: &'a mut [u8; 26], slow: &'a mut String) -> &'a str {
+    use chrono::{Datelike, Timelike};
+    let year = t.year();
+    if !(0..=9999).contains(&year) {
+        *slow = format!("\"{}\"", iso(t));
+        return slow;
+    }
+    let mut put = |at: usize, value: u32, width: usize| {
+        let mut v = value;
+        for i in (0..width).rev() {
+            buf[at + i] = b'0' + (v % 10) as u8;
+            v /= 10;
+        }
+    };
+    put(1, year as u32, 4);
+    put(6, t.month(), 2);
+    put(9, t.day(), 2);
+    put(12, t.hour(), 2);
+    put(15, t.minute(), 2);
+    put(18, t.second(), 2);
+    put(21, t.timestamp_subsec_millis().min(999), 3);
+    for (at, b) in
+        [(0, b'"'), (5, b'-'), (8, b'-'), (11, b'T'), (14, b':'), (17, b':'), (20, b'.'), (24, b'Z'), (25, b'"')]
+    {
+        buf[at] = b;
+    }
+    match std::str::from_utf8(buf) {
+        Ok(text) => text,
+        Err(_) => {
+            *slow = format!("\"{}\"", iso(t));
+            slow
+        }
+    }
+}
+
 /// The built-in `mcp-normalize` transform, record by record, as the design note's
 /// normaliser behaves: `schema_version` "1"; `tenant_id` and `tool_name` default to
 /// "unknown", `session_id`, `duration_ms`, `success` and `error_code` to null (a
@@ -325,8 +362,9 @@ fn normalize_ref(ev: &McpEventRef<'_>, arrival: Timestamp) -> Option<TransformOu
     field("tenant_id", given(ev.tenant_id), "\"unknown\"", false);
     field("tool_name", given(ev.tool_name), "\"unknown\"", false);
     field("session_id", given(ev.session_id), "null", false);
-    let ts = format!("\"{}\"", iso(timestamp));
-    field("timestamp_utc", Some(&ts), "", false);
+    let (mut ts_buf, mut ts_slow) = ([0u8; 26], String::new());
+    let ts = quoted_iso(timestamp, &mut ts_buf, &mut ts_slow);
+    field("timestamp_utc", Some(ts), "", false);
     field("duration_ms", given(ev.duration_ms), "null", false);
     field("success", given(ev.success), "null", false);
     field("error_code", given(ev.error_code), "null", true);
@@ -422,6 +460,14 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// The hand-written timestamp is chrono's RFC 3339 text, in and out of 0..=9999.
+        #[test]
+        fn quoted_iso_is_chronos_text(ms in -70_000_000_000_000i64..300_000_000_000_000i64) {
+            let t = Utc.timestamp_millis_opt(ms).single().unwrap();
+            let (mut buf, mut slow) = ([0u8; 26], String::new());
+            proptest::prop_assert_eq!(quoted_iso(t, &mut buf, &mut slow), format!("\"{}\"", iso(t)));
+        }
+
         /// The borrowed fast path writes the same JSON as the general path.
         #[test]
         fn fast_path_matches_the_general_path(
