@@ -16,7 +16,7 @@ use tokio::sync::Notify;
 use weir_aws::kinesis::producer::{Outgoing, Producer};
 use weir_aws::{KinesisOptions, KinesisStream};
 use weir_core::{Acks, CloseReason, Consumer, ConsumerError, RecordBatch, ShardId};
-use weir_e2e::{create_stream, kinesis};
+use weir_e2e::{cpu_seconds, create_stream, kinesis};
 use weir_runtime::{RuntimeConfig, TokioClock, Worker};
 use weir_testkit::{Emulator, MemoryLeaseTable};
 
@@ -45,16 +45,6 @@ impl Consumer for Count {
     }
 }
 
-/// CPU seconds used by this process so far (user + system).
-fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let after = stat.rsplit(')').next().unwrap_or("");
-    let f: Vec<&str> = after.split_whitespace().collect();
-    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-    // Fields 14 and 15 of /proc/<pid>/stat (utime, stime), in clock ticks of 1/100 s.
-    (ticks(11) + ticks(12)) / 100.0
-}
-
 async fn read_all(client: aws_sdk_kinesis::Client, stream: &str, efo: Option<&str>, n: u64) -> (Duration, f64) {
     let options = KinesisOptions { efo_consumer: efo.map(str::to_owned), ..KinesisOptions::default() };
     let source = KinesisStream::open(client, stream, options).await.expect("open stream");
@@ -71,10 +61,10 @@ async fn read_all(client: aws_sdk_kinesis::Client, stream: &str, efo: Option<&st
     .expect("worker");
     let stop = tokio_util::sync::CancellationToken::new();
     let token = stop.clone();
-    let (t0, c0) = (Instant::now(), cpu_seconds());
+    let (t0, c0) = (Instant::now(), cpu_seconds(false));
     let handle = tokio::spawn(async move { worker.run(token).await });
     done.notified().await;
-    let (wall, cpu) = (t0.elapsed(), cpu_seconds() - c0);
+    let (wall, cpu) = (t0.elapsed(), cpu_seconds(false) - c0);
     stop.cancel();
     handle.await.expect("join").expect("worker");
     (wall, cpu)

@@ -22,7 +22,7 @@ use flate2::Compression;
 use flate2::write::GzEncoder;
 use weir_aws::kinesis::producer::{Outgoing, Producer};
 use weir_core::{Clock, SystemClock};
-use weir_e2e::{create_stream, gz_lines, kinesis, weir_binary};
+use weir_e2e::{archiver_toml, cpu_seconds, create_stream, gz_lines, kinesis, metadata_extraction, weir_binary};
 use weir_testkit::Emulator;
 
 const TENANTS: u64 = 20;
@@ -93,42 +93,22 @@ path = "{leases}"
 namespace = "bench"
 [stream]
 {stream_section}
-[[consumers]]
-type = "archiver"
-name = "by-tool"
-directory = "{out}"
-transform = "none"
-[consumers.destination]
-Prefix = "by-tool/tool=!{{partitionKeyFromQuery:tool}}/dt=!{{timestamp:yyyy-MM-dd}}/"
-ErrorOutputPrefix = "by-tool-errors/!{{firehose:error-output-type}}/"
-CompressionFormat = "GZIP"
-BufferingHints = {{ SizeInMBs = 64, IntervalInSeconds = 60 }}
-DynamicPartitioningConfiguration = {{ Enabled = true }}
-[consumers.destination.ProcessingConfiguration]
-Enabled = true
-Processors = [
-  {{ Type = "MetadataExtraction", Parameters = [
-    {{ ParameterName = "MetadataExtractionQuery", ParameterValue = "{{tool: .tool_name}}" }},
-    {{ ParameterName = "JsonParsingEngine", ParameterValue = "JQ-1.6" }} ] }},
-  {{ Type = "AppendDelimiterToRecord" }},
-]
+{archiver}
 "#,
             leases = dir.join("leases.db").display(),
-            out = dir.join("out").display(),
+            archiver = archiver_toml(
+                "by-tool",
+                &format!("directory = \"{}\"", dir.join("out").display()),
+                "none",
+                "by-tool/tool=!{partitionKeyFromQuery:tool}/dt=!{timestamp:yyyy-MM-dd}/",
+                "by-tool-errors/!{firehose:error-output-type}/",
+                60,
+                &metadata_extraction("{tool: .tool_name}", true),
+            ),
         ),
     )
     .unwrap();
     path
-}
-
-/// Children's CPU seconds so far (user + system of waited-for children).
-fn children_cpu() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let after = stat.rsplit(')').next().unwrap_or("");
-    let f: Vec<&str> = after.split_whitespace().collect();
-    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-    // Fields 16 and 17 of /proc/<pid>/stat (cutime, cstime), in ticks of 1/100 s.
-    (ticks(13) + ticks(14)) / 100.0
 }
 
 /// Runs `weir replay` on one core; wall time and CPU seconds.
@@ -143,9 +123,9 @@ fn replay(config: &Path, args: &[&str]) -> (Duration, f64) {
     };
     cmd.args(["replay", "--config"]).arg(config).args(args);
     cmd.env("AWS_ACCESS_KEY_ID", "test").env("AWS_SECRET_ACCESS_KEY", "test").env("AWS_REGION", "us-east-1");
-    let (t0, c0) = (Instant::now(), children_cpu());
+    let (t0, c0) = (Instant::now(), cpu_seconds(true));
     let out = cmd.output().expect("run weir replay");
-    let (wall, cpu) = (t0.elapsed(), children_cpu() - c0);
+    let (wall, cpu) = (t0.elapsed(), cpu_seconds(true) - c0);
     assert!(out.status.success(), "weir replay failed:\n{}", String::from_utf8_lossy(&out.stderr));
     (wall, cpu)
 }

@@ -68,16 +68,7 @@ pub async fn dynamodb(endpoint: &str) -> aws_sdk_dynamodb::Client {
 /// Creates a stream and waits until it is active.
 pub async fn create_stream(client: &aws_sdk_kinesis::Client, name: &str, shards: i32) {
     client.create_stream().stream_name(name).shard_count(shards).send().await.expect("create stream");
-    for _ in 0..400 {
-        let s = client.describe_stream_summary().stream_name(name).send().await.expect("describe");
-        if s.stream_description_summary().map(|d| d.stream_status().clone())
-            == Some(aws_sdk_kinesis::types::StreamStatus::Active)
-        {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("stream {name} never became active");
+    wait_active(client, name).await;
 }
 
 /// Every object under `prefix` in `bucket`: key and body.
@@ -153,7 +144,7 @@ async fn wait_active(client: &aws_sdk_kinesis::Client, name: &str) {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    panic!("stream {name} never became active again");
+    panic!("stream {name} never became active");
 }
 
 /// The open shards of a stream: id and hash key range.
@@ -231,4 +222,70 @@ impl Drop for KillOnDrop {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+/// A `[[consumers]]` archiver section in Firehose's field names, for test configs.
+/// `target` is `directory = "…"` or `bucket = "…"` (plus any other consumer fields,
+/// e.g. `mode = "firehose"`); `processors` the TOML array of processors.
+pub fn archiver_toml(
+    name: &str,
+    target: &str,
+    transform: &str,
+    prefix: &str,
+    errors: &str,
+    interval_seconds: u32,
+    processors: &str,
+) -> String {
+    format!(
+        r#"
+[[consumers]]
+type = "archiver"
+name = "{name}"
+{target}
+transform = "{transform}"
+[consumers.destination]
+Prefix = "{prefix}"
+ErrorOutputPrefix = "{errors}"
+CompressionFormat = "GZIP"
+BufferingHints = {{ SizeInMBs = 64, IntervalInSeconds = {interval_seconds} }}
+DynamicPartitioningConfiguration = {{ Enabled = true }}
+[consumers.destination.ProcessingConfiguration]
+Enabled = true
+Processors = {processors}
+"#
+    )
+}
+
+/// Processors: a JQ-1.6 `MetadataExtraction` with `query`, then optionally
+/// `AppendDelimiterToRecord`.
+pub fn metadata_extraction(query: &str, append_delimiter: bool) -> String {
+    let delimiter = if append_delimiter { ",\n  { Type = \"AppendDelimiterToRecord\" }" } else { "" };
+    format!(
+        r#"[
+  {{ Type = "MetadataExtraction", Parameters = [
+    {{ ParameterName = "MetadataExtractionQuery", ParameterValue = "{query}" }},
+    {{ ParameterName = "JsonParsingEngine", ParameterValue = "JQ-1.6" }} ] }}{delimiter}
+]"#
+    )
+}
+
+/// CPU seconds (user + system) of this process, or of its waited-for children.
+pub fn cpu_seconds(children: bool) -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after = stat.rsplit(')').next().unwrap_or("");
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // After the command name: utime, stime are fields 14-15 of /proc/<pid>/stat,
+    // cutime, cstime 16-17; in clock ticks of 1/100 s.
+    let (user, system) = if children { (13, 14) } else { (11, 12) };
+    (ticks(user) + ticks(system)) / 100.0
+}
+
+/// A `[worker]` section with test timings (3 s failover, 1 s renewals and taker
+/// cycles, 2 s shard sync, 300 ms checkpoints, 250 ms ticks); `id` fixes the worker id.
+pub fn worker_toml(id: Option<&str>) -> String {
+    let id = id.map(|i| format!("id = \"{i}\"\n")).unwrap_or_default();
+    format!(
+        "[worker]\n{id}failover = \"3s\"\nrenew_interval = \"1s\"\ntaker_interval = \"1s\"\nshard_sync_interval = \"2s\"\ncheckpoint_interval = \"300ms\"\ntick_interval = \"250ms\"\n"
+    )
 }

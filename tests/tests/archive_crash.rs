@@ -16,7 +16,10 @@ use weir_aws::DynamoDbLeaseTable;
 use weir_aws::kinesis::producer::{Outgoing, Producer};
 use weir_core::ports::LeaseTable;
 use weir_core::{Checkpoint, ConsumerName, SequenceNumber, ShardId};
-use weir_e2e::{create_stream, download, duckdb, dynamodb, free_port, kinesis, s3, spawn_weir};
+use weir_e2e::{
+    archiver_toml, create_stream, download, duckdb, dynamodb, files, free_port, kinesis, metadata_extraction, s3,
+    spawn_weir, worker_toml,
+};
 use weir_testkit::Emulator;
 
 const RECORDS: u64 = 100_000;
@@ -24,26 +27,14 @@ const WAVES: u64 = 10;
 const MIN_KILLS: usize = 20;
 
 fn archiver(name: &str, mode: &str, prefix: &str) -> String {
-    format!(
-        r#"
-[[consumers]]
-type = "archiver"
-name = "{name}"
-bucket = "weir-crash"
-mode = "{mode}"
-transform = "mcp-normalize"
-[consumers.destination]
-Prefix = "{prefix}/tenant=!{{partitionKeyFromQuery:tenantId}}/dt=!{{timestamp:yyyy-MM-dd}}/"
-ErrorOutputPrefix = "{prefix}-errors/!{{firehose:error-output-type}}/"
-CompressionFormat = "GZIP"
-BufferingHints = {{ SizeInMBs = 64, IntervalInSeconds = 1 }}
-DynamicPartitioningConfiguration = {{ Enabled = true }}
-[consumers.destination.ProcessingConfiguration]
-Enabled = true
-Processors = [ {{ Type = "MetadataExtraction", Parameters = [
-  {{ ParameterName = "MetadataExtractionQuery", ParameterValue = "{{tenantId: .tenant_id}}" }},
-  {{ ParameterName = "JsonParsingEngine", ParameterValue = "JQ-1.6" }} ] }} ]
-"#
+    archiver_toml(
+        name,
+        &format!("bucket = \"weir-crash\"\nmode = \"{mode}\""),
+        "mcp-normalize",
+        &format!("{prefix}/tenant=!{{partitionKeyFromQuery:tenantId}}/dt=!{{timestamp:yyyy-MM-dd}}/"),
+        &format!("{prefix}-errors/!{{firehose:error-output-type}}/"),
+        1,
+        &metadata_extraction("{tenantId: .tenant_id}", false),
     )
 }
 
@@ -51,14 +42,7 @@ fn config(dir: &Path, kinesis: &str, moto: &str, id: &str) -> PathBuf {
     let path = dir.join(format!("{id}.toml"));
     let text = format!(
         r#"
-[worker]
-id = "{id}"
-failover = "3s"
-renew_interval = "1s"
-taker_interval = "1s"
-shard_sync_interval = "2s"
-checkpoint_interval = "300ms"
-tick_interval = "250ms"
+{worker}
 
 [stream]
 kind = "kinesis"
@@ -81,6 +65,7 @@ listen = "127.0.0.1:{port}"
 {eo}
 {fh}
 "#,
+        worker = worker_toml(Some(id)),
         port = free_port(),
         eo = archiver("archive-eo", "exactly-once", "eo"),
         fh = archiver("archive-fh", "firehose", "fh"),
@@ -115,19 +100,6 @@ impl Fleet {
         eprintln!("killed {id}");
         self.start();
     }
-}
-
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(walk(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
 }
 
 fn logs(dir: &Path) -> String {
@@ -238,7 +210,7 @@ async fn sigkill_storm_exactly_once_and_at_least_once() {
     let eo = stats("eo");
     let fh = stats("fh");
     let empty =
-        walk(&local.join("eo")).iter().filter(|p| std::fs::metadata(p).map(|m| m.len() < 40).unwrap_or(false)).count();
+        files(&local.join("eo")).iter().filter(|p| std::fs::metadata(p).map(|m| m.len() < 40).unwrap_or(false)).count();
     eprintln!(
         "exactly-once: {empty} claimed keys (empty objects); firehose: {} duplicate rows",
         fh[0][0].as_u64().unwrap_or(0) - RECORDS

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 use weir_core::{Clock, SystemClock};
-use weir_e2e::{duckdb, weir_binary};
+use weir_e2e::{archiver_toml, duckdb, files, metadata_extraction, weir_binary};
 
 fn weir(args: &[&str], cwd: &Path) -> Output {
     let out = Command::new(weir_binary())
@@ -29,34 +29,17 @@ fn weir(args: &[&str], cwd: &Path) -> Output {
 
 fn config(dir: &Path) -> String {
     format!(
-        r#"
-[stream]
-name = "unused-for-archive-replays"
-[leases]
-path = "{leases}"
-namespace = "backfill"
-[[consumers]]
-type = "archiver"
-name = "by-tool"
-directory = "{out}"
-transform = "none"
-[consumers.destination]
-Prefix = "by-tool/tool=!{{partitionKeyFromQuery:tool}}/dt=!{{timestamp:yyyy-MM-dd}}/"
-ErrorOutputPrefix = "by-tool-errors/!{{firehose:error-output-type}}/"
-CompressionFormat = "GZIP"
-BufferingHints = {{ SizeInMBs = 64, IntervalInSeconds = 60 }}
-DynamicPartitioningConfiguration = {{ Enabled = true }}
-[consumers.destination.ProcessingConfiguration]
-Enabled = true
-Processors = [
-  {{ Type = "MetadataExtraction", Parameters = [
-    {{ ParameterName = "MetadataExtractionQuery", ParameterValue = "{{tool: .tool_name}}" }},
-    {{ ParameterName = "JsonParsingEngine", ParameterValue = "JQ-1.6" }} ] }},
-  {{ Type = "AppendDelimiterToRecord" }},
-]
-"#,
-        leases = dir.join("leases.db").display(),
-        out = dir.join("new").display(),
+        "[stream]\nname = \"unused-for-archive-replays\"\n[leases]\npath = \"{}\"\nnamespace = \"backfill\"\n{}",
+        dir.join("leases.db").display(),
+        archiver_toml(
+            "by-tool",
+            &format!("directory = \"{}\"", dir.join("new").display()),
+            "none",
+            "by-tool/tool=!{partitionKeyFromQuery:tool}/dt=!{timestamp:yyyy-MM-dd}/",
+            "by-tool-errors/!{firehose:error-output-type}/",
+            60,
+            &metadata_extraction("{tool: .tool_name}", true),
+        )
     )
 }
 
@@ -119,24 +102,11 @@ fn an_archive_replays_into_a_new_partitioning() {
     assert!(!dir.path().join("new/by-tool-errors").exists(), "no record failed");
 
     // The finished job runs again without writing anything.
-    let objects = |p: &Path| walk(p).len();
+    let objects = |p: &Path| files(p).len();
     let written = objects(&dir.path().join("new"));
     weir(&args, dir.path());
     assert_eq!(objects(&dir.path().join("new")), written, "a finished job writes nothing more");
     let status = weir(&[&args[..3], &["--job", "retool", "--status"]].concat(), dir.path());
     let status = String::from_utf8_lossy(&status.stdout).into_owned();
     assert!(status.contains("job retool: done;"), "{status}");
-}
-
-fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(walk(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
 }

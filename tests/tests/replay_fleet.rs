@@ -14,7 +14,10 @@ use weir_aws::DynamoDbLeaseTable;
 use weir_aws::kinesis::producer::{Outgoing, Producer};
 use weir_core::ports::LeaseTable;
 use weir_core::{Checkpoint, Clock, ConsumerName, SystemClock};
-use weir_e2e::{KillOnDrop, create_stream, download, duckdb, dynamodb, kinesis, s3, weir_command};
+use weir_e2e::{
+    KillOnDrop, archiver_toml, create_stream, download, duckdb, dynamodb, kinesis, metadata_extraction, s3,
+    weir_command, worker_toml,
+};
 use weir_testkit::Emulator;
 
 const STREAM: &str = "fleet-events";
@@ -26,14 +29,7 @@ fn config(dir: &Path, kinesis: &str, moto: &str, id: &str) -> PathBuf {
         &path,
         format!(
             r#"
-[worker]
-id = "{id}"
-failover = "3s"
-renew_interval = "1s"
-taker_interval = "1s"
-shard_sync_interval = "2s"
-checkpoint_interval = "300ms"
-tick_interval = "250ms"
+{worker}
 [stream]
 kind = "kinesis"
 name = "{STREAM}"
@@ -47,23 +43,18 @@ kinesis_endpoint_url = "{kinesis}"
 dynamodb_endpoint_url = "{moto}"
 s3_endpoint_url = "{moto}"
 s3_force_path_style = true
-[[consumers]]
-type = "archiver"
-name = "archive"
-bucket = "weir-replay"
-transform = "mcp-normalize"
-[consumers.destination]
-Prefix = "events/tenant=!{{partitionKeyFromQuery:tenantId}}/"
-ErrorOutputPrefix = "errors/!{{firehose:error-output-type}}/"
-CompressionFormat = "GZIP"
-BufferingHints = {{ SizeInMBs = 64, IntervalInSeconds = 1 }}
-DynamicPartitioningConfiguration = {{ Enabled = true }}
-[consumers.destination.ProcessingConfiguration]
-Enabled = true
-Processors = [ {{ Type = "MetadataExtraction", Parameters = [
-  {{ ParameterName = "MetadataExtractionQuery", ParameterValue = "{{tenantId: .tenant_id}}" }},
-  {{ ParameterName = "JsonParsingEngine", ParameterValue = "JQ-1.6" }} ] }} ]
-"#
+{archiver}
+"#,
+            worker = worker_toml(Some(id)),
+            archiver = archiver_toml(
+                "archive",
+                "bucket = \"weir-replay\"",
+                "mcp-normalize",
+                "events/tenant=!{partitionKeyFromQuery:tenantId}/",
+                "errors/!{firehose:error-output-type}/",
+                1,
+                &metadata_extraction("{tenantId: .tenant_id}", false),
+            ),
         ),
     )
     .unwrap();

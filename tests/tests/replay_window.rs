@@ -14,8 +14,8 @@ use weir_aws::kinesis::producer::{Outgoing, Producer};
 use weir_core::ports::LeaseTable;
 use weir_core::{Clock, SystemClock};
 use weir_e2e::{
-    KillOnDrop, create_stream, duckdb, free_port, gz_lines, kinesis, merge_shards, open_shards, spawn_weir,
-    split_shard, weir_command,
+    KillOnDrop, archiver_toml, create_stream, duckdb, free_port, gz_lines, kinesis, merge_shards, metadata_extraction,
+    open_shards, spawn_weir, split_shard, weir_command, worker_toml,
 };
 use weir_local::SqliteLeaseTable;
 use weir_testkit::Emulator;
@@ -43,13 +43,7 @@ fn config(dir: &Path, kinesis: &str) -> std::path::PathBuf {
         &cfg,
         format!(
             r#"
-[worker]
-failover = "3s"
-renew_interval = "1s"
-taker_interval = "1s"
-shard_sync_interval = "1s"
-checkpoint_interval = "300ms"
-tick_interval = "250ms"
+{worker}
 initial_position = "TRIM_HORIZON"
 [stream]
 kind = "kinesis"
@@ -61,26 +55,20 @@ namespace = "live"
 kinesis_endpoint_url = "{kinesis}"
 [http]
 listen = "127.0.0.1:{port}"
-[[consumers]]
-type = "archiver"
-name = "archive"
-directory = "{out}"
-transform = "mcp-normalize"
-[consumers.destination]
-Prefix = "events/tenant=!{{partitionKeyFromQuery:t}}/"
-ErrorOutputPrefix = "errors/!{{firehose:error-output-type}}/"
-CompressionFormat = "GZIP"
-BufferingHints = {{ SizeInMBs = 64, IntervalInSeconds = 1 }}
-DynamicPartitioningConfiguration = {{ Enabled = true }}
-[consumers.destination.ProcessingConfiguration]
-Enabled = true
-Processors = [ {{ Type = "MetadataExtraction", Parameters = [
-  {{ ParameterName = "MetadataExtractionQuery", ParameterValue = "{{t: .tenant_id}}" }},
-  {{ ParameterName = "JsonParsingEngine", ParameterValue = "JQ-1.6" }} ] }} ]
+{archiver}
 "#,
+            worker = worker_toml(None),
             leases = dir.join("leases.db").display(),
             port = free_port(),
-            out = dir.join("archive").display(),
+            archiver = archiver_toml(
+                "archive",
+                &format!("directory = \"{}\"", dir.join("archive").display()),
+                "mcp-normalize",
+                "events/tenant=!{partitionKeyFromQuery:t}/",
+                "errors/!{firehose:error-output-type}/",
+                1,
+                &metadata_extraction("{t: .tenant_id}", false),
+            ),
         ),
     )
     .unwrap();

@@ -9,20 +9,14 @@ use bytes::Bytes;
 use weir_aws::DynamoDbLeaseTable;
 use weir_aws::kinesis::producer::{Outgoing, Producer};
 use weir_core::ports::LeaseTable;
-use weir_e2e::{archived_lines, create_stream, dynamodb, free_port, kinesis, s3, spawn_weir};
+use weir_e2e::{archived_lines, create_stream, dynamodb, free_port, kinesis, s3, spawn_weir, worker_toml};
 use weir_testkit::Emulator;
 
 fn config(dir: &std::path::Path, kinesis: &str, moto: &str, id: &str) -> std::path::PathBuf {
     let path = dir.join(format!("{id}.toml"));
     let text = format!(
         r#"
-[worker]
-id = "{id}"
-failover = "3s"
-renew_interval = "1s"
-taker_interval = "1s"
-shard_sync_interval = "2s"
-checkpoint_interval = "500ms"
+{worker}
 
 [stream]
 kind = "kinesis"
@@ -51,6 +45,7 @@ max_age = "1s"
 [http]
 listen = "127.0.0.1:{port}"
 "#,
+        worker = worker_toml(Some(id)),
         port = free_port()
     );
     std::fs::write(&path, text).unwrap();
