@@ -2,7 +2,8 @@
 //! S3 on moto), both killed with SIGKILL midway, then resumed by a third worker: the
 //! job continues from its own checkpoints (the new worker reads fewer records than the
 //! window holds) and DuckDB finds every record of the window exactly once in the
-//! backfill prefix.
+//! backfill prefix. That prefix is then replayed from S3 with `--from-archive` into
+//! another partitioning: the same records.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -202,4 +203,46 @@ async fn two_workers_share_a_job_that_resumes_after_sigkill() {
     let got: Vec<u64> = rows[0].iter().map(|v| v.as_u64().unwrap()).collect();
     assert_eq!(got, vec![RECORDS, RECORDS, 0, 0], "rows, distinct, outside the window, misplaced");
     eprintln!("{objects} objects; the resumed worker read {read} of {RECORDS} records");
+
+    // The backfill archive, read back from S3 with --from-archive into a partitioning by
+    // tenant under another prefix: the same 20,000 records.
+    let again = dir.path().join("again.toml");
+    std::fs::write(
+        &again,
+        format!(
+            "[stream]\nname = \"{STREAM}\"\n[leases]\nkind = \"dynamodb\"\ntable = \"weir-replay-leases\"\nnamespace = \"fleet\"\n\
+             [aws]\ndynamodb_endpoint_url = \"{m}\"\ns3_endpoint_url = \"{m}\"\ns3_force_path_style = true\n{}",
+            archiver_toml(
+                "retenant",
+                "bucket = \"weir-replay\"",
+                "none",
+                "again/t=!{partitionKeyFromQuery:t}/",
+                "again-errors/!{firehose:error-output-type}/",
+                1,
+                &metadata_extraction("{t: .tenant_id}", true),
+            ),
+            m = moto.endpoint
+        ),
+    )
+    .unwrap();
+    let now = SystemClock.now().as_millis().to_string();
+    let from_archive = weir_command()
+        .args(["replay", "--config"])
+        .arg(&again)
+        .args(["--from-archive", "s3://weir-replay/backfill/events/", "--from", &(from - 3_600_000).to_string()])
+        .args(["--to", &now, "--consumers", "retenant", "--job", "from-s3"])
+        .output()
+        .unwrap();
+    assert!(from_archive.status.success(), "{}", String::from_utf8_lossy(&from_archive.stderr));
+    let stdout = String::from_utf8_lossy(&from_archive.stdout);
+    assert!(stdout.contains(&format!("{objects} of {objects} shards done")), "one lease per object: {stdout}");
+    let copy = dir.path().join("again");
+    download(&s3c, "weir-replay", "again/", &copy).await;
+    let rows = duckdb(&format!(
+        "select count(*), count(distinct session_id), count(*) filter (where t <> tenant_id) \
+         from read_json_auto('{}/again/**/*.gz', hive_partitioning = true, format = 'newline_delimited')",
+        copy.display()
+    ));
+    let got: Vec<u64> = rows[0].iter().map(|v| v.as_u64().unwrap()).collect();
+    assert_eq!(got, vec![RECORDS, RECORDS, 0], "the S3 archive replayed: rows, distinct, misplaced");
 }
