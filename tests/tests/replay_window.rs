@@ -1,9 +1,10 @@
 //! `weir replay` against ferrokinesis: waves of records put seconds apart, with a split
-//! and a merge inside the window; a live `weir run` archives everything and keeps
-//! running. The window is replayed through the archiver into a `backfill/` prefix in
-//! its own lease namespace while the live worker runs: DuckDB finds exactly the
-//! window's records, none twice, across parents and children; the live checkpoints do
-//! not move. A window older than the stream's retention is refused.
+//! and a merge inside the window; a live `weir run` (on enhanced fan-out) archives
+//! everything and keeps running. The window is replayed through the archiver into a
+//! `backfill/` prefix in its own lease namespace, by polling, while the live worker
+//! runs: DuckDB finds exactly the window's records, none twice, across parents and
+//! children; the live checkpoints do not move. A window older than the stream's
+//! retention is refused.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -38,6 +39,7 @@ fn replay(config: &Path, args: &[String]) -> std::process::Output {
 }
 
 fn config(dir: &Path, kinesis: &str) -> std::path::PathBuf {
+    let port = free_port();
     let cfg = dir.join("weir.toml");
     std::fs::write(
         &cfg,
@@ -48,6 +50,7 @@ initial_position = "TRIM_HORIZON"
 [stream]
 kind = "kinesis"
 name = "{STREAM}"
+efo_consumer = "live-efo"
 [leases]
 path = "{leases}"
 namespace = "live"
@@ -59,7 +62,6 @@ listen = "127.0.0.1:{port}"
 "#,
             worker = worker_toml(None),
             leases = dir.join("leases.db").display(),
-            port = free_port(),
             archiver = archiver_toml(
                 "archive",
                 &format!("directory = \"{}\"", dir.join("archive").display()),

@@ -181,4 +181,36 @@ mod tests {
         let b = sub.next().await.unwrap().unwrap();
         assert!(b.records.is_empty() && b.child_shards == Some(vec![]));
     }
+
+    /// Records the read mode each open asks for.
+    struct ModeSpy {
+        inner: MemoryStream,
+        modes: std::sync::Mutex<Vec<ReadMode>>,
+    }
+
+    #[async_trait]
+    impl ShardReader for ModeSpy {
+        async fn open(
+            &self,
+            shard: &ShardId,
+            from: &StartingPosition,
+            mode: ReadMode,
+        ) -> Result<Box<dyn ShardSubscription>, ReadError> {
+            self.modes.lock().unwrap().push(mode);
+            self.inner.open(shard, from, mode).await
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn replays_poll_unless_told_otherwise() {
+        let clock = ManualClock::new(Timestamp::from_millis(0));
+        let spy = Arc::new(ModeSpy { inner: stream(&clock), modes: Default::default() });
+        let shard = spy.inner.open_shards()[0].clone();
+        let end = Timestamp::from_millis(1_000);
+        for (polling, expect) in [(true, ReadMode::Polling), (false, ReadMode::Live)] {
+            let r = WindowReader::new(spy.clone(), end, Arc::new(clock.clone()), polling);
+            r.open(&shard, &StartingPosition::TrimHorizon, ReadMode::Live).await.unwrap();
+            assert_eq!(spy.modes.lock().unwrap().pop(), Some(expect), "polling = {polling}");
+        }
+    }
 }
