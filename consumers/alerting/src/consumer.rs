@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 use weir_core::{Acks, Clock, CloseReason, Consumer, ConsumerError, RecordBatch, ShardId, Timestamp};
 
-use crate::engine::{Alert, Engine, EngineStats, Event};
+use crate::engine::{Alert, Engine, EngineStats};
 use crate::event::read;
 use crate::rule::{Rule, RuleConfig, RuleError};
 use crate::sink::{AlertSink, LogSink, Outlet, Publisher, SnsSink, StdoutSink, WebhookSink};
@@ -240,15 +240,7 @@ impl Consumer for Alerting {
                         metrics::counter!(MALFORMED, "reason" => "bad_time").increment(1);
                     }
                     let id = format!("{shard}/{}", r.position);
-                    let event = Event {
-                        value: &f.value,
-                        time: f.time,
-                        success: f.success,
-                        error_code: f.error_code.as_deref(),
-                        duration_ms: f.duration_ms,
-                        id: &id,
-                    };
-                    self.engine.ingest(&event, now);
+                    self.engine.ingest(&f.event(&id), now);
                 }
             }
         }

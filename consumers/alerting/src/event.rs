@@ -39,6 +39,21 @@ pub struct Fields {
     pub duration_ms: Option<f64>,
 }
 
+impl Fields {
+    /// The event the engine ingests, from these fields; `id` names the record
+    /// (`shard/sequence`) in alert samples.
+    pub fn event<'a>(&'a self, id: &'a str) -> crate::engine::Event<'a> {
+        crate::engine::Event {
+            value: &self.value,
+            time: self.time,
+            success: self.success,
+            error_code: self.error_code.as_deref(),
+            duration_ms: self.duration_ms,
+            id,
+        }
+    }
+}
+
 fn field<'a>(v: &'a Val, name: &str) -> Option<&'a Val> {
     match v {
         Val::Obj(map) => map

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use weir_alerting::engine::{Alert, Engine, Event};
+use weir_alerting::engine::{Alert, Engine};
 use weir_alerting::event::read;
 use weir_alerting::rule::{Aggregate, Rule, RuleConfig};
 use weir_core::Timestamp;
@@ -33,15 +33,7 @@ fn engine(rules: Vec<RuleConfig>) -> Engine {
 fn feed(e: &mut Engine, t: i64, json: &str) {
     let f = read(json.as_bytes(), Timestamp::from_millis(t * S), "ts").unwrap();
     let id = format!("shard/{t}");
-    let ev = Event {
-        value: &f.value,
-        time: f.time,
-        success: f.success,
-        error_code: f.error_code.as_deref(),
-        duration_ms: f.duration_ms,
-        id: &id,
-    };
-    e.ingest(&ev, Timestamp::from_millis(t * S));
+    e.ingest(&f.event(&id), Timestamp::from_millis(t * S));
 }
 
 fn call(t: i64, tenant: &str, ok: bool, ms: u64) -> String {
