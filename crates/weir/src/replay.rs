@@ -168,7 +168,7 @@ pub async fn run(args: ReplayArgs) -> Result<()> {
             (source.clone(), source, Measure::Objects, Checkpoint::TrimHorizon)
         }
         None => {
-            let wired = crate::run::wire(&config, clock.clone()).await?;
+            let (reader, catalog, _) = crate::run::wire_stream(&config, clock.clone()).await?;
             if let Some(start) = retention_start(&config).await?
                 && from < start
             {
@@ -176,10 +176,9 @@ pub async fn run(args: ReplayArgs) -> Result<()> {
                     "--from is older than the stream's retention allows (oldest record at about {start:?}); replay from an archive with --from-archive"
                 );
             }
-            let reader = Arc::new(
-                WindowReader::new(wired.reader.clone(), to, Arc::new(SystemClock), !args.efo).with_idle(args.end_idle),
-            );
-            (reader, wired.catalog, Measure::Window { from, to }, Checkpoint::AtTimestamp(from))
+            let reader =
+                Arc::new(WindowReader::new(reader, to, Arc::new(SystemClock), !args.efo).with_idle(args.end_idle));
+            (reader, catalog, Measure::Window { from, to }, Checkpoint::AtTimestamp(from))
         }
     };
     let clients = crate::run::clients(&config).await;
@@ -204,6 +203,9 @@ pub async fn run(args: ReplayArgs) -> Result<()> {
         ),
         None => None,
     };
+    // Every shard of a past window is listed now; a shard created later still gets a
+    // lease, which the count of leases below takes in.
+    let listed = catalog.list_shards().await.map(|s| s.len()).unwrap_or(0);
     let run = tokio::spawn(worker.run(stop.clone()));
     let mut progress = Progress::new(&job, measure);
     let mut cancelled = false;
@@ -218,7 +220,7 @@ pub async fn run(args: ReplayArgs) -> Result<()> {
             cancelled = true;
             break;
         }
-        let total = catalog.list_shards().await.map(|s| s.len()).unwrap_or(state.leases.len()).max(state.leases.len());
+        let total = listed.max(state.leases.len());
         let reads = stats.reads();
         let unfinished = state.leases.iter().filter(|l| !l.ended).map(|l| &l.key);
         let covered_to = unfinished

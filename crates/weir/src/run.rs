@@ -109,9 +109,13 @@ pub(crate) async fn sdk(aws: &AwsSection, service_endpoint: &Option<String>) -> 
     load_sdk_config(&settings).await
 }
 
-pub(crate) async fn wire(config: &Config, clock: Arc<TokioClock>) -> Result<Wired> {
+/// Reader, catalog and (for the in-process stream) the stream itself.
+pub(crate) type StreamParts = (Arc<dyn ShardReader>, Arc<dyn StreamCatalog>, Option<MemoryStream>);
+
+/// The stream the config names: reader, catalog, and the in-process stream when it is one.
+pub(crate) async fn wire_stream(config: &Config, clock: Arc<TokioClock>) -> Result<StreamParts> {
     let aws = &config.aws;
-    let (reader, catalog, memory): (Arc<dyn ShardReader>, Arc<dyn StreamCatalog>, _) = match config.stream.kind {
+    Ok(match config.stream.kind {
         StreamKind::Memory => {
             let options = StreamOptions { shards: config.stream.shards, ..StreamOptions::default() };
             let stream = MemoryStream::new(options, clock);
@@ -126,7 +130,11 @@ pub(crate) async fn wire(config: &Config, clock: Arc<TokioClock>) -> Result<Wire
                 .map_err(|e| anyhow::anyhow!("stream {}: {e}", config.stream.name))?;
             (Arc::new(stream.clone()), Arc::new(stream), None)
         }
-    };
+    })
+}
+
+pub(crate) async fn wire(config: &Config, clock: Arc<TokioClock>) -> Result<Wired> {
+    let (reader, catalog, memory) = wire_stream(config, clock).await?;
     let table = lease_table(config).await?;
     let clients = clients(config).await;
     Ok(Wired { table, reader, catalog, memory, clients })
