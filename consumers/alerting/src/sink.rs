@@ -23,6 +23,14 @@ pub struct SendError {
     pub retryable: bool,
 }
 
+impl SendError {
+    /// A failure that retrying will not fix (the alert cannot be encoded, the client
+    /// cannot be built).
+    pub fn permanent(e: impl std::fmt::Display) -> Self {
+        Self { message: e.to_string(), retryable: false }
+    }
+}
+
 /// Delivers one alert.
 #[async_trait]
 pub trait AlertSink: Send + Sync {
@@ -63,7 +71,7 @@ impl AlertSink for StdoutSink {
         "stdout"
     }
     async fn send(&self, a: &Alert) -> Result<(), SendError> {
-        let line = serde_json::to_string(a).map_err(|e| SendError { message: e.to_string(), retryable: false })?;
+        let line = serde_json::to_string(a).map_err(SendError::permanent)?;
         println!("{line}");
         Ok(())
     }
@@ -78,10 +86,7 @@ pub struct WebhookSink {
 impl WebhookSink {
     /// A webhook with a per-request timeout.
     pub fn new(url: &str, timeout: Duration) -> Result<Self, SendError> {
-        let client = reqwest::Client::builder()
-            .timeout(timeout)
-            .build()
-            .map_err(|e| SendError { message: e.to_string(), retryable: false })?;
+        let client = reqwest::Client::builder().timeout(timeout).build().map_err(SendError::permanent)?;
         Ok(Self { url: url.to_owned(), client })
     }
 }
@@ -92,7 +97,7 @@ impl AlertSink for WebhookSink {
         "webhook"
     }
     async fn send(&self, a: &Alert) -> Result<(), SendError> {
-        let body = serde_json::to_vec(a).map_err(|e| SendError { message: e.to_string(), retryable: false })?;
+        let body = serde_json::to_vec(a).map_err(SendError::permanent)?;
         let resp = self
             .client
             .post(&self.url)
@@ -129,7 +134,7 @@ impl AlertSink for SnsSink {
         "sns"
     }
     async fn send(&self, a: &Alert) -> Result<(), SendError> {
-        let body = serde_json::to_string(a).map_err(|e| SendError { message: e.to_string(), retryable: false })?;
+        let body = serde_json::to_string(a).map_err(SendError::permanent)?;
         let subject: String = format!("[{}] {}", a.state, a.rule).chars().take(100).collect();
         self.publisher.publish(&self.topic, &subject, &body).await
     }
