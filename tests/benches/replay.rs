@@ -21,7 +21,7 @@ use bytes::Bytes;
 use flate2::Compression;
 use flate2::write::GzEncoder;
 use weir_aws::kinesis::producer::{Outgoing, Producer};
-use weir_core::{Clock, SystemClock};
+use weir_core::{Clock, SystemClock, Timestamp};
 use weir_e2e::{archiver_toml, cpu_seconds, create_stream, gz_lines, kinesis, metadata_extraction, weir_binary};
 use weir_testkit::Emulator;
 
@@ -29,7 +29,7 @@ const TENANTS: u64 = 20;
 const TOOLS: [&str; 5] = ["search", "fetch_url", "read_file", "write_file", "run_sql"];
 
 fn event(i: u64, ts: i64) -> String {
-    let iso = iso(ts);
+    let iso = Timestamp::from_millis(ts).to_rfc3339();
     format!(
         r#"{{"schema_version":"1","tenant_id":"t-{:03}","tool_name":"{}","session_id":"s-{i:016x}","timestamp_utc":"{iso}","duration_ms":{},"success":{},"error_code":{}}}"#,
         i % TENANTS,
@@ -38,13 +38,6 @@ fn event(i: u64, ts: i64) -> String {
         !i.is_multiple_of(13),
         if i.is_multiple_of(13) { r#""E_TIMEOUT""# } else { "null" }
     )
-}
-
-/// RFC 3339 text with milliseconds for epoch milliseconds (UTC).
-fn iso(ms: i64) -> String {
-    chrono::DateTime::from_timestamp_millis(ms)
-        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
-        .unwrap_or_default()
 }
 
 /// Writes `n` events as the archiver would: one object per tenant and tool, at most

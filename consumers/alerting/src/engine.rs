@@ -100,9 +100,7 @@ pub struct Alert {
 }
 
 fn rfc3339(ms: i64) -> String {
-    chrono::DateTime::from_timestamp_millis(ms)
-        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
-        .unwrap_or_default()
+    Timestamp::from_millis(ms).to_rfc3339()
 }
 
 struct RuleState {

@@ -198,12 +198,6 @@ fn from_val(v: &jaq_json::Val) -> Option<Value> {
     serde_json::from_str(&v.to_string()).ok()
 }
 
-fn rfc3339(t: Timestamp) -> String {
-    chrono::DateTime::from_timestamp_millis(t.as_millis())
-        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
-        .unwrap_or_default()
-}
-
 /// What became of one record.
 #[derive(Debug, PartialEq)]
 pub enum Enriched {
@@ -290,11 +284,11 @@ impl Enricher {
             let (k, v) = match a {
                 Added::ShardId => ("shard_id", Value::String(shard.to_string())),
                 Added::SequenceNumber => ("sequence_number", Value::String(record.position.to_string())),
-                Added::ArrivalTime => ("arrival_time", Value::String(rfc3339(record.approximate_arrival))),
+                Added::ArrivalTime => ("arrival_time", Value::String(record.approximate_arrival.to_rfc3339())),
                 Added::WorkerId => {
                     ("worker_id", self.workers.get(shard).map_or(Value::Null, |w| Value::String(w.to_string())))
                 }
-                Added::ProcessedAt => ("processed_at", Value::String(rfc3339(now))),
+                Added::ProcessedAt => ("processed_at", Value::String(now.to_rfc3339())),
             };
             map.insert(k.into(), v);
         }

@@ -27,6 +27,14 @@ impl Timestamp {
         Self(self.0.saturating_add(ms))
     }
 
+    /// RFC 3339 text in UTC with milliseconds (`2026-11-29T10:00:00.000Z`); empty
+    /// outside chrono's range.
+    pub fn to_rfc3339(self) -> String {
+        chrono::DateTime::from_timestamp_millis(self.0)
+            .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+            .unwrap_or_default()
+    }
+
     /// The duration from `earlier` to `self`; zero when `earlier` is later.
     pub fn saturating_since(self, earlier: Timestamp) -> Duration {
         Duration::from_millis(u64::try_from(self.0.saturating_sub(earlier.0)).unwrap_or(0))
@@ -63,5 +71,17 @@ impl Clock for SystemClock {
             .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
             .unwrap_or(0);
         Timestamp(ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc3339_text_has_milliseconds_in_utc() {
+        assert_eq!(Timestamp::from_millis(0).to_rfc3339(), "1970-01-01T00:00:00.000Z");
+        assert_eq!(Timestamp::from_millis(1_764_410_400_123).to_rfc3339(), "2025-11-29T10:00:00.123Z");
+        assert_eq!(Timestamp::from_millis(i64::MAX).to_rfc3339(), "", "outside chrono's range");
     }
 }
