@@ -18,9 +18,10 @@ use weir_core::{
     Acks, Clock, CloseReason, Consumer, ConsumerError, Intent, RecordBatch, ShardContext, ShardId, Timestamp,
 };
 
-use crate::buffers::{Appended, BufferError, Buffers, Limits, Overflow, Route, Sealed};
+use crate::buffers::{Appended, BufferError, Buffers, Limits, Overflow, Route, Sealed, encode_data};
 use crate::delivery::{Delivery, DeliveryError, DeliveryMode};
 use crate::error_records::{ErrorOutputType, ErrorRecord};
+use crate::fields::FieldIndex;
 use crate::firehose_config::ArchiverSettings;
 use crate::ledger::Ledger;
 use crate::metrics as m;
@@ -97,6 +98,9 @@ pub struct Archiver {
     settings: ArchiverSettings,
     query: Option<KeyQuery>,
     prefix_keys: Vec<String>,
+    /// The query's keys are exactly the prefix's (and read plain fields): routes take
+    /// the borrowed fast path ([`KeyQuery::flat_values`]).
+    flat_route: bool,
     transformer: Transformer,
     buffers: Buffers,
     ledger: Ledger,
@@ -111,7 +115,11 @@ impl Archiver {
     pub fn new(options: ArchiverOptions, sink: Arc<dyn ObjectSink>, clock: Arc<dyn Clock>) -> Result<Self, BuildError> {
         let s = &options.settings;
         let query = s.metadata_query.as_deref().map(KeyQuery::compile).transpose()?;
-        let prefix_keys = s.prefixes.data.partition_keys().into_iter().map(str::to_owned).collect();
+        let prefix_keys: Vec<String> = s.prefixes.data.partition_keys().into_iter().map(str::to_owned).collect();
+        let flat_route = query.as_ref().and_then(KeyQuery::flat_names).is_some_and(|names| {
+            let wanted: std::collections::BTreeSet<&String> = prefix_keys.iter().collect();
+            names.len() == wanted.len() && names.iter().all(|n| wanted.contains(n))
+        });
         let limits = Limits {
             size_bytes: s.buffer_bytes,
             interval: s.buffer_interval,
@@ -135,6 +143,7 @@ impl Archiver {
             settings: options.settings.clone(),
             query,
             prefix_keys,
+            flat_route,
             transformer: options.transformer,
             buffers: Buffers::new(limits),
             ledger: Ledger::default(),
@@ -182,8 +191,16 @@ impl Archiver {
         Ok(())
     }
 
-    /// The route and line for one transformed part.
-    fn route(&self, outcome: Outcome, raw: &Bytes, arrival: Timestamp, now: Timestamp) -> Option<(Route, Bytes)> {
+    /// The line for one transformed part, its route key written into `key`
+    /// ([`Route::encode`]); `None` when the transform dropped it.
+    fn route(
+        &self,
+        outcome: Outcome,
+        raw: &Bytes,
+        arrival: Timestamp,
+        now: Timestamp,
+        key: &mut Vec<u8>,
+    ) -> Option<Bytes> {
         match outcome {
             Outcome::Dropped => {
                 metrics::counter!(m::DROPPED).increment(1);
@@ -192,17 +209,14 @@ impl Archiver {
             Outcome::Failed(f) => {
                 let mut rec = ErrorRecord::new(raw, arrival, now, f.code, f.message);
                 rec.lambda_arn = self.transformer.lambda_arn().map(str::to_owned);
-                Some(error_line(ErrorOutputType::ProcessingFailed, rec))
+                Some(error_line(ErrorOutputType::ProcessingFailed, rec, key))
             }
-            Outcome::Ok { data, partition_keys } => {
-                let route = match self.partition(&data, partition_keys) {
-                    Ok(route) => route,
-                    Err(reason) => {
-                        let rec =
-                            ErrorRecord::new(raw, arrival, now, "DynamicPartitioning.MetadataExtractionFailed", reason);
-                        return Some(error_line(ErrorOutputType::PartitioningFailed, rec));
-                    }
-                };
+            Outcome::Ok { data, partition_keys, fields } => {
+                if let Err(reason) = self.partition(&data, partition_keys, fields.as_ref(), key) {
+                    let rec =
+                        ErrorRecord::new(raw, arrival, now, "DynamicPartitioning.MetadataExtractionFailed", reason);
+                    return Some(error_line(ErrorOutputType::PartitioningFailed, rec, key));
+                }
                 let line = if self.settings.append_delimiter {
                     let mut v = Vec::with_capacity(data.len() + 1);
                     v.extend_from_slice(&data);
@@ -214,15 +228,35 @@ impl Archiver {
                     }
                     data
                 };
-                Some((route, line))
+                Some(line)
             }
         }
     }
 
-    /// The data route of a record, or why it has none.
-    fn partition(&self, data: &[u8], from_transform: BTreeMap<String, String>) -> Result<Route, String> {
+    /// Writes the key of a record's data route into `key`, or says why it has none.
+    fn partition(
+        &self,
+        data: &[u8],
+        from_transform: BTreeMap<String, String>,
+        fields: Option<&FieldIndex>,
+        key: &mut Vec<u8>,
+    ) -> Result<(), String> {
         if self.settings.dynamic_partitioning_retry.is_none() {
-            return Ok(Route::Data(BTreeMap::new()));
+            encode_data(key, std::iter::empty());
+            return Ok(());
+        }
+        if let Some(q) = &self.query
+            && self.flat_route
+            && from_transform.is_empty()
+            && let (Some(names), Some(values)) = (q.flat_names(), q.flat_values(data, fields))
+        {
+            // The common case: plain fields that are exactly the prefix's keys, read
+            // without building a map (the names come sorted, as a route's keys).
+            for (k, v) in names.iter().zip(&values) {
+                check_partition_value(v).map_err(|reason| format!("partition key {k:?} value {v:?} {reason}"))?;
+            }
+            encode_data(key, names.iter().map(String::as_str).zip(values.iter().map(|v| v.as_ref())));
+            return Ok(());
         }
         let mut keys = from_transform;
         if let Some(q) = &self.query {
@@ -230,16 +264,6 @@ impl Archiver {
                 KeyError::NotJson => "record is not valid JSON; the metadata extraction query cannot run".to_owned(),
                 other => format!("metadata extraction query failed: {other}"),
             })?;
-            if keys.is_empty()
-                && found.len() == self.prefix_keys.len()
-                && self.prefix_keys.iter().all(|k| found.contains_key(k))
-            {
-                // The common case: the query yields exactly the prefix's keys.
-                for (k, v) in &found {
-                    check_partition_value(v).map_err(|reason| format!("partition key {k:?} value {v:?} {reason}"))?;
-                }
-                return Ok(Route::Data(found));
-            }
             keys.extend(found);
         }
         let mut used = BTreeMap::new();
@@ -248,13 +272,15 @@ impl Archiver {
             check_partition_value(&v).map_err(|reason| format!("partition key {k:?} value {v:?} {reason}"))?;
             used.insert(k.clone(), v);
         }
-        Ok(Route::Data(used))
+        Route::Data(used).encode(key);
+        Ok(())
     }
 
+    /// Buffers one line under the route `key` ([`Route::encode`]).
     #[allow(clippy::too_many_arguments)]
     fn buffer(
         &mut self,
-        route: Route,
+        key: &[u8],
         line: &Bytes,
         raw: &Bytes,
         shard: &ShardId,
@@ -264,33 +290,35 @@ impl Archiver {
     ) -> Result<(), ConsumerError> {
         if let Some(state) = self.shards.get_mut(shard)
             && !state.skip.is_empty()
+            && let Some(route) = Route::decode(key)
             && state.skip.covers(&route.scope(), &record.position)
         {
             metrics::counter!(m::DUPLICATES_SKIPPED).increment(1);
             return Ok(());
         }
-        if let Route::Error(t) = &route {
+        if let Some(t) = Route::error_type(key) {
             metrics::counter!(m::ERRORS, "type" => t.as_str()).increment(1);
         }
-        let appended = match self.buffers.append(&route, line, shard, &record.position, record.approximate_arrival, now)
-        {
-            Ok(a) => a,
-            Err(BufferError::TooManyPartitions(n)) => {
-                let rec = ErrorRecord::new(
-                    raw,
-                    record.approximate_arrival,
-                    now,
-                    "DynamicPartitioning.ActivePartitionsLimitExceeded",
-                    format!("more than {n} active partitions"),
-                );
-                let (route, line) = error_line(ErrorOutputType::ActivePartitionsExceeded, rec);
-                metrics::counter!(m::ERRORS, "type" => "active-partitions-exceeded").increment(1);
-                self.buffers
-                    .append(&route, &line, shard, &record.position, record.approximate_arrival, now)
-                    .map_err(|e| ConsumerError::with_source("cannot buffer an error record", e))?
-            }
-            Err(e) => return Err(ConsumerError::with_source("cannot buffer a record", e)),
-        };
+        let appended =
+            match self.buffers.append_key(key, line, shard, &record.position, record.approximate_arrival, now) {
+                Ok(a) => a,
+                Err(BufferError::TooManyPartitions(n)) => {
+                    let rec = ErrorRecord::new(
+                        raw,
+                        record.approximate_arrival,
+                        now,
+                        "DynamicPartitioning.ActivePartitionsLimitExceeded",
+                        format!("more than {n} active partitions"),
+                    );
+                    let mut error_key = Vec::new();
+                    let line = error_line(ErrorOutputType::ActivePartitionsExceeded, rec, &mut error_key);
+                    metrics::counter!(m::ERRORS, "type" => "active-partitions-exceeded").increment(1);
+                    self.buffers
+                        .append_key(&error_key, &line, shard, &record.position, record.approximate_arrival, now)
+                        .map_err(|e| ConsumerError::with_source("cannot buffer an error record", e))?
+                }
+                Err(e) => return Err(ConsumerError::with_source("cannot buffer a record", e)),
+            };
         let Appended { generation, sealed: s } = appended;
         self.ledger.buffered(shard, &record.position, generation);
         sealed.extend(s);
@@ -332,45 +360,54 @@ impl Archiver {
     /// Where `record` would go, part by part, without writing anything.
     pub async fn preview(&self, shard: &ShardId, record: &weir_core::Record) -> Vec<Preview> {
         let now = self.clock.now();
-        let pieces = match &self.settings.deaggregation {
-            None => vec![record.data.clone()],
+        let mut key = Vec::new();
+        let parts: Vec<Part<'_>> = match &self.settings.deaggregation {
+            None => vec![Part::whole(record)],
             Some(how) => match split(&record.data, how) {
-                Ok(p) => p,
+                Ok(pieces) => pieces.into_iter().map(|piece| Part { record, piece: Some(piece) }).collect(),
                 Err(reason) => {
-                    let (route, line) = split_failure(record, now, reason);
-                    return vec![self.preview_of(route, line, record.approximate_arrival)];
+                    let line = split_failure(record, now, reason, &mut key);
+                    return vec![self.preview_of(&key, line, record.approximate_arrival)];
                 }
             },
         };
-        let parts: Vec<Part<'_>> = pieces.into_iter().map(|data| Part { record, data }).collect();
         let outcomes = self.transformer.run(shard, &parts).await;
         parts
             .iter()
             .zip(outcomes)
-            .map(|(p, o)| match self.route(o, &p.data, record.approximate_arrival, now) {
+            .map(|(p, o)| match self.route(o, p.data(), record.approximate_arrival, now, &mut key) {
                 None => Preview::Dropped,
-                Some((route, line)) => self.preview_of(route, line, record.approximate_arrival),
+                Some(line) => self.preview_of(&key, line, record.approximate_arrival),
             })
             .collect()
     }
 
-    fn preview_of(&self, route: Route, line: Bytes, arrival: Timestamp) -> Preview {
-        let key = self.delivery.key_at(&route, arrival);
-        match route {
-            Route::Data(_) => Preview::Data { key, line: String::from_utf8_lossy(&line).into_owned() },
-            Route::Error(_) => Preview::Error { key, record: serde_json::from_slice(&line).unwrap_or_default() },
+    fn preview_of(&self, key: &[u8], line: Bytes, arrival: Timestamp) -> Preview {
+        match Route::decode(key) {
+            Some(route @ Route::Data(_)) => Preview::Data {
+                key: self.delivery.key_at(&route, arrival),
+                line: String::from_utf8_lossy(&line).into_owned(),
+            },
+            Some(route) => Preview::Error {
+                key: self.delivery.key_at(&route, arrival),
+                record: serde_json::from_slice(&line).unwrap_or_default(),
+            },
+            None => Preview::Dropped,
         }
     }
 }
 
-/// The error line of a record `RecordDeAggregation` could not split.
-fn split_failure(record: &weir_core::Record, now: Timestamp, reason: String) -> (Route, Bytes) {
+/// The error line of a record `RecordDeAggregation` could not split; its route key
+/// goes into `key`.
+fn split_failure(record: &weir_core::Record, now: Timestamp, reason: String, key: &mut Vec<u8>) -> Bytes {
     let rec = ErrorRecord::new(&record.data, record.approximate_arrival, now, "RecordDeAggregation.Failed", reason);
-    error_line(ErrorOutputType::ProcessingFailed, rec)
+    error_line(ErrorOutputType::ProcessingFailed, rec, key)
 }
 
-fn error_line(kind: ErrorOutputType, rec: ErrorRecord) -> (Route, Bytes) {
-    (Route::Error(kind), Bytes::from(rec.to_line()))
+/// An error record's line; the error route's key goes into `key`.
+fn error_line(kind: ErrorOutputType, rec: ErrorRecord, key: &mut Vec<u8>) -> Bytes {
+    Route::Error(kind).encode(key);
+    Bytes::from(rec.to_line())
 }
 
 #[async_trait]
@@ -407,13 +444,13 @@ impl Consumer for Archiver {
         for (i, record) in batch.records.iter().enumerate() {
             match &self.settings.deaggregation {
                 None => {
-                    parts.push(Part { record, data: record.data.clone() });
+                    parts.push(Part::whole(record));
                     owners.push(i);
                 }
                 Some(how) => match split(&record.data, how) {
                     Ok(pieces) => {
-                        for data in pieces {
-                            parts.push(Part { record, data });
+                        for piece in pieces {
+                            parts.push(Part { record, piece: Some(piece) });
                             owners.push(i);
                         }
                     }
@@ -421,23 +458,25 @@ impl Consumer for Archiver {
                 },
             }
         }
-        let outcomes = self.transformer.run(shard, &parts).await;
+        let mut outcomes = self.transformer.run(shard, &parts).await.into_iter();
         let mut sealed = Vec::new();
+        let mut key = Vec::with_capacity(128);
         let mut next_part = 0usize;
         let mut failures = split_failures.into_iter().peekable();
         for (i, record) in batch.records.iter().enumerate() {
             if failures.peek().is_some_and(|(j, _)| *j == i) {
                 let (_, reason) = failures.next().unwrap_or_default();
-                let (route, line) = split_failure(record, now, reason);
-                self.buffer(route, &line, &record.data, shard, record, now, &mut sealed)?;
+                let line = split_failure(record, now, reason, &mut key);
+                self.buffer(&key, &line, &record.data, shard, record, now, &mut sealed)?;
             }
             while next_part < parts.len() && owners[next_part] == i {
-                let outcome = outcomes.get(next_part).cloned().unwrap_or(Outcome::Failed(
-                    crate::transform::Failure::new("Transform.MissingOutcome", "transform returned too few outcomes"),
-                ));
-                let raw = parts[next_part].data.clone();
-                if let Some((route, line)) = self.route(outcome, &raw, record.approximate_arrival, now) {
-                    self.buffer(route, &line, &raw, shard, record, now, &mut sealed)?;
+                let outcome = outcomes.next().unwrap_or(Outcome::Failed(crate::transform::Failure::new(
+                    "Transform.MissingOutcome",
+                    "transform returned too few outcomes",
+                )));
+                let raw = parts[next_part].data();
+                if let Some(line) = self.route(outcome, raw, record.approximate_arrival, now, &mut key) {
+                    self.buffer(&key, &line, raw, shard, record, now, &mut sealed)?;
                 }
                 next_part += 1;
             }

@@ -43,6 +43,77 @@ impl Route {
             Route::Error(t) => format!("error:{}", t.as_str()),
         }
     }
+
+    /// Writes the route's key into `out` (cleared first): the bytes buffers are found
+    /// by, so a record's route need not be built as a map (see [`encode_data`]).
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        match self {
+            Route::Data(keys) => encode_data(out, keys.iter().map(|(k, v)| (k.as_str(), v.as_str()))),
+            Route::Error(t) => {
+                out.clear();
+                out.push(ERROR_TAG);
+                out.extend_from_slice(t.as_str().as_bytes());
+            }
+        }
+    }
+
+    /// The error output type of an error route's key; `None` for data routes.
+    pub fn error_type(key: &[u8]) -> Option<ErrorOutputType> {
+        match key.first() {
+            Some(&ERROR_TAG) => match Route::decode(key)? {
+                Route::Error(t) => Some(t),
+                Route::Data(_) => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// The route of a key written by [`Route::encode`] or [`encode_data`].
+    pub fn decode(key: &[u8]) -> Option<Route> {
+        let (&tag, mut rest) = key.split_first()?;
+        match tag {
+            DATA_TAG => {
+                let mut keys = PartitionKey::new();
+                let mut text = || -> Option<String> {
+                    let (len, tail) = rest.split_first_chunk::<4>()?;
+                    let (text, tail) = tail.split_at_checked(u32::from_le_bytes(*len) as usize)?;
+                    rest = tail;
+                    String::from_utf8(text.to_vec()).ok()
+                };
+                while let Some(name) = text() {
+                    keys.insert(name, text()?);
+                }
+                rest.is_empty().then_some(Route::Data(keys))
+            }
+            ERROR_TAG => [
+                ErrorOutputType::ProcessingFailed,
+                ErrorOutputType::PartitioningFailed,
+                ErrorOutputType::ActivePartitionsExceeded,
+            ]
+            .into_iter()
+            .find(|t| t.as_str().as_bytes() == rest)
+            .map(Route::Error),
+            _ => None,
+        }
+    }
+}
+
+const DATA_TAG: u8 = 0;
+const ERROR_TAG: u8 = 1;
+
+/// Writes the key of the data route with these partition keys into `out` (cleared
+/// first). `pairs` must come sorted by name, as a [`PartitionKey`] iterates, for the
+/// key to equal [`Route::encode`]'s. Each name and value is length-prefixed, so no
+/// content can make two routes share a key.
+pub fn encode_data<'a>(out: &mut Vec<u8>, pairs: impl Iterator<Item = (&'a str, &'a str)>) {
+    out.clear();
+    out.push(DATA_TAG);
+    for (name, value) in pairs {
+        for text in [name, value] {
+            out.extend_from_slice(&(text.len() as u32).to_le_bytes());
+            out.extend_from_slice(text.as_bytes());
+        }
+    }
 }
 
 /// What to do with a record for a new partition when `max_active` are open.
@@ -183,6 +254,9 @@ pub enum BufferError {
     /// Compression failed.
     #[error(transparent)]
     Body(#[from] BodyError),
+    /// A route key that [`Route::encode`] did not write.
+    #[error("not a route key")]
+    RouteKey,
 }
 
 /// The result of an append.
@@ -197,8 +271,11 @@ pub struct Appended {
 /// All open buffers of an archiver.
 pub struct Buffers {
     limits: Limits,
-    /// Open buffers by route; foldhash, as routes are hashed for every record.
-    open: HashMap<Route, Open, foldhash::fast::RandomState>,
+    /// Open buffers by route key ([`Route::encode`]); foldhash, as a key is hashed for
+    /// every record.
+    open: HashMap<Box<[u8]>, Open, foldhash::fast::RandomState>,
+    /// Scratch for [`Buffers::append`]'s key.
+    key: Vec<u8>,
     data_open: usize,
     next_generation: u64,
     deflater: Deflater,
@@ -208,7 +285,7 @@ impl Buffers {
     /// No buffers yet.
     pub fn new(limits: Limits) -> Self {
         let deflater = Deflater::new(limits.level);
-        Self { limits, open: HashMap::default(), data_open: 0, next_generation: 1, deflater }
+        Self { limits, open: HashMap::default(), key: Vec::new(), data_open: 0, next_generation: 1, deflater }
     }
 
     /// Open buffers (data and error).
@@ -231,8 +308,7 @@ impl Buffers {
         &mut self.deflater
     }
 
-    /// Adds one record (with its delimiter already applied).
-    #[allow(clippy::too_many_arguments)]
+    /// Adds one record (with its delimiter already applied) to the buffer of `route`.
     pub fn append(
         &mut self,
         route: &Route,
@@ -242,9 +318,28 @@ impl Buffers {
         arrival: Timestamp,
         now: Timestamp,
     ) -> Result<Appended, BufferError> {
+        let mut key = std::mem::take(&mut self.key);
+        route.encode(&mut key);
+        let appended = self.append_key(&key, data, shard, position, arrival, now);
+        self.key = key;
+        appended
+    }
+
+    /// [`Buffers::append`] by route key ([`Route::encode`], [`encode_data`]); the route
+    /// itself is built only when its buffer opens.
+    pub fn append_key(
+        &mut self,
+        key: &[u8],
+        data: &[u8],
+        shard: &ShardId,
+        position: &ExtendedSequenceNumber,
+        arrival: Timestamp,
+        now: Timestamp,
+    ) -> Result<Appended, BufferError> {
         let mut sealed = Vec::new();
-        let is_data = matches!(route, Route::Data(_));
-        if !self.open.contains_key(route) {
+        if !self.open.contains_key(key) {
+            let route = Route::decode(key).ok_or(BufferError::RouteKey)?;
+            let is_data = matches!(route, Route::Data(_));
             if is_data && self.data_open >= self.limits.max_active {
                 match self.limits.overflow {
                     Overflow::Reject => return Err(BufferError::TooManyPartitions(self.limits.max_active)),
@@ -252,7 +347,7 @@ impl Buffers {
                         let oldest = self
                             .open
                             .iter()
-                            .filter(|(r, _)| matches!(r, Route::Data(_)))
+                            .filter(|(_, b)| matches!(b.route, Route::Data(_)))
                             .min_by_key(|(_, b)| (b.opened, b.generation))
                             .map(|(k, _)| k.clone());
                         if let Some(k) = oldest {
@@ -267,10 +362,10 @@ impl Buffers {
                 self.data_open += 1;
             }
             self.open.insert(
-                route.clone(),
+                key.into(),
                 Open {
                     generation,
-                    route: route.clone(),
+                    route,
                     body: Body::new(self.limits.compression),
                     raw_bytes: 0,
                     opened: now,
@@ -280,12 +375,13 @@ impl Buffers {
                 },
             );
         }
-        let Some(buffer) = self.open.get_mut(route) else {
+        let Some(buffer) = self.open.get_mut(key) else {
             return Err(BufferError::Body(BodyError("buffer vanished".into())));
         };
         buffer.body.append(data, &mut self.deflater)?;
         buffer.raw_bytes += data.len() as u64;
-        let slot = match buffer.slots.iter().position(|s| s == shard) {
+        // Shards of a buffer are few; the last one is almost always the one appending.
+        let slot = match buffer.slots.iter().rposition(|s| s == shard) {
             Some(i) => i,
             None => {
                 buffer.slots.push(shard.clone());
@@ -307,7 +403,7 @@ impl Buffers {
         }
         let generation = buffer.generation;
         if buffer.raw_bytes >= self.limits.size_bytes {
-            sealed.push(self.seal(route, FlushReason::Size)?);
+            sealed.push(self.seal(key, FlushReason::Size)?);
         }
         Ok(Appended { generation, sealed })
     }
@@ -315,7 +411,7 @@ impl Buffers {
     /// Buffers whose interval has passed at `now`.
     pub fn due(&mut self, now: Timestamp) -> Result<Vec<Sealed>, BufferError> {
         let interval = self.limits.interval;
-        let due: Vec<Route> = self
+        let due: Vec<Box<[u8]>> = self
             .open
             .iter()
             .filter(|(_, b)| now.saturating_since(b.opened) >= interval)
@@ -326,21 +422,21 @@ impl Buffers {
 
     /// Every buffer holding records of `shard` (before the shard closes).
     pub fn holding(&mut self, shard: &ShardId) -> Result<Vec<Sealed>, BufferError> {
-        let keys: Vec<Route> =
+        let keys: Vec<Box<[u8]>> =
             self.open.iter().filter(|(_, b)| b.spans.contains_key(shard)).map(|(k, _)| k.clone()).collect();
         keys.iter().map(|k| self.seal(k, FlushReason::Requested)).collect()
     }
 
     /// Every buffer.
     pub fn all(&mut self) -> Result<Vec<Sealed>, BufferError> {
-        let keys: Vec<Route> = self.open.keys().cloned().collect();
+        let keys: Vec<Box<[u8]>> = self.open.keys().cloned().collect();
         keys.iter().map(|k| self.seal(k, FlushReason::Requested)).collect()
     }
 
     /// Removes the records of `shard` from every open buffer (its lease was lost: the
     /// next owner archives them). Buffers left empty close.
     pub fn forget_shard(&mut self, shard: &ShardId) -> Result<(), BufferError> {
-        let keys: Vec<Route> =
+        let keys: Vec<Box<[u8]>> =
             self.open.iter().filter(|(_, b)| b.spans.contains_key(shard)).map(|(k, _)| k.clone()).collect();
         let lost: BTreeSet<ShardId> = [shard.clone()].into();
         for k in keys {
@@ -361,8 +457,10 @@ impl Buffers {
         if matches!(sealed.route, Route::Data(_)) {
             self.data_open += 1;
         }
+        let mut key = Vec::new();
+        sealed.route.encode(&mut key);
         self.open.insert(
-            sealed.route.clone(),
+            key.into(),
             Open {
                 generation: sealed.generation,
                 route: sealed.route,
@@ -377,8 +475,8 @@ impl Buffers {
         Ok(())
     }
 
-    fn seal(&mut self, route: &Route, reason: FlushReason) -> Result<Sealed, BufferError> {
-        let Some(b) = self.open.remove(route) else {
+    fn seal(&mut self, key: &[u8], reason: FlushReason) -> Result<Sealed, BufferError> {
+        let Some(b) = self.open.remove(key) else {
             return Err(BufferError::Body(BodyError("no such buffer".into())));
         };
         if matches!(b.route, Route::Data(_)) {
@@ -432,6 +530,43 @@ mod tests {
         let mut s = String::new();
         flate2::read::GzDecoder::new(&b[..]).read_to_string(&mut s).unwrap();
         s
+    }
+
+    proptest! {
+        /// Keys round-trip, and two routes share a key only when they are equal.
+        #[test]
+        fn route_keys_identify_routes(
+            a in proptest::collection::btree_map("[a-z\u{0}\u{4}]{0,3}", "[a-z\u{0}\u{4}é]{0,3}", 0..3),
+            b in proptest::collection::btree_map("[a-z\u{0}\u{4}]{0,3}", "[a-z\u{0}\u{4}é]{0,3}", 0..3),
+        ) {
+            let (ra, rb) = (Route::Data(a.clone()), Route::Data(b));
+            let (mut ka, mut kb) = (Vec::new(), Vec::new());
+            ra.encode(&mut ka);
+            rb.encode(&mut kb);
+            prop_assert_eq!(Route::decode(&ka), Some(ra.clone()));
+            prop_assert_eq!(ka == kb, ra == rb);
+            let mut direct = Vec::new();
+            encode_data(&mut direct, a.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+            prop_assert_eq!(&direct, &ka);
+            prop_assert_eq!(Route::error_type(&ka), None);
+        }
+    }
+
+    #[test]
+    fn error_routes_have_their_own_keys() {
+        for t in [
+            ErrorOutputType::ProcessingFailed,
+            ErrorOutputType::PartitioningFailed,
+            ErrorOutputType::ActivePartitionsExceeded,
+        ] {
+            let mut key = Vec::new();
+            Route::Error(t).encode(&mut key);
+            assert_eq!(Route::decode(&key), Some(Route::Error(t)));
+            assert_eq!(Route::error_type(&key), Some(t));
+        }
+        assert_eq!(Route::decode(b"\x02"), None);
+        assert_eq!(Route::decode(b"\x00\x05\x00\x00\x00ab"), None, "length past the end");
+        assert_eq!(Route::decode(b""), None);
     }
 
     #[test]

@@ -67,6 +67,7 @@ pub mod body;
 pub mod buffers;
 pub mod delivery;
 pub mod error_records;
+pub mod fields;
 pub mod firehose_config;
 pub mod java_time;
 pub mod ledger;

@@ -8,15 +8,20 @@
 //! take a fast path that reads the fields without the jq interpreter; a property test
 //! checks it gives jaq's results.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use jaq_json::Val;
+use smallvec::SmallVec;
 use weir_core::jq::Filter;
+
+use crate::fields::FieldIndex;
 
 /// A compiled key query.
 pub struct KeyQuery {
     source: String,
     fast: Option<Vec<(String, Vec<String>)>>,
+    flat: Option<Flat>,
     jq: Filter,
 }
 
@@ -125,28 +130,28 @@ impl<'de> serde::Deserialize<'de> for KeyName<'de> {
     }
 }
 
-/// Reads the top-level fields of `paths` (single-segment paths) without building a
-/// tree. `None` whenever the answer is not a plain success with string or boolean
-/// values (not an object, invalid JSON, null, numbers, nested values): the full parse
-/// then decides, so results and errors are exactly the reference's.
-fn flat_keys(record: &[u8], paths: &[(String, Vec<String>)]) -> Option<BTreeMap<String, String>> {
+/// The raw JSON text of the top-level `fields` of `record`, read without building a
+/// tree (`None` per field it lacks). `None` when `record` is not a UTF-8 JSON object:
+/// the full parse then decides.
+fn flat_raw<'d>(record: &'d [u8], fields: &[String]) -> Option<SmallVec<[Option<&'d str>; 4]>> {
     use serde::Deserializer as _;
     use serde::de::{IgnoredAny, MapAccess, Visitor};
     use serde_json::value::RawValue;
 
     struct Fields<'p> {
-        paths: &'p [(String, Vec<String>)],
+        fields: &'p [String],
     }
     impl<'de> Visitor<'de> for Fields<'_> {
-        type Value = Vec<Option<&'de RawValue>>;
+        type Value = SmallVec<[Option<&'de str>; 4]>;
         fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
             f.write_str("an object")
         }
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-            let mut found = vec![None; self.paths.len()];
+            let mut found: Self::Value = smallvec::smallvec![None; self.fields.len()];
             while let Some(KeyName(k)) = map.next_key::<KeyName<'de>>()? {
-                match self.paths.iter().position(|(_, p)| p[0] == k) {
-                    Some(i) => found[i] = Some(map.next_value::<&'de RawValue>()?),
+                match self.fields.iter().position(|f| *f == k) {
+                    // A repeated field: the last one counts, as in jq.
+                    Some(i) => found[i] = Some(map.next_value::<&'de RawValue>()?.get()),
                     None => {
                         map.next_value::<IgnoredAny>()?;
                     }
@@ -155,27 +160,88 @@ fn flat_keys(record: &[u8], paths: &[(String, Vec<String>)]) -> Option<BTreeMap<
             Ok(found)
         }
     }
-    let mut de = serde_json::Deserializer::from_slice(record);
-    let found = de.deserialize_map(Fields { paths }).ok()?;
+    // UTF-8 is checked once for the whole record, not string by string.
+    let text = std::str::from_utf8(record).ok()?;
+    let mut de = serde_json::Deserializer::from_str(text);
+    let found = de.deserialize_map(Fields { fields }).ok()?;
     de.end().ok()?;
-    let mut out = BTreeMap::new();
-    for ((name, _), raw) in paths.iter().zip(found) {
-        let text = raw?.get();
-        let value = match text {
-            "true" | "false" => text.to_owned(),
-            t if t.starts_with('"') => serde_json::from_str::<String>(t).ok()?,
-            _ => return None,
-        };
-        out.insert(name.clone(), value);
+    Some(found)
+}
+
+/// A partition-key value from a field's raw JSON text: strings (borrowed unless they
+/// hold escapes) and booleans; `None` for anything else (the full path decides).
+fn key_text(raw: &str) -> Option<Cow<'_, str>> {
+    match raw {
+        "true" | "false" => Some(Cow::Borrowed(raw)),
+        _ => {
+            let inner = raw.strip_prefix('"')?.strip_suffix('"')?;
+            if inner.contains('\\') {
+                serde_json::from_str::<String>(raw).ok().map(Cow::Owned)
+            } else {
+                Some(Cow::Borrowed(inner))
+            }
+        }
     }
-    Some(out)
+}
+
+/// The values of a flat query's keys, in the order of [`KeyQuery::flat_names`],
+/// borrowed from the record where they need no unescaping.
+pub type FlatValues<'d> = SmallVec<[Cow<'d, str>; 4]>;
+
+/// A query made only of top-level field paths, by key name.
+struct Flat {
+    /// Key names, sorted.
+    names: Vec<String>,
+    /// The field each key reads.
+    fields: Vec<String>,
+}
+
+impl Flat {
+    fn of(paths: &[(String, Vec<String>)]) -> Option<Self> {
+        let mut pairs: Vec<(String, String)> = paths
+            .iter()
+            .map(|(name, path)| match path.as_slice() {
+                [field] => Some((name.clone(), field.clone())),
+                _ => None,
+            })
+            .collect::<Option<_>>()?;
+        pairs.sort();
+        let (names, fields) = pairs.into_iter().unzip();
+        Some(Self { names, fields })
+    }
 }
 
 impl KeyQuery {
     /// Compiles a query.
     pub fn compile(query: &str) -> Result<Self, QueryError> {
         let jq = Filter::compile(query).map_err(|e| QueryError { query: query.to_owned(), message: e.message })?;
-        Ok(Self { source: query.to_owned(), fast: plain_paths(query), jq })
+        let fast = plain_paths(query);
+        let flat = fast.as_deref().and_then(Flat::of);
+        Ok(Self { source: query.to_owned(), fast, flat, jq })
+    }
+
+    /// The key names, sorted, of a query made only of top-level field paths
+    /// (`{tenantId: .tenant_id}`); `None` for any other query.
+    pub fn flat_names(&self) -> Option<&[String]> {
+        self.flat.as_ref().map(|f| f.names.as_slice())
+    }
+
+    /// The keys of a flat query (see [`KeyQuery::flat_names`]) when every one is a
+    /// string or boolean, without the interpreter and without copying values that need
+    /// no unescaping. `index`, from the transform that wrote `record`, saves reading
+    /// the record at all. `None` whenever the answer is not such a plain success (not
+    /// an object, invalid JSON, null or missing keys, numbers, nested values):
+    /// [`KeyQuery::keys`] then decides, with the reference's results and errors.
+    pub fn flat_values<'d>(&self, record: &'d [u8], index: Option<&FieldIndex>) -> Option<FlatValues<'d>> {
+        let flat = self.flat.as_ref()?;
+        if let Some(index) = index {
+            let raws: Option<SmallVec<[Option<&'d str>; 4]>> =
+                flat.fields.iter().map(|f| index.raw(record, f)).collect();
+            if let Some(raws) = raws {
+                return raws.into_iter().map(|r| key_text(r?)).collect();
+            }
+        }
+        flat_raw(record, &flat.fields)?.into_iter().map(|r| key_text(r?)).collect()
     }
 
     /// Whether the fast path is used.
@@ -185,16 +251,15 @@ impl KeyQuery {
 
     /// Partition keys of a record.
     pub fn keys(&self, record: &[u8]) -> Result<BTreeMap<String, String>, KeyError> {
-        if let Some(paths) = &self.fast
-            && paths.iter().all(|(_, p)| p.len() == 1)
-            && let Some(found) = flat_keys(record, paths)
+        if let Some(flat) = &self.flat
+            && let Some(values) = self.flat_values(record, None)
         {
-            return Ok(found);
+            return Ok(flat.names.iter().cloned().zip(values.into_iter().map(Cow::into_owned)).collect());
         }
         self.keys_parsed(record)
     }
 
-    /// Partition keys through a full parse (the reference for [`flat_keys`]).
+    /// Partition keys through a full parse (the reference for [`KeyQuery::flat_values`]).
     pub fn keys_parsed(&self, record: &[u8]) -> Result<BTreeMap<String, String>, KeyError> {
         let input = jaq_json::read::parse_single(record).map_err(|_| KeyError::NotJson)?;
         match &self.fast {
@@ -334,7 +399,47 @@ mod tests {
         }
     }
 
+    #[test]
+    fn flat_values_borrow_plain_strings_and_unescape_others() {
+        let query = q("{tool: .tool_name, tenant: .tenant_id}");
+        assert_eq!(query.flat_names().unwrap(), ["tenant", "tool"], "sorted by key name");
+        let record = br#"{"tenant_id":"t-1","tool_name":"a\u00e9"}"#;
+        let values = query.flat_values(record, None).unwrap();
+        assert!(matches!(values[0], Cow::Borrowed("t-1")));
+        assert_eq!(values[1], "a\u{e9}");
+        assert!(query.flat_values(br#"{"tenant_id":1,"tool_name":"x"}"#, None).is_none(), "numbers: full path");
+        assert!(query.flat_values(&[b'{', 0xff, b'}'], None).is_none());
+        assert!(q("{a: .a.b}").flat_names().is_none());
+    }
+
     proptest! {
+        /// Keys read through the normaliser's field index are the keys a parse of the
+        /// normalised line gives, and jaq's.
+        #[test]
+        fn field_index_gives_the_parsed_keys(
+            tenant in prop_oneof![Just("null".to_owned()), Just("7".to_owned()), Just("true".to_owned()), "[a-z0-9 /\\.\"é\u{1}-]{0,6}".prop_map(|s| serde_json::to_string(&s).unwrap())],
+            tool in prop_oneof![Just("false".to_owned()), Just("1.5".to_owned()), "[a-z_é]{0,6}".prop_map(|s| serde_json::to_string(&s).unwrap())],
+        ) {
+            use crate::transform::{TransformOutput, mcp_normalize_indexed};
+            let record = format!(r#"{{"tenantId":{tenant},"toolName":{tool},"ts":1764400000000}}"#);
+            let (TransformOutput::Ok(line), Some(index)) =
+                mcp_normalize_indexed(record.as_bytes(), weir_core::Timestamp::from_millis(0))
+            else {
+                return Err(TestCaseError::fail(format!("{record} not normalised by the fast path")));
+            };
+            let query = q("{tenantId: .tenant_id, toolName: .tool_name}");
+            let indexed = query.flat_values(&line, Some(&index));
+            prop_assert_eq!(&indexed, &query.flat_values(&line, None));
+            let reference = query.keys_jq(jaq_json::read::parse_single(&line).unwrap());
+            match (indexed, reference) {
+                (Some(values), Ok(keys)) => {
+                    prop_assert_eq!(values.iter().map(|v| v.as_ref()).collect::<Vec<_>>(), keys.values().map(String::as_str).collect::<Vec<_>>());
+                }
+                (None, _) => {}
+                (Some(values), Err(e)) => prop_assert!(false, "{:?} but jaq says {}", values, e),
+            }
+        }
+
         #[test]
         fn fast_path_matches_jaq(record in value(), paths in proptest::collection::vec(proptest::collection::vec("[a-c]", 1..3), 1..3)) {
             let query: String = format!(

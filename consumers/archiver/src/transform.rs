@@ -21,6 +21,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use weir_core::Timestamp;
 
+use crate::fields::FieldIndex;
+
 /// Kinesis metadata of a record, as Firehose passes it to a Lambda.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -109,6 +111,9 @@ pub enum Outcome {
         data: Bytes,
         /// Partition keys from the transform.
         partition_keys: BTreeMap<String, String>,
+        /// Where the fields of `data` lie, when the transform wrote it and says so
+        /// (see [`FieldIndex`] for the promise this makes).
+        fields: Option<FieldIndex>,
     },
     /// Dropped by the transform.
     Dropped,
@@ -212,6 +217,7 @@ pub fn check_response(input: &TransformEvent, response: &TransformResponse) -> V
                     Some(Ok(data)) => Outcome::Ok {
                         data: Bytes::from(data),
                         partition_keys: r.metadata.clone().unwrap_or_default().partition_keys,
+                        fields: None,
                     },
                     Some(Err(_)) => Outcome::Failed(Failure::new(
                         "Lambda.InvalidBase64",
@@ -245,42 +251,55 @@ fn iso(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
-/// `"yyyy-MM-ddTHH:mm:ss.SSSZ"` (quoted) written into `buf` without the formatting
-/// machinery (this runs once per record); years outside 0..=9999 take [`iso`].
-fn quoted_iso<'a>(t: DateTime<Utc>, buf: &'a mut [u8; 26], slow: &'a mut String) -> &'a str {
-    use chrono::{Datelike, Timelike};
-    let year = t.year();
-    if !(0..=9999).contains(&year) {
-        *slow = format!("\"{}\"", iso(t));
-        return slow;
+/// Epoch milliseconds of 0000-01-01T00:00:00Z and 10000-01-01T00:00:00Z: the times
+/// [`quoted_iso`] writes itself.
+const FOUR_DIGIT_YEARS: std::ops::Range<i64> = -62_167_219_200_000..253_402_300_800_000;
+
+/// `"yyyy-MM-ddTHH:mm:ss.SSSZ"` (quoted) of epoch milliseconds `ms`, written into `buf`
+/// without the formatting machinery (this runs once per record); years outside
+/// 0..=9999 take [`iso`]. `None` when chrono cannot represent the time.
+fn quoted_iso<'a>(ms: i64, buf: &'a mut [u8; 26], slow: &'a mut String) -> Option<&'a str> {
+    if !FOUR_DIGIT_YEARS.contains(&ms) {
+        *slow = format!("\"{}\"", iso(Utc.timestamp_millis_opt(ms).single()?));
+        return Some(slow);
     }
-    let mut put = |at: usize, value: u32, width: usize| {
+    // Days to a proleptic Gregorian date (H. Hinnant's civil_from_days; eras of 400
+    // years starting 0000-03-01).
+    let (secs, millis) = (ms.div_euclid(1000), ms.rem_euclid(1000));
+    let (days, day_secs) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let z = days + 719_468;
+    let (era, doe) = (z.div_euclid(146_097), z.rem_euclid(146_097));
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    let mut put = |at: usize, value: i64, width: usize| {
         let mut v = value;
         for i in (0..width).rev() {
             buf[at + i] = b'0' + (v % 10) as u8;
             v /= 10;
         }
     };
-    put(1, year as u32, 4);
-    put(6, t.month(), 2);
-    put(9, t.day(), 2);
-    put(12, t.hour(), 2);
-    put(15, t.minute(), 2);
-    put(18, t.second(), 2);
-    put(21, t.timestamp_subsec_millis().min(999), 3);
+    put(1, year, 4);
+    put(6, month, 2);
+    put(9, day, 2);
+    put(12, day_secs / 3600, 2);
+    put(15, day_secs / 60 % 60, 2);
+    put(18, day_secs % 60, 2);
+    put(21, millis, 3);
     for (at, b) in
         [(0, b'"'), (5, b'-'), (8, b'-'), (11, b'T'), (14, b':'), (17, b':'), (20, b'.'), (24, b'Z'), (25, b'"')]
     {
         buf[at] = b;
     }
-    match std::str::from_utf8(buf) {
-        Ok(text) => text,
-        Err(_) => {
-            *slow = format!("\"{}\"", iso(t));
-            slow
-        }
-    }
+    std::str::from_utf8(buf).ok()
 }
+
+/// The fields of a normalised line, in the order [`mcp_normalize`] writes them.
+pub const MCP_FIELDS: [&str; 8] =
+    ["schema_version", "tenant_id", "tool_name", "session_id", "timestamp_utc", "duration_ms", "success", "error_code"];
 
 /// The built-in `mcp-normalize` transform, record by record, as the design note's
 /// normaliser behaves: `schema_version` "1"; `tenant_id` and `tool_name` default to
@@ -288,18 +307,27 @@ fn quoted_iso<'a>(t: DateTime<Utc>, buf: &'a mut [u8; 26], slow: &'a mut String)
 /// missing or null field takes the default, any other value is kept);
 /// `timestamp_utc` is ISO-8601 with milliseconds from `ts` (epoch milliseconds, or
 /// an RFC 3339 string), else the arrival time; a newline is appended. Input that is
-/// not JSON, or JSON `null`, fails (and goes to the error output unchanged).
+/// not JSON (or not UTF-8), or JSON `null`, fails (and goes to the error output
+/// unchanged).
 pub fn mcp_normalize(data: &[u8], arrival: Timestamp) -> TransformOutput {
-    // Fast path: an object without duplicate fields, read without building a tree.
-    // Anything else (arrays, scalars, duplicates, invalid input) takes the general path,
-    // which defines the behaviour.
+    mcp_normalize_indexed(data, arrival).0
+}
+
+/// [`mcp_normalize`], and where each of [`MCP_FIELDS`] lies in the line when the
+/// record took the fast path (an object without duplicate, object or array fields).
+pub fn mcp_normalize_indexed(data: &[u8], arrival: Timestamp) -> (TransformOutput, Option<FieldIndex>) {
+    // Fast path: an object read without building a tree (the text is checked as UTF-8
+    // once, so the parser does not check each string again). Anything else (arrays,
+    // scalars, duplicates, invalid input) takes the general path, which defines the
+    // behaviour.
     if data.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')
-        && let Ok(ev) = serde_json::from_slice::<McpEventRef<'_>>(data)
-        && let Some(out) = normalize_ref(&ev, arrival)
+        && let Ok(text) = std::str::from_utf8(data)
+        && let Ok(ev) = serde_json::from_str::<McpEventRef<'_>>(text)
+        && let Some(out) = normalize_ref(&ev, arrival, data.len())
     {
         return out;
     }
-    mcp_normalize_value(data, arrival)
+    (mcp_normalize_value(data, arrival), None)
 }
 
 /// The fields the normaliser reads, borrowed from the record.
@@ -321,9 +349,29 @@ struct McpEventRef<'a> {
     error_code: Option<&'a serde_json::value::RawValue>,
 }
 
+const TS_INVALID: &str = "ts is neither epoch milliseconds nor an RFC 3339 time";
+
+/// Epoch milliseconds of a `ts` given as raw JSON text; `None` when it is no time.
+fn ts_millis(raw: &str) -> Option<i64> {
+    if raw.starts_with('"') {
+        let text = serde_json::from_str::<std::borrow::Cow<'_, str>>(raw).ok()?;
+        return DateTime::parse_from_rfc3339(&text).ok().map(|t| t.timestamp_millis());
+    }
+    // Plain integers below 10^15 are exact as f64, so this is the general rule's value.
+    let ms = match raw.parse::<i64>() {
+        Ok(ms) if raw.len() < 16 => ms,
+        _ => raw.parse::<f64>().ok()? as i64,
+    };
+    (FOUR_DIGIT_YEARS.contains(&ms) || Utc.timestamp_millis_opt(ms).single().is_some()).then_some(ms)
+}
+
 /// `None` when a field holds an object or array (re-serialised compactly by the
 /// general path, so no raw newline can reach the output line).
-fn normalize_ref(ev: &McpEventRef<'_>, arrival: Timestamp) -> Option<TransformOutput> {
+fn normalize_ref(
+    ev: &McpEventRef<'_>,
+    arrival: Timestamp,
+    size_hint: usize,
+) -> Option<(TransformOutput, Option<FieldIndex>)> {
     fn given(v: Option<&serde_json::value::RawValue>) -> Option<&str> {
         v.map(|r| r.get()).filter(|t| *t != "null")
     }
@@ -331,45 +379,43 @@ fn normalize_ref(ev: &McpEventRef<'_>, arrival: Timestamp) -> Option<TransformOu
     if all.iter().flatten().any(|r| r.get().starts_with(['{', '['])) {
         return None;
     }
-    let timestamp = match given(ev.ts) {
-        None => Utc.timestamp_millis_opt(arrival.as_millis()).single().unwrap_or_default(),
-        Some(t) if t.starts_with('"') => match serde_json::from_str::<std::borrow::Cow<'_, str>>(t)
-            .ok()
-            .and_then(|s| DateTime::parse_from_rfc3339(&s).ok())
-        {
-            Some(t) => t.with_timezone(&Utc),
-            None => {
-                return Some(TransformOutput::Failed("ts is neither epoch milliseconds nor an RFC 3339 time".into()));
-            }
-        },
-        Some(t) => match t.parse::<f64>().ok().and_then(|ms| Utc.timestamp_millis_opt(ms as i64).single()) {
-            Some(t) => t,
-            None => {
-                return Some(TransformOutput::Failed("ts is neither epoch milliseconds nor an RFC 3339 time".into()));
-            }
+    let millis = match given(ev.ts) {
+        None => Some(arrival.as_millis()).filter(|ms| Utc.timestamp_millis_opt(*ms).single().is_some()).unwrap_or(0),
+        Some(t) => match ts_millis(t) {
+            Some(ms) => ms,
+            None => return Some((TransformOutput::Failed(TS_INVALID.into()), None)),
         },
     };
-    let mut out = Vec::with_capacity(256);
+    let (mut ts_buf, mut ts_slow) = ([0u8; 26], String::new());
+    let Some(ts) = quoted_iso(millis, &mut ts_buf, &mut ts_slow) else {
+        return Some((TransformOutput::Failed(TS_INVALID.into()), None));
+    };
+    let values = [
+        "\"1\"",
+        given(ev.tenant_id).unwrap_or("\"unknown\""),
+        given(ev.tool_name).unwrap_or("\"unknown\""),
+        given(ev.session_id).unwrap_or("null"),
+        ts,
+        given(ev.duration_ms).unwrap_or("null"),
+        given(ev.success).unwrap_or("null"),
+        given(ev.error_code).unwrap_or("null"),
+    ];
+    let mut index = FieldIndex::new(&MCP_FIELDS);
+    let mut out = Vec::with_capacity(size_hint + 128);
     out.push(b'{');
-    let mut field = |name: &str, value: Option<&str>, default: &str, last: bool| {
+    for (i, (name, value)) in MCP_FIELDS.iter().zip(values).enumerate() {
         out.push(b'"');
         out.extend_from_slice(name.as_bytes());
         out.extend_from_slice(b"\":");
-        out.extend_from_slice(value.unwrap_or(default).as_bytes());
-        out.push(if last { b'}' } else { b',' });
-    };
-    field("schema_version", Some("\"1\""), "", false);
-    field("tenant_id", given(ev.tenant_id), "\"unknown\"", false);
-    field("tool_name", given(ev.tool_name), "\"unknown\"", false);
-    field("session_id", given(ev.session_id), "null", false);
-    let (mut ts_buf, mut ts_slow) = ([0u8; 26], String::new());
-    let ts = quoted_iso(timestamp, &mut ts_buf, &mut ts_slow);
-    field("timestamp_utc", Some(ts), "", false);
-    field("duration_ms", given(ev.duration_ms), "null", false);
-    field("success", given(ev.success), "null", false);
-    field("error_code", given(ev.error_code), "null", true);
+        let start = out.len();
+        out.extend_from_slice(value.as_bytes());
+        if let Some(index) = &mut index {
+            index.set(i, start..out.len());
+        }
+        out.push(if i + 1 == MCP_FIELDS.len() { b'}' } else { b',' });
+    }
     out.push(b'\n');
-    Some(TransformOutput::Ok(Bytes::from(out)))
+    Some((TransformOutput::Ok(Bytes::from(out)), index))
 }
 
 fn mcp_normalize_value(data: &[u8], arrival: Timestamp) -> TransformOutput {
@@ -393,7 +439,7 @@ fn mcp_normalize_value(data: &[u8], arrival: Timestamp) -> TransformOutput {
         None => Some(arrival_time),
         Some(_) => ts,
     }) else {
-        return TransformOutput::Failed("ts is neither epoch milliseconds nor an RFC 3339 time".into());
+        return TransformOutput::Failed(TS_INVALID.into());
     };
     let out = ArchiveEvent {
         schema_version: "1",
@@ -465,7 +511,8 @@ mod tests {
         fn quoted_iso_is_chronos_text(ms in -70_000_000_000_000i64..300_000_000_000_000i64) {
             let t = Utc.timestamp_millis_opt(ms).single().unwrap();
             let (mut buf, mut slow) = ([0u8; 26], String::new());
-            proptest::prop_assert_eq!(quoted_iso(t, &mut buf, &mut slow), format!("\"{}\"", iso(t)));
+            let expected = format!("\"{}\"", iso(t));
+            proptest::prop_assert_eq!(quoted_iso(ms, &mut buf, &mut slow), Some(expected.as_str()));
         }
 
         /// The borrowed fast path writes the same JSON as the general path.
@@ -482,18 +529,43 @@ mod tests {
                 .map(|(n, v)| format!("\"{}\" : {}", names[*n], values[*v]))
                 .collect();
             let input = format!("{{ {} }}", body.join(" ,\n "));
-            let fast = mcp_normalize(input.as_bytes(), ARRIVAL);
+            let (fast, index) = mcp_normalize_indexed(input.as_bytes(), ARRIVAL);
             let slow = mcp_normalize_value(input.as_bytes(), ARRIVAL);
             match (fast, slow) {
                 (TransformOutput::Ok(a), TransformOutput::Ok(b)) => {
                     let (va, vb): (Value, Value) = (serde_json::from_slice(&a).unwrap(), serde_json::from_slice(&b).unwrap());
-                    proptest::prop_assert_eq!(va, vb, "{}", input);
+                    proptest::prop_assert_eq!(&va, &vb, "{}", input);
+                    // The index points at every field's value.
+                    if let Some(index) = index {
+                        for name in MCP_FIELDS {
+                            let raw = index.raw(&a, name).flatten().unwrap();
+                            proptest::prop_assert_eq!(&serde_json::from_str::<Value>(raw).unwrap(), &va[name], "{}", name);
+                        }
+                        proptest::prop_assert_eq!(index.raw(&a, "tenantId"), Some(None));
+                    }
                     proptest::prop_assert_eq!(a.iter().filter(|c| **c == b'\n').count(), 1, "one line: {:?}", a);
                 }
                 (TransformOutput::Failed(_), TransformOutput::Failed(_)) => {}
                 (a, b) => proptest::prop_assert!(false, "{input}: {a:?} vs {b:?}"),
             }
         }
+    }
+
+    #[test]
+    fn quoted_iso_at_the_edges_of_four_digit_years() {
+        let (mut buf, mut slow) = ([0u8; 26], String::new());
+        for (ms, text) in [
+            (-62_167_219_200_000, "0000-01-01T00:00:00.000Z"),
+            (-62_167_219_200_001, "-0001-12-31T23:59:59.999Z"),
+            (253_402_300_799_999, "9999-12-31T23:59:59.999Z"),
+            (253_402_300_800_000, "+10000-01-01T00:00:00.000Z"),
+            (-1, "1969-12-31T23:59:59.999Z"),
+            (951_782_400_000, "2000-02-29T00:00:00.000Z"),
+        ] {
+            let expected = format!("\"{text}\"");
+            assert_eq!(quoted_iso(ms, &mut buf, &mut slow), Some(expected.as_str()), "{ms}");
+        }
+        assert_eq!(quoted_iso(i64::MAX, &mut buf, &mut slow), None);
     }
 
     #[test]
@@ -571,7 +643,10 @@ mod tests {
             ],
         };
         let out = check_response(&event, &response);
-        assert_eq!(out[0], Outcome::Ok { data: Bytes::from_static(b"new\n"), partition_keys: BTreeMap::new() });
+        assert_eq!(
+            out[0],
+            Outcome::Ok { data: Bytes::from_static(b"new\n"), partition_keys: BTreeMap::new(), fields: None }
+        );
         assert_eq!(out[1], Outcome::Dropped);
         assert!(matches!(&out[2], Outcome::Failed(r) if r.contains("ProcessingFailed")));
         assert!(matches!(&out[3], Outcome::Failed(r) if r.contains("plain text instead of base64")), "{:?}", out[3]);

@@ -13,7 +13,8 @@ use weir_core::{Record, ShardId};
 
 use crate::firehose_config::LambdaSettings;
 use crate::transform::{
-    Failure, KinesisRecordMetadata, Outcome, TransformOutput, TransformResponse, check_response, event, mcp_normalize,
+    Failure, KinesisRecordMetadata, Outcome, TransformOutput, TransformResponse, check_response, event,
+    mcp_normalize_indexed,
 };
 
 /// A transform that runs in the archiver's process: one record in, one outcome out.
@@ -28,7 +29,7 @@ pub trait RecordTransform: Send + Sync {
     fn transform(&self, shard: &ShardId, record: &Record) -> Outcome;
 }
 
-/// The built-in `mcp-normalize` transform (see [`mcp_normalize`]).
+/// The built-in `mcp-normalize` transform (see [`crate::transform::mcp_normalize`]).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct McpNormalize;
 
@@ -38,9 +39,9 @@ impl RecordTransform for McpNormalize {
     }
 
     fn transform(&self, _shard: &ShardId, record: &Record) -> Outcome {
-        match mcp_normalize(&record.data, record.approximate_arrival) {
-            TransformOutput::Ok(data) => Outcome::Ok { data, partition_keys: BTreeMap::new() },
-            TransformOutput::Failed(m) => Outcome::Failed(Failure::new("Transform.McpNormalize", m)),
+        match mcp_normalize_indexed(&record.data, record.approximate_arrival) {
+            (TransformOutput::Ok(data), fields) => Outcome::Ok { data, partition_keys: BTreeMap::new(), fields },
+            (TransformOutput::Failed(m), _) => Outcome::Failed(Failure::new("Transform.McpNormalize", m)),
         }
     }
 }
@@ -95,8 +96,20 @@ pub enum Transformer {
 pub struct Part<'a> {
     /// The stream record.
     pub record: &'a Record,
+    /// The part's data when it is a de-aggregated piece; `None` for the whole record.
+    pub piece: Option<Bytes>,
+}
+
+impl<'a> Part<'a> {
+    /// The whole record as one part.
+    pub fn whole(record: &'a Record) -> Self {
+        Self { record, piece: None }
+    }
+
     /// The part's data.
-    pub data: Bytes,
+    pub fn data(&self) -> &Bytes {
+        self.piece.as_ref().unwrap_or(&self.record.data)
+    }
 }
 
 impl Transformer {
@@ -111,18 +124,15 @@ impl Transformer {
     /// Transforms parts of one shard's batch; one outcome per part, in order.
     pub async fn run(&self, shard: &ShardId, parts: &[Part<'_>]) -> Vec<Outcome> {
         match self {
-            Transformer::None => {
-                parts.iter().map(|p| Outcome::Ok { data: p.data.clone(), partition_keys: BTreeMap::new() }).collect()
-            }
+            Transformer::None => parts
+                .iter()
+                .map(|p| Outcome::Ok { data: p.data().clone(), partition_keys: BTreeMap::new(), fields: None })
+                .collect(),
             Transformer::InProcess(t) => parts
                 .iter()
-                .map(|p| {
-                    if p.data.len() == p.record.data.len() {
-                        t.transform(shard, p.record)
-                    } else {
-                        let part = Record { data: p.data.clone(), ..p.record.clone() };
-                        t.transform(shard, &part)
-                    }
+                .map(|p| match &p.piece {
+                    None => t.transform(shard, p.record),
+                    Some(piece) => t.transform(shard, &Record { data: piece.clone(), ..p.record.clone() }),
                 })
                 .collect(),
             Transformer::Lambda(l) => {
@@ -142,7 +152,7 @@ fn chunks<'p, 'a>(parts: &'p [Part<'a>], limit: u64) -> Vec<&'p [Part<'a>]> {
     let mut out = Vec::new();
     let (mut start, mut size) = (0usize, 0u64);
     for (i, p) in parts.iter().enumerate() {
-        let cost = p.data.len() as u64 * 4 / 3 + 300;
+        let cost = p.data().len() as u64 * 4 / 3 + 300;
         if i > start && size + cost > limit {
             out.push(&parts[start..i]);
             start = i;
@@ -170,7 +180,7 @@ impl LambdaTransform {
                     sequence_number: p.record.position.sequence.to_string(),
                     subsequence_number: p.record.position.sub_sequence,
                 };
-                (format!("{invocation}-{i}"), meta, p.data.clone())
+                (format!("{invocation}-{i}"), meta, p.data().clone())
             })
             .collect();
         let ev = event(&invocation, &self.delivery_arn, &self.source_arn, &self.region, records);
