@@ -108,8 +108,12 @@ impl Body {
                     runs.push(deflater.piece(staged)?);
                     staged.clear();
                 }
-                if staged.capacity() < data.len().max(CHUNK.min(staged.len() + data.len() * 8)) {
-                    staged.reserve_exact(data.len().max(CHUNK.min(staged.len() + data.len() * 8)) - staged.len());
+                // The stage grows geometrically up to CHUNK (growing it a few records at
+                // a time copied each chunk dozens of times).
+                let needed = staged.len() + data.len();
+                if staged.capacity() < needed {
+                    let target = needed.max((staged.capacity() * 2).clamp(1024, CHUNK));
+                    staged.reserve_exact(target - staged.len());
                 }
                 staged.extend_from_slice(data);
                 if staged.len() >= CHUNK {

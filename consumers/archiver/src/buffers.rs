@@ -336,49 +336,73 @@ impl Buffers {
         arrival: Timestamp,
         now: Timestamp,
     ) -> Result<Appended, BufferError> {
+        let Some(buffer) = self.open.get_mut(key) else {
+            // A new partition: open its buffer (sealing the oldest one past the cap).
+            let mut sealed = self.open_buffer(key, now)?;
+            let mut appended = self.append_key(key, data, shard, position, arrival, now)?;
+            sealed.append(&mut appended.sealed);
+            return Ok(Appended { generation: appended.generation, sealed });
+        };
+        let generation = Self::add(buffer, data, shard, position, arrival, &mut self.deflater)?;
         let mut sealed = Vec::new();
-        if !self.open.contains_key(key) {
-            let route = Route::decode(key).ok_or(BufferError::RouteKey)?;
-            let is_data = matches!(route, Route::Data(_));
-            if is_data && self.data_open >= self.limits.max_active {
-                match self.limits.overflow {
-                    Overflow::Reject => return Err(BufferError::TooManyPartitions(self.limits.max_active)),
-                    Overflow::FlushOldest => {
-                        let oldest = self
-                            .open
-                            .iter()
-                            .filter(|(_, b)| matches!(b.route, Route::Data(_)))
-                            .min_by_key(|(_, b)| (b.opened, b.generation))
-                            .map(|(k, _)| k.clone());
-                        if let Some(k) = oldest {
-                            sealed.push(self.seal(&k, FlushReason::Overflow)?);
-                        }
+        if buffer.raw_bytes >= self.limits.size_bytes {
+            sealed.push(self.seal(key, FlushReason::Size)?);
+        }
+        Ok(Appended { generation, sealed })
+    }
+
+    /// Opens the buffer of route `key`; returns the buffer sealed to make room.
+    fn open_buffer(&mut self, key: &[u8], now: Timestamp) -> Result<Vec<Sealed>, BufferError> {
+        let mut sealed = Vec::new();
+        let route = Route::decode(key).ok_or(BufferError::RouteKey)?;
+        let is_data = matches!(route, Route::Data(_));
+        if is_data && self.data_open >= self.limits.max_active {
+            match self.limits.overflow {
+                Overflow::Reject => return Err(BufferError::TooManyPartitions(self.limits.max_active)),
+                Overflow::FlushOldest => {
+                    let oldest = self
+                        .open
+                        .iter()
+                        .filter(|(_, b)| matches!(b.route, Route::Data(_)))
+                        .min_by_key(|(_, b)| (b.opened, b.generation))
+                        .map(|(k, _)| k.clone());
+                    if let Some(k) = oldest {
+                        sealed.push(self.seal(&k, FlushReason::Overflow)?);
                     }
                 }
             }
-            let generation = self.next_generation;
-            self.next_generation += 1;
-            if is_data {
-                self.data_open += 1;
-            }
-            self.open.insert(
-                key.into(),
-                Open {
-                    generation,
-                    route,
-                    body: Body::new(self.limits.compression),
-                    raw_bytes: 0,
-                    opened: now,
-                    slots: Vec::new(),
-                    entries: Vec::new(),
-                    spans: BTreeMap::new(),
-                },
-            );
         }
-        let Some(buffer) = self.open.get_mut(key) else {
-            return Err(BufferError::Body(BodyError("buffer vanished".into())));
-        };
-        buffer.body.append(data, &mut self.deflater)?;
+        let generation = self.next_generation;
+        self.next_generation += 1;
+        if is_data {
+            self.data_open += 1;
+        }
+        self.open.insert(
+            key.into(),
+            Open {
+                generation,
+                route,
+                body: Body::new(self.limits.compression),
+                raw_bytes: 0,
+                opened: now,
+                slots: Vec::new(),
+                entries: Vec::new(),
+                spans: BTreeMap::new(),
+            },
+        );
+        Ok(sealed)
+    }
+
+    /// Appends to an open buffer; returns its generation.
+    fn add(
+        buffer: &mut Open,
+        data: &[u8],
+        shard: &ShardId,
+        position: &ExtendedSequenceNumber,
+        arrival: Timestamp,
+        deflater: &mut Deflater,
+    ) -> Result<u64, BufferError> {
+        buffer.body.append(data, deflater)?;
         buffer.raw_bytes += data.len() as u64;
         // Shards of a buffer are few; the last one is almost always the one appending.
         let slot = match buffer.slots.iter().rposition(|s| s == shard) {
@@ -401,11 +425,7 @@ impl Buffers {
                 );
             }
         }
-        let generation = buffer.generation;
-        if buffer.raw_bytes >= self.limits.size_bytes {
-            sealed.push(self.seal(key, FlushReason::Size)?);
-        }
-        Ok(Appended { generation, sealed })
+        Ok(buffer.generation)
     }
 
     /// Buffers whose interval has passed at `now`.

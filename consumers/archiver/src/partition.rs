@@ -234,14 +234,26 @@ impl KeyQuery {
     /// [`KeyQuery::keys`] then decides, with the reference's results and errors.
     pub fn flat_values<'d>(&self, record: &'d [u8], index: Option<&FieldIndex>) -> Option<FlatValues<'d>> {
         let flat = self.flat.as_ref()?;
+        let mut values = FlatValues::new();
         if let Some(index) = index {
-            let raws: Option<SmallVec<[Option<&'d str>; 4]>> =
-                flat.fields.iter().map(|f| index.raw(record, f)).collect();
-            if let Some(raws) = raws {
-                return raws.into_iter().map(|r| key_text(r?)).collect();
+            for field in &flat.fields {
+                match index.raw(record, field) {
+                    Some(Some(raw)) => values.push(key_text(raw)?),
+                    // Missing: null, which the full path reports.
+                    Some(None) => return None,
+                    // The index cannot tell: read the record.
+                    None => break,
+                }
             }
+            if values.len() == flat.fields.len() {
+                return Some(values);
+            }
+            values.clear();
         }
-        flat_raw(record, &flat.fields)?.into_iter().map(|r| key_text(r?)).collect()
+        for raw in flat_raw(record, &flat.fields)? {
+            values.push(key_text(raw?)?);
+        }
+        Some(values)
     }
 
     /// Whether the fast path is used.

@@ -322,31 +322,57 @@ pub fn mcp_normalize_indexed(data: &[u8], arrival: Timestamp) -> (TransformOutpu
     // behaviour.
     if data.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')
         && let Ok(text) = std::str::from_utf8(data)
-        && let Ok(ev) = serde_json::from_str::<McpEventRef<'_>>(text)
-        && let Some(out) = normalize_ref(&ev, arrival, data.len())
+        && let Some(ev) = McpEventRef::read(text)
+        && let Some(out) = normalize_ref(&ev, arrival)
     {
         return out;
     }
     (mcp_normalize_value(data, arrival), None)
 }
 
-/// The fields the normaliser reads, borrowed from the record.
-#[derive(Deserialize)]
-struct McpEventRef<'a> {
-    #[serde(rename = "tenantId", borrow, default)]
-    tenant_id: Option<&'a serde_json::value::RawValue>,
-    #[serde(rename = "toolName", borrow, default)]
-    tool_name: Option<&'a serde_json::value::RawValue>,
-    #[serde(rename = "sessionId", borrow, default)]
-    session_id: Option<&'a serde_json::value::RawValue>,
-    #[serde(borrow, default)]
-    ts: Option<&'a serde_json::value::RawValue>,
-    #[serde(rename = "durationMs", borrow, default)]
-    duration_ms: Option<&'a serde_json::value::RawValue>,
-    #[serde(borrow, default)]
-    success: Option<&'a serde_json::value::RawValue>,
-    #[serde(rename = "errorCode", borrow, default)]
-    error_code: Option<&'a serde_json::value::RawValue>,
+/// The input fields the normaliser reads.
+const MCP_INPUT: [&str; 7] = ["tenantId", "toolName", "sessionId", "ts", "durationMs", "success", "errorCode"];
+
+/// The raw JSON text of each of [`MCP_INPUT`], borrowed from the record (`None`: absent).
+struct McpEventRef<'a>([Option<&'a str>; 7]);
+
+impl<'a> McpEventRef<'a> {
+    /// `None` for anything but one object whose keys need no unescaping and whose
+    /// fields of [`MCP_INPUT`] appear once each (the general path decides those).
+    fn read(text: &'a str) -> Option<Self> {
+        use serde::Deserializer as _;
+        use serde::de::{Error, IgnoredAny, MapAccess, Visitor};
+        struct Fields;
+        impl<'de> Visitor<'de> for Fields {
+            type Value = [Option<&'de str>; 7];
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut found = [None; 7];
+                // Keys with escapes fail here (not borrowable) and take the general path.
+                while let Some(key) = map.next_key::<&'de str>()? {
+                    match MCP_INPUT.iter().position(|name| *name == key) {
+                        Some(i) if found[i].is_some() => return Err(A::Error::custom("duplicate field")),
+                        Some(i) => found[i] = Some(map.next_value::<&'de serde_json::value::RawValue>()?.get()),
+                        None => {
+                            map.next_value::<IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(found)
+            }
+        }
+        let mut de = serde_json::Deserializer::from_str(text);
+        let found = de.deserialize_map(Fields).ok()?;
+        de.end().ok()?;
+        Some(Self(found))
+    }
+
+    /// A field's raw text unless it is absent or `null`.
+    fn given(&self, field: usize) -> Option<&'a str> {
+        self.0[field].filter(|t| *t != "null")
+    }
 }
 
 const TS_INVALID: &str = "ts is neither epoch milliseconds nor an RFC 3339 time";
@@ -367,19 +393,11 @@ fn ts_millis(raw: &str) -> Option<i64> {
 
 /// `None` when a field holds an object or array (re-serialised compactly by the
 /// general path, so no raw newline can reach the output line).
-fn normalize_ref(
-    ev: &McpEventRef<'_>,
-    arrival: Timestamp,
-    size_hint: usize,
-) -> Option<(TransformOutput, Option<FieldIndex>)> {
-    fn given(v: Option<&serde_json::value::RawValue>) -> Option<&str> {
-        v.map(|r| r.get()).filter(|t| *t != "null")
-    }
-    let all = [ev.tenant_id, ev.tool_name, ev.session_id, ev.ts, ev.duration_ms, ev.success, ev.error_code];
-    if all.iter().flatten().any(|r| r.get().starts_with(['{', '['])) {
+fn normalize_ref(ev: &McpEventRef<'_>, arrival: Timestamp) -> Option<(TransformOutput, Option<FieldIndex>)> {
+    if ev.0.iter().flatten().any(|r| r.starts_with(['{', '['])) {
         return None;
     }
-    let millis = match given(ev.ts) {
+    let millis = match ev.given(3) {
         None => Some(arrival.as_millis()).filter(|ms| Utc.timestamp_millis_opt(*ms).single().is_some()).unwrap_or(0),
         Some(t) => match ts_millis(t) {
             Some(ms) => ms,
@@ -392,16 +410,19 @@ fn normalize_ref(
     };
     let values = [
         "\"1\"",
-        given(ev.tenant_id).unwrap_or("\"unknown\""),
-        given(ev.tool_name).unwrap_or("\"unknown\""),
-        given(ev.session_id).unwrap_or("null"),
+        ev.given(0).unwrap_or("\"unknown\""),
+        ev.given(1).unwrap_or("\"unknown\""),
+        ev.given(2).unwrap_or("null"),
         ts,
-        given(ev.duration_ms).unwrap_or("null"),
-        given(ev.success).unwrap_or("null"),
-        given(ev.error_code).unwrap_or("null"),
+        ev.given(4).unwrap_or("null"),
+        ev.given(5).unwrap_or("null"),
+        ev.given(6).unwrap_or("null"),
     ];
+    // `{"name":value,...}\n`, allocated at its exact size (so the bytes are not
+    // copied again to become `Bytes`).
+    let size = 2 + MCP_FIELDS.iter().zip(&values).map(|(n, v)| n.len() + v.len() + 4).sum::<usize>();
     let mut index = FieldIndex::new(&MCP_FIELDS);
-    let mut out = Vec::with_capacity(size_hint + 128);
+    let mut out = Vec::with_capacity(size);
     out.push(b'{');
     for (i, (name, value)) in MCP_FIELDS.iter().zip(values).enumerate() {
         out.push(b'"');
@@ -518,14 +539,13 @@ mod tests {
         /// The borrowed fast path writes the same JSON as the general path.
         #[test]
         fn fast_path_matches_the_general_path(
-            fields in proptest::collection::vec((0usize..8, 0usize..9), 0..9),
+            fields in proptest::collection::vec((0usize..8, 0usize..9), 0..10),
         ) {
-            let names = ["tenantId", "toolName", "sessionId", "ts", "durationMs", "success", "errorCode", "other"];
+            // Repeated keys, and a key that only unescaped reads "tenantId", included.
+            let names = ["tenantId", "toolName", "sessionId", "ts", "durationMs", "success", "errorCode", "tenant\\u0049d"];
             let values = ["\"t-1\"", "\"a\\u00e9\\\"b\"", "null", "42", "1.5e3", "true", "{\"a\": [1, 2]}", "[1,\n2]", "\"2026-11-29T10:00:00Z\""];
-            let mut seen = std::collections::BTreeSet::new();
             let body: Vec<String> = fields
                 .iter()
-                .filter(|(n, _)| seen.insert(*n))
                 .map(|(n, v)| format!("\"{}\" : {}", names[*n], values[*v]))
                 .collect();
             let input = format!("{{ {} }}", body.join(" ,\n "));
