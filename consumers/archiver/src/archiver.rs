@@ -470,10 +470,12 @@ impl Consumer for Archiver {
                 self.buffer(&key, &line, &record.data, shard, record, now, &mut sealed)?;
             }
             while next_part < parts.len() && owners[next_part] == i {
-                let outcome = outcomes.next().unwrap_or(Outcome::Failed(crate::transform::Failure::new(
-                    "Transform.MissingOutcome",
-                    "transform returned too few outcomes",
-                )));
+                let outcome = outcomes.next().unwrap_or_else(|| {
+                    Outcome::Failed(crate::transform::Failure::new(
+                        "Transform.MissingOutcome",
+                        "transform returned too few outcomes",
+                    ))
+                });
                 let raw = parts[next_part].data();
                 if let Some(line) = self.route(outcome, raw, record.approximate_arrival, now, &mut key) {
                     self.buffer(&key, &line, raw, shard, record, now, &mut sealed)?;

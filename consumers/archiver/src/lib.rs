@@ -71,6 +71,7 @@ pub mod fields;
 pub mod firehose_config;
 pub mod java_time;
 pub mod ledger;
+pub mod mcp_normalize;
 pub mod metrics;
 pub mod naming;
 pub mod partition;
