@@ -106,6 +106,8 @@ pub struct Archiver {
     ledger: Ledger,
     delivery: Delivery,
     shards: HashMap<ShardId, ShardState>,
+    /// Some shard has records to skip (saves a lookup per record otherwise).
+    any_skips: bool,
     clock: Arc<dyn Clock>,
     max_backlog_bytes: u64,
 }
@@ -149,6 +151,7 @@ impl Archiver {
             ledger: Ledger::default(),
             delivery,
             shards: HashMap::new(),
+            any_skips: false,
             clock,
             max_backlog_bytes: options.max_backlog_bytes,
         })
@@ -188,6 +191,7 @@ impl Archiver {
         tracing::info!(%shard, intents = intents.len(), objects = states.len(), claimed, skip_ranges = skip.len(), "resolved an earlier owner's open intents");
         state.skip = skip;
         state.unresolved = None;
+        self.any_skips = self.shards.values().any(|s| !s.skip.is_empty());
         Ok(())
     }
 
@@ -288,7 +292,8 @@ impl Archiver {
         now: Timestamp,
         sealed: &mut Vec<Sealed>,
     ) -> Result<(), ConsumerError> {
-        if let Some(state) = self.shards.get_mut(shard)
+        if self.any_skips
+            && let Some(state) = self.shards.get_mut(shard)
             && !state.skip.is_empty()
             && let Some(route) = Route::decode(key)
             && state.skip.covers(&route.scope(), &record.position)

@@ -79,7 +79,7 @@ pub enum Body {
         runs: Vec<Vec<u8>>,
         /// Records not compressed yet.
         staged: Vec<u8>,
-        /// CRC-32 of everything appended.
+        /// CRC-32 of everything compressed so far (the stage is added when it is).
         crc: crc32fast::Hasher,
         /// Bytes appended.
         len: u64,
@@ -100,11 +100,12 @@ impl Body {
         match self {
             Body::Plain(v) => v.extend_from_slice(data),
             Body::Gzip { runs, staged, crc, len } => {
-                crc.update(data);
                 *len += data.len() as u64;
                 // Compress the stage before it would grow past CHUNK, so its capacity
-                // stays at CHUNK (records larger than that pass through whole).
+                // stays at CHUNK (records larger than that pass through whole). The
+                // CRC is taken over each stage as it is compressed.
                 if !staged.is_empty() && staged.len() + data.len() > CHUNK {
+                    crc.update(staged);
                     runs.push(deflater.piece(staged)?);
                     staged.clear();
                 }
@@ -117,6 +118,7 @@ impl Body {
                 }
                 staged.extend_from_slice(data);
                 if staged.len() >= CHUNK {
+                    crc.update(staged);
                     runs.push(deflater.piece(staged)?);
                     staged.clear();
                     staged.shrink_to(CHUNK);
@@ -148,7 +150,8 @@ impl Body {
     pub fn finish(self, deflater: &mut Deflater) -> Result<Bytes, BodyError> {
         match self {
             Body::Plain(v) => Ok(Bytes::from(v)),
-            Body::Gzip { runs, staged, crc, len } => {
+            Body::Gzip { runs, staged, mut crc, len } => {
+                crc.update(&staged);
                 let compressed: usize = runs.iter().map(Vec::len).sum();
                 let mut out = Vec::with_capacity(GZIP_HEADER.len() + compressed + staged.len() / 2 + 64);
                 out.extend_from_slice(&GZIP_HEADER);

@@ -161,7 +161,15 @@ struct Open {
     opened: Timestamp,
     slots: Vec<ShardId>,
     entries: Vec<(u32, u32)>,
-    spans: BTreeMap<ShardId, Span>,
+    /// The records of `slots[i]` (`None`: none left after a rebuild).
+    spans: Vec<Option<Span>>,
+}
+
+impl Open {
+    /// Whether the buffer holds records of `shard`.
+    fn holds(&self, shard: &ShardId) -> bool {
+        self.slots.iter().zip(&self.spans).any(|(s, span)| s == shard && span.is_some())
+    }
 }
 
 /// Why a buffer was sealed.
@@ -387,7 +395,7 @@ impl Buffers {
                 opened: now,
                 slots: Vec::new(),
                 entries: Vec::new(),
-                spans: BTreeMap::new(),
+                spans: Vec::new(),
             },
         );
         Ok(sealed)
@@ -409,20 +417,18 @@ impl Buffers {
             Some(i) => i,
             None => {
                 buffer.slots.push(shard.clone());
+                buffer.spans.push(None);
                 buffer.slots.len() - 1
             }
         };
         buffer.entries.push((slot as u32, data.len() as u32));
-        match buffer.spans.get_mut(shard) {
+        match &mut buffer.spans[slot] {
             Some(span) => {
                 span.last = position.clone();
                 span.oldest_arrival = span.oldest_arrival.min(arrival);
             }
-            None => {
-                buffer.spans.insert(
-                    shard.clone(),
-                    Span { first: position.clone(), last: position.clone(), oldest_arrival: arrival },
-                );
+            empty @ None => {
+                *empty = Some(Span { first: position.clone(), last: position.clone(), oldest_arrival: arrival });
             }
         }
         Ok(buffer.generation)
@@ -442,8 +448,7 @@ impl Buffers {
 
     /// Every buffer holding records of `shard` (before the shard closes).
     pub fn holding(&mut self, shard: &ShardId) -> Result<Vec<Sealed>, BufferError> {
-        let keys: Vec<Box<[u8]>> =
-            self.open.iter().filter(|(_, b)| b.spans.contains_key(shard)).map(|(k, _)| k.clone()).collect();
+        let keys: Vec<Box<[u8]>> = self.open.iter().filter(|(_, b)| b.holds(shard)).map(|(k, _)| k.clone()).collect();
         keys.iter().map(|k| self.seal(k, FlushReason::Requested)).collect()
     }
 
@@ -456,8 +461,7 @@ impl Buffers {
     /// Removes the records of `shard` from every open buffer (its lease was lost: the
     /// next owner archives them). Buffers left empty close.
     pub fn forget_shard(&mut self, shard: &ShardId) -> Result<(), BufferError> {
-        let keys: Vec<Box<[u8]>> =
-            self.open.iter().filter(|(_, b)| b.spans.contains_key(shard)).map(|(k, _)| k.clone()).collect();
+        let keys: Vec<Box<[u8]>> = self.open.iter().filter(|(_, b)| b.holds(shard)).map(|(k, _)| k.clone()).collect();
         let lost: BTreeSet<ShardId> = [shard.clone()].into();
         for k in keys {
             let opened = self.open.get(&k).map(|b| b.opened).unwrap_or(Timestamp::from_millis(0));
@@ -487,9 +491,9 @@ impl Buffers {
                 body,
                 raw_bytes: sealed.raw_bytes,
                 opened,
+                spans: sealed.slots.iter().map(|s| sealed.spans.get(s).cloned()).collect(),
                 slots: sealed.slots,
                 entries: sealed.entries,
-                spans: sealed.spans,
             },
         );
         Ok(())
@@ -507,7 +511,7 @@ impl Buffers {
             route: b.route,
             body: b.body.finish(&mut self.deflater)?,
             raw_bytes: b.raw_bytes,
-            spans: b.spans,
+            spans: b.slots.iter().zip(b.spans).filter_map(|(s, span)| Some((s.clone(), span?))).collect(),
             reason,
             compression: self.limits.compression,
             slots: b.slots,

@@ -18,12 +18,12 @@ use std::ops::Range;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FieldIndex {
     names: &'static [&'static str],
-    ranges: [(u32, u32); FieldIndex::MAX],
+    ranges: [(u16, u16); FieldIndex::MAX],
 }
 
 impl FieldIndex {
     /// Most fields an index describes.
-    pub const MAX: usize = 12;
+    pub const MAX: usize = 8;
 
     /// An index of an object with the fields `names` (at most [`FieldIndex::MAX`];
     /// `None` for more), no range set yet.
@@ -32,10 +32,11 @@ impl FieldIndex {
     }
 
     /// Records where the value of field number `field` (its place in `names`) lies.
-    /// Ignored for a field number out of range or a range past `u32`.
+    /// Ignored for a field number out of range or a range past 64 KiB (readers then
+    /// parse the output).
     pub fn set(&mut self, field: usize, range: Range<usize>) {
         if let (Some(slot), Ok(start), Ok(end)) =
-            (self.ranges.get_mut(field), u32::try_from(range.start), u32::try_from(range.end))
+            (self.ranges.get_mut(field), u16::try_from(range.start), u16::try_from(range.end))
             && field < self.names.len()
         {
             *slot = (start, end);
@@ -77,6 +78,8 @@ mod tests {
         assert_eq!(index.raw(data, "c"), Some(None));
         index.set(1, 13..99);
         assert_eq!(index.raw(data, "b"), None, "outside the data");
+        index.set(0, 70_000..70_003);
+        assert_eq!(index.raw(data, "a"), Some(Some("\"x\"")), "a range past 64 KiB is not recorded");
         index.set(7, 0..1);
         assert_eq!(index.names(), &["a", "b"]);
     }

@@ -278,17 +278,14 @@ fn write_line(fields: &[Option<Scalar<'_>>; 7], arrival: Timestamp) -> Option<(T
         given(5).unwrap_or(&Scalar::Null),
         given(6).unwrap_or(&Scalar::Null),
     ];
-    // `{"name":value,...}\n`; exactly sized unless numbers or escapes are involved.
-    let size = 2
-        + MCP_FIELDS.iter().map(|n| n.len() + 4).sum::<usize>()
+    // `{"name":value,...}\n`; exactly sized unless floats or escapes are involved. The
+    // text between values is constant (see `GLUE`).
+    let size = GLUE.iter().map(|g| g.len()).sum::<usize>()
         + values.iter().enumerate().map(|(i, v)| if i == 4 { ts.len() } else { v.size() }).sum::<usize>();
     let mut index = FieldIndex::new(&MCP_FIELDS);
     let mut out = Vec::with_capacity(size);
-    out.push(b'{');
-    for (i, (name, value)) in MCP_FIELDS.iter().zip(values).enumerate() {
-        out.push(b'"');
-        out.extend_from_slice(name.as_bytes());
-        out.extend_from_slice(b"\":");
+    for (i, value) in values.into_iter().enumerate() {
+        out.extend_from_slice(GLUE[i].as_bytes());
         let start = out.len();
         if i == 4 {
             out.extend_from_slice(ts.as_bytes());
@@ -298,11 +295,23 @@ fn write_line(fields: &[Option<Scalar<'_>>; 7], arrival: Timestamp) -> Option<(T
         if let Some(index) = &mut index {
             index.set(i, start..out.len());
         }
-        out.push(if i + 1 == MCP_FIELDS.len() { b'}' } else { b',' });
     }
-    out.push(b'\n');
+    out.extend_from_slice(GLUE[MCP_FIELDS.len()].as_bytes());
     Some((TransformOutput::Ok(Bytes::from(out)), index))
 }
+
+/// The text before each value of a normalised line, and after the last one.
+const GLUE: [&str; 9] = [
+    "{\"schema_version\":",
+    ",\"tenant_id\":",
+    ",\"tool_name\":",
+    ",\"session_id\":",
+    ",\"timestamp_utc\":",
+    ",\"duration_ms\":",
+    ",\"success\":",
+    ",\"error_code\":",
+    "}\n",
+];
 
 fn mcp_normalize_value(data: &[u8], arrival: Timestamp) -> TransformOutput {
     let parsed: Value = match serde_json::from_slice(data) {
@@ -457,6 +466,15 @@ mod tests {
         for slow in [r#"{"tenantId":"a","tenantId":"b"}"#, r#"{"tenant\u0049d":"a"}"#, r#"{"success":[true]}"#, "[1]"] {
             assert!(mcp_normalize_indexed(slow.as_bytes(), ARRIVAL).1.is_none(), "{slow}");
         }
+    }
+
+    #[test]
+    fn glue_names_the_fields_in_order() {
+        for (i, name) in MCP_FIELDS.iter().enumerate() {
+            let glue = GLUE[i].trim_start_matches(['{', ',']);
+            assert_eq!(glue, format!("\"{name}\":"));
+        }
+        assert_eq!(GLUE[MCP_FIELDS.len()], "}\n");
     }
 
     #[test]
