@@ -280,7 +280,9 @@ impl Archiver {
         Ok(())
     }
 
-    /// Buffers one line under the route `key` ([`Route::encode`]).
+    /// Buffers one line under the route `key` ([`Route::encode`]); the generation of
+    /// the buffer that took it (for the ledger), `None` when it was skipped as already
+    /// durable.
     #[allow(clippy::too_many_arguments)]
     fn buffer(
         &mut self,
@@ -291,7 +293,7 @@ impl Archiver {
         record: &weir_core::Record,
         now: Timestamp,
         sealed: &mut Vec<Sealed>,
-    ) -> Result<(), ConsumerError> {
+    ) -> Result<Option<u64>, ConsumerError> {
         if self.any_skips
             && let Some(state) = self.shards.get_mut(shard)
             && !state.skip.is_empty()
@@ -299,7 +301,7 @@ impl Archiver {
             && state.skip.covers(&route.scope(), &record.position)
         {
             metrics::counter!(m::DUPLICATES_SKIPPED).increment(1);
-            return Ok(());
+            return Ok(None);
         }
         if let Some(t) = Route::error_type(key) {
             metrics::counter!(m::ERRORS, "type" => t.as_str()).increment(1);
@@ -325,9 +327,8 @@ impl Archiver {
                 Err(e) => return Err(ConsumerError::with_source("cannot buffer a record", e)),
             };
         let Appended { generation, sealed: s } = appended;
-        self.ledger.buffered(shard, &record.position, generation);
         sealed.extend(s);
-        Ok(())
+        Ok(Some(generation))
     }
 
     async fn deliver(&mut self, sealed: Vec<Sealed>, acks: &dyn Acks) -> Result<(), DeliveryError> {
@@ -468,11 +469,15 @@ impl Consumer for Archiver {
         let mut key = Vec::with_capacity(128);
         let mut next_part = 0usize;
         let mut failures = split_failures.into_iter().peekable();
+        // (record index, generation) of every line buffered, for the ledger.
+        let mut placed = Vec::with_capacity(batch.records.len());
         for (i, record) in batch.records.iter().enumerate() {
             if failures.peek().is_some_and(|(j, _)| *j == i) {
                 let (_, reason) = failures.next().unwrap_or_default();
                 let line = split_failure(record, now, reason, &mut key);
-                self.buffer(&key, &line, &record.data, shard, record, now, &mut sealed)?;
+                if let Some(generation) = self.buffer(&key, &line, &record.data, shard, record, now, &mut sealed)? {
+                    placed.push((i, generation));
+                }
             }
             while next_part < parts.len() && owners[next_part] == i {
                 let outcome = outcomes.next().unwrap_or_else(|| {
@@ -482,13 +487,17 @@ impl Consumer for Archiver {
                     ))
                 });
                 let raw = parts[next_part].data();
-                if let Some(line) = self.route(outcome, raw, record.approximate_arrival, now, &mut key) {
-                    self.buffer(&key, &line, raw, shard, record, now, &mut sealed)?;
+                if let Some(line) = self.route(outcome, raw, record.approximate_arrival, now, &mut key)
+                    && let Some(generation) = self.buffer(&key, &line, raw, shard, record, now, &mut sealed)?
+                {
+                    placed.push((i, generation));
                 }
                 next_part += 1;
             }
-            self.ledger.finished(shard, &record.position);
         }
+        // Before delivery, which settles generations. (A batch that fails above leaves
+        // the ledger as it was: its records are then not acknowledged.)
+        self.ledger.batch(shard, batch.records.iter().map(|r| &r.position), &placed);
         // Delivery failures leave objects in the backlog; the records stay
         // unacknowledged and the batch itself was taken in full.
         if let Err(e) = self.deliver(sealed, acks).await {

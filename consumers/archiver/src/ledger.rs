@@ -17,7 +17,7 @@ struct ShardLedger {
     /// Last record fully processed (routed to buffers, dropped or skipped).
     finished: Option<ExtendedSequenceNumber>,
     /// Pending generations: (first position, position finished before it).
-    pending: HashMap<u64, (ExtendedSequenceNumber, Option<ExtendedSequenceNumber>)>,
+    pending: HashMap<u64, (ExtendedSequenceNumber, Option<ExtendedSequenceNumber>), foldhash::fast::RandomState>,
     /// Last position acknowledged.
     acked: Option<ExtendedSequenceNumber>,
 }
@@ -40,6 +40,36 @@ impl Ledger {
     /// Every part of the record at `position` is routed.
     pub fn finished(&mut self, shard: &ShardId, position: &ExtendedSequenceNumber) {
         self.shards.entry(shard.clone()).or_default().finished = Some(position.clone());
+    }
+
+    /// A whole batch of `shard` at once, the same as [`Ledger::buffered`] and
+    /// [`Ledger::finished`] called record by record: `positions` are the batch's records
+    /// in order, all routed; `placed` lists, in record order, (record index, generation)
+    /// for every buffer a record went into.
+    pub fn batch<'p>(
+        &mut self,
+        shard: &ShardId,
+        positions: impl IntoIterator<Item = &'p ExtendedSequenceNumber>,
+        placed: &[(usize, u64)],
+    ) {
+        let l = self.shards.entry(shard.clone()).or_default();
+        let mut placed = placed.iter().peekable();
+        let mut previous: Option<&ExtendedSequenceNumber> = None;
+        for (i, position) in positions.into_iter().enumerate() {
+            while let Some(&&(record, generation)) = placed.peek()
+                && record == i
+            {
+                if !l.pending.contains_key(&generation) {
+                    let before = previous.cloned().or_else(|| l.finished.clone());
+                    l.pending.insert(generation, (position.clone(), before));
+                }
+                placed.next();
+            }
+            previous = Some(position);
+        }
+        if let Some(last) = previous {
+            l.finished = Some(last.clone());
+        }
     }
 
     /// `generation` is durable (or, with `durable == false`, abandoned) for `shard`.
@@ -105,6 +135,37 @@ mod tests {
         l.settle(&s, 10);
         assert_eq!(l.advance(&s), Some(p(4)));
         assert_eq!(l.advance(&s), None, "no change, no ack");
+    }
+
+    proptest::proptest! {
+        /// `batch` leaves the ledger as the record-by-record calls do.
+        #[test]
+        fn a_batch_is_its_records(
+            batches in proptest::collection::vec(proptest::collection::vec(proptest::collection::vec(1u64..5, 0..3), 0..6), 1..4),
+            settled in proptest::collection::vec(1u64..5, 0..4),
+        ) {
+            let s = ShardId::new("s");
+            let (mut one, mut all) = (Ledger::default(), Ledger::default());
+            let mut n = 0u128;
+            for batch in &batches {
+                let positions: Vec<_> = batch.iter().map(|_| { n += 1; p(n) }).collect();
+                let mut placed = Vec::new();
+                for (i, gens) in batch.iter().enumerate() {
+                    for g in gens {
+                        one.buffered(&s, &positions[i], *g);
+                        placed.push((i, *g));
+                    }
+                    one.finished(&s, &positions[i]);
+                }
+                all.batch(&s, &positions, &placed);
+            }
+            for g in settled {
+                one.settle(&s, g);
+                all.settle(&s, g);
+            }
+            proptest::prop_assert_eq!(one.has_pending(&s), all.has_pending(&s));
+            proptest::prop_assert_eq!(one.advance(&s), all.advance(&s));
+        }
     }
 
     #[test]

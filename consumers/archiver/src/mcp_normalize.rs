@@ -105,15 +105,36 @@ pub fn mcp_normalize(data: &[u8], arrival: Timestamp) -> TransformOutput {
 /// [`mcp_normalize`], and where each of [`MCP_FIELDS`] lies in the line when the
 /// record took the fast path.
 pub fn mcp_normalize_indexed(data: &[u8], arrival: Timestamp) -> (TransformOutput, Option<FieldIndex>) {
+    let mut line = Vec::new();
+    match mcp_normalize_into(data, arrival, &mut line) {
+        Ok(fields) => (TransformOutput::Ok(Bytes::from(line)), fields),
+        Err(reason) => (TransformOutput::Failed(reason), None),
+    }
+}
+
+/// [`mcp_normalize`] appending the line to `out` (several records can share one
+/// buffer); on success, where each of [`MCP_FIELDS`] lies in the line (ranges from the
+/// line's start) when the record took the fast path. On failure `out` is unchanged.
+pub fn mcp_normalize_into(data: &[u8], arrival: Timestamp, out: &mut Vec<u8>) -> Result<Option<FieldIndex>, String> {
     // The text is checked as UTF-8 once, so the parser does not check each string again.
     if data.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')
         && let Ok(text) = std::str::from_utf8(data)
         && let Some(fields) = read_fields(text)
-        && let Some(out) = write_line(&fields, arrival)
     {
-        return out;
+        let start = out.len();
+        match write_line(&fields, arrival, out) {
+            Some(Ok(index)) => return Ok(index),
+            Some(Err(reason)) => return Err(reason),
+            None => out.truncate(start),
+        }
     }
-    (mcp_normalize_value(data, arrival), None)
+    match mcp_normalize_value(data, arrival) {
+        TransformOutput::Ok(line) => {
+            out.extend_from_slice(&line);
+            Ok(None)
+        }
+        TransformOutput::Failed(reason) => Err(reason),
+    }
 }
 
 /// One input field's value: a scalar, read as serde_json reads it for a `Value`.
@@ -251,20 +272,25 @@ fn read_fields(text: &str) -> Option<[Option<Scalar<'_>>; 7]> {
     Some(found)
 }
 
-/// The normalised line of the fast path's fields (`None` if a value cannot be written,
-/// which serde_json does not do for these types; the general path then decides).
-fn write_line(fields: &[Option<Scalar<'_>>; 7], arrival: Timestamp) -> Option<(TransformOutput, Option<FieldIndex>)> {
+/// Appends the normalised line of the fast path's fields to `out`: the field index, or
+/// why the record fails; `None` if a value cannot be written (serde_json does not fail
+/// for these types; the general path then decides).
+fn write_line(
+    fields: &[Option<Scalar<'_>>; 7],
+    arrival: Timestamp,
+    out: &mut Vec<u8>,
+) -> Option<Result<Option<FieldIndex>, String>> {
     let given = |i: usize| fields[i].as_ref().filter(|v| **v != Scalar::Null);
     let millis = match given(3) {
         None => Some(arrival.as_millis()).filter(|ms| Utc.timestamp_millis_opt(*ms).single().is_some()).unwrap_or(0),
         Some(ts) => match ts.millis() {
             Some(ms) => ms,
-            None => return Some((TransformOutput::Failed(TS_INVALID.into()), None)),
+            None => return Some(Err(TS_INVALID.into())),
         },
     };
     let (mut ts_buf, mut ts_slow) = ([0u8; 26], String::new());
     let Some(ts) = quoted_iso(millis, &mut ts_buf, &mut ts_slow) else {
-        return Some((TransformOutput::Failed(TS_INVALID.into()), None));
+        return Some(Err(TS_INVALID.into()));
     };
     const UNKNOWN: Scalar<'static> = Scalar::Str("unknown");
     // `timestamp_utc` (place 4) is written from `ts`.
@@ -283,21 +309,22 @@ fn write_line(fields: &[Option<Scalar<'_>>; 7], arrival: Timestamp) -> Option<(T
     let size = GLUE.iter().map(|g| g.len()).sum::<usize>()
         + values.iter().enumerate().map(|(i, v)| if i == 4 { ts.len() } else { v.size() }).sum::<usize>();
     let mut index = FieldIndex::new(&MCP_FIELDS);
-    let mut out = Vec::with_capacity(size);
+    out.reserve(size);
+    let line_start = out.len();
     for (i, value) in values.into_iter().enumerate() {
         out.extend_from_slice(GLUE[i].as_bytes());
-        let start = out.len();
+        let start = out.len() - line_start;
         if i == 4 {
             out.extend_from_slice(ts.as_bytes());
         } else {
-            value.write(&mut out)?;
+            value.write(out)?;
         }
         if let Some(index) = &mut index {
-            index.set(i, start..out.len());
+            index.set(i, start..out.len() - line_start);
         }
     }
     out.extend_from_slice(GLUE[MCP_FIELDS.len()].as_bytes());
-    Some((TransformOutput::Ok(Bytes::from(out)), index))
+    Some(Ok(index))
 }
 
 /// The text before each value of a normalised line, and after the last one.

@@ -20,7 +20,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::fields::FieldIndex;
-pub use crate::mcp_normalize::{MCP_FIELDS, TransformOutput, mcp_normalize, mcp_normalize_indexed};
+pub use crate::mcp_normalize::{MCP_FIELDS, TransformOutput, mcp_normalize, mcp_normalize_indexed, mcp_normalize_into};
 
 /// Kinesis metadata of a record, as Firehose passes it to a Lambda.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

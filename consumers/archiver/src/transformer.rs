@@ -14,7 +14,7 @@ use weir_core::{Record, ShardId};
 use crate::firehose_config::LambdaSettings;
 use crate::transform::{
     Failure, KinesisRecordMetadata, Outcome, TransformOutput, TransformResponse, check_response, event,
-    mcp_normalize_indexed,
+    mcp_normalize_indexed, mcp_normalize_into,
 };
 
 /// A transform that runs in the archiver's process: one record in, one outcome out.
@@ -27,6 +27,19 @@ pub trait RecordTransform: Send + Sync {
 
     /// Transforms one record.
     fn transform(&self, shard: &ShardId, record: &Record) -> Outcome;
+
+    /// Transforms the parts of one batch: one outcome per part, in order. The default
+    /// calls [`RecordTransform::transform`] part by part; override it to share work or
+    /// memory across a batch.
+    fn transform_parts(&self, shard: &ShardId, parts: &[Part<'_>]) -> Vec<Outcome> {
+        parts
+            .iter()
+            .map(|p| match &p.piece {
+                None => self.transform(shard, p.record),
+                Some(piece) => self.transform(shard, &Record { data: piece.clone(), ..p.record.clone() }),
+            })
+            .collect()
+    }
 }
 
 /// The built-in `mcp-normalize` transform (see [`crate::transform::mcp_normalize`]).
@@ -43,6 +56,29 @@ impl RecordTransform for McpNormalize {
             (TransformOutput::Ok(data), fields) => Outcome::Ok { data, partition_keys: BTreeMap::new(), fields },
             (TransformOutput::Failed(m), _) => Outcome::Failed(Failure::new("Transform.McpNormalize", m)),
         }
+    }
+
+    /// All lines of the batch go into one buffer; each outcome holds a slice of it
+    /// (one allocation per batch instead of one per record).
+    fn transform_parts(&self, _shard: &ShardId, parts: &[Part<'_>]) -> Vec<Outcome> {
+        let mut lines = Vec::with_capacity(parts.iter().map(|p| p.data().len() + 64).sum());
+        let mut ends = Vec::with_capacity(parts.len());
+        for p in parts {
+            let start = lines.len();
+            ends.push(match mcp_normalize_into(p.data(), p.record.approximate_arrival, &mut lines) {
+                Ok(fields) => Ok((start..lines.len(), fields)),
+                Err(reason) => Err(reason),
+            });
+        }
+        let lines = Bytes::from(lines);
+        ends.into_iter()
+            .map(|end| match end {
+                Ok((range, fields)) => {
+                    Outcome::Ok { data: lines.slice(range), partition_keys: BTreeMap::new(), fields }
+                }
+                Err(reason) => Outcome::Failed(Failure::new("Transform.McpNormalize", reason)),
+            })
+            .collect()
     }
 }
 
@@ -128,13 +164,7 @@ impl Transformer {
                 .iter()
                 .map(|p| Outcome::Ok { data: p.data().clone(), partition_keys: BTreeMap::new(), fields: None })
                 .collect(),
-            Transformer::InProcess(t) => parts
-                .iter()
-                .map(|p| match &p.piece {
-                    None => t.transform(shard, p.record),
-                    Some(piece) => t.transform(shard, &Record { data: piece.clone(), ..p.record.clone() }),
-                })
-                .collect(),
+            Transformer::InProcess(t) => t.transform_parts(shard, parts),
             Transformer::Lambda(l) => {
                 let mut out = Vec::with_capacity(parts.len());
                 for chunk in chunks(parts, l.settings.buffer_bytes) {
@@ -218,4 +248,51 @@ impl LambdaTransform {
 
 fn fail_all(n: usize, code: &'static str, message: String) -> Vec<Outcome> {
     (0..n).map(|_| Outcome::Failed(Failure::new(code, message.clone()))).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weir_core::{ExtendedSequenceNumber, SequenceNumber, Timestamp};
+
+    /// The default of `transform_parts`, for comparison.
+    struct PartByPart;
+    impl RecordTransform for PartByPart {
+        fn name(&self) -> &str {
+            "part-by-part"
+        }
+        fn transform(&self, shard: &ShardId, record: &Record) -> Outcome {
+            McpNormalize.transform(shard, record)
+        }
+    }
+
+    #[test]
+    fn the_batch_normaliser_gives_the_per_record_outcomes() {
+        let inputs = [
+            r#"{"tenantId":"t-1","toolName":"a","ts":1764400000000,"durationMs":3}"#,
+            "not json",
+            r#"{"tenantId":{"nested":true}}"#,
+            r#"{"ts":"yesterday"}"#,
+            "",
+            r#"{"tenantId":"t-2","success":true}"#,
+        ];
+        let records: Vec<Record> = inputs
+            .iter()
+            .enumerate()
+            .map(|(i, d)| Record {
+                partition_key: format!("pk-{i}"),
+                position: ExtendedSequenceNumber::plain(SequenceNumber::from_u128(i as u128 + 1)),
+                approximate_arrival: Timestamp::from_millis(1_764_400_000_000 + i as i64),
+                data: Bytes::from(d.to_string()),
+            })
+            .collect();
+        let mut parts: Vec<Part<'_>> = records.iter().map(Part::whole).collect();
+        // A de-aggregated piece of the first record, too.
+        parts.push(Part { record: &records[0], piece: Some(Bytes::from_static(br#"{"tenantId":"piece"}"#)) });
+        let shard = ShardId::new("shardId-000000000000");
+        let batch = McpNormalize.transform_parts(&shard, &parts);
+        let one_by_one = PartByPart.transform_parts(&shard, &parts);
+        assert_eq!(batch, one_by_one);
+        assert_eq!(batch.iter().filter(|o| matches!(o, Outcome::Ok { .. })).count(), 4);
+    }
 }
