@@ -2,7 +2,8 @@
 //! events through the design note's pipeline (mcp-normalize, jq
 //! `{tenantId: .tenant_id, toolName: .tool_name}`, hourly prefix, GZIP) into a memory
 //! sink, exactly-once mode; against plain gzip of the same output bytes at the same
-//! level, measured in the same run. Then memory with 500 active partitions.
+//! level, measured in the same run (three alternating rounds, each pipeline reported by
+//! its fastest). Then memory with 500 active partitions.
 //!
 //! Run: `cargo bench -p weir-archiver --bench throughput` (optionally `-- 200000`).
 
@@ -171,14 +172,27 @@ fn main() {
             output.extend_from_slice(&line);
         }
     }
-    let start = Instant::now();
-    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(6));
-    gz.write_all(&output).unwrap();
-    let plain = gz.finish().unwrap();
-    let gzip_s = start.elapsed().as_secs_f64();
+    // The machines are shared and noisy: both pipelines run in alternation, and each
+    // is reported by its fastest round (noise only ever adds time).
+    let rounds = if smoke { 1 } else { 3 };
+    let (mut gzip_s, mut run): (f64, Option<Run>) = (f64::MAX, None);
+    let mut plain = Vec::new();
+    for round in 1..=rounds {
+        let start = Instant::now();
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(6));
+        gz.write_all(&output).unwrap();
+        plain = gz.finish().unwrap();
+        let g = start.elapsed().as_secs_f64();
+        let r = rt.block_on(archive(n, 40, false, true));
+        println!("round {round}: plain gzip {g:.2} s, archiver {:.2} s, ratio {:.2}", r.seconds, g / r.seconds);
+        gzip_s = gzip_s.min(g);
+        if run.as_ref().is_none_or(|best| r.seconds < best.seconds) {
+            run = Some(r);
+        }
+    }
     drop(output);
-
-    let run = rt.block_on(archive(n, 40, false, true));
+    let Some(run) = run else { return };
+    println!();
     let rate = n as f64 / run.seconds;
     let gzip_rate = n as f64 / gzip_s;
     println!("| pipeline (1 core) | records | seconds | records/s | MB/s out (raw) | objects | bytes out |");
@@ -195,7 +209,7 @@ fn main() {
         "| plain gzip of the same output bytes, level 6 | {n} | {gzip_s:.2} | {gzip_rate:.0} | - | 1 | {} |",
         plain.len()
     );
-    println!("\nratio archiver/plain gzip (records/s): {:.2}", rate / gzip_rate);
+    println!("\nratio archiver/plain gzip (records/s, fastest round of each): {:.2}", rate / gzip_rate);
     println!("compressed size archiver/plain gzip:    {:.3}", run.bytes_out as f64 / plain.len() as f64);
     let raw_gb = n as f64 * 190.0 / 1e9;
     println!(

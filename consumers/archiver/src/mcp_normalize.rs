@@ -80,6 +80,12 @@ fn quoted_iso<'a>(ms: i64, buf: &'a mut [u8; 26], slow: &'a mut String) -> Optio
     std::str::from_utf8(buf).ok()
 }
 
+/// Whether chrono can represent epoch milliseconds `ms` (asked of chrono only outside
+/// four-digit years).
+fn representable(ms: i64) -> bool {
+    FOUR_DIGIT_YEARS.contains(&ms) || Utc.timestamp_millis_opt(ms).single().is_some()
+}
+
 /// The fields of a normalised line, in the order [`mcp_normalize`] writes them.
 pub const MCP_FIELDS: [&str; 8] =
     ["schema_version", "tenant_id", "tool_name", "session_id", "timestamp_utc", "duration_ms", "success", "error_code"];
@@ -162,7 +168,7 @@ impl Scalar<'_> {
             Scalar::Owned(s) => return DateTime::parse_from_rfc3339(s).ok().map(|t| t.timestamp_millis()),
             Scalar::Null | Scalar::Bool(_) => return None,
         };
-        Utc.timestamp_millis_opt(ms).single().map(|_| ms)
+        representable(ms).then_some(ms)
     }
 
     /// Writes the value as JSON, as `serde_json` writes the same `Value`.
@@ -282,7 +288,7 @@ fn write_line(
 ) -> Option<Result<Option<FieldIndex>, String>> {
     let given = |i: usize| fields[i].as_ref().filter(|v| **v != Scalar::Null);
     let millis = match given(3) {
-        None => Some(arrival.as_millis()).filter(|ms| Utc.timestamp_millis_opt(*ms).single().is_some()).unwrap_or(0),
+        None => Some(arrival.as_millis()).filter(|ms| representable(*ms)).unwrap_or(0),
         Some(ts) => match ts.millis() {
             Some(ms) => ms,
             None => return Some(Err(TS_INVALID.into())),
