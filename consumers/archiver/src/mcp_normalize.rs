@@ -317,19 +317,26 @@ fn write_line(
     let mut index = FieldIndex::new(&MCP_FIELDS);
     out.reserve(size);
     let line_start = out.len();
-    for (i, value) in values.into_iter().enumerate() {
-        out.extend_from_slice(GLUE[i].as_bytes());
-        let start = out.len() - line_start;
-        if i == 4 {
-            out.extend_from_slice(ts.as_bytes());
-        } else {
-            value.write(out)?;
-        }
-        if let Some(index) = &mut index {
-            index.set(i, start..out.len() - line_start);
-        }
+    // Unrolled, so each glue is a copy of known length (this runs once per record).
+    macro_rules! field {
+        ($i:literal, $write:expr) => {{
+            out.extend_from_slice(GLUE[$i].as_bytes());
+            let start = out.len() - line_start;
+            $write;
+            if let Some(index) = &mut index {
+                index.set($i, start..out.len() - line_start);
+            }
+        }};
     }
-    out.extend_from_slice(GLUE[MCP_FIELDS.len()].as_bytes());
+    field!(0, out.extend_from_slice(b"\"1\""));
+    field!(1, values[1].write(out)?);
+    field!(2, values[2].write(out)?);
+    field!(3, values[3].write(out)?);
+    field!(4, out.extend_from_slice(ts.as_bytes()));
+    field!(5, values[5].write(out)?);
+    field!(6, values[6].write(out)?);
+    field!(7, values[7].write(out)?);
+    out.extend_from_slice(GLUE[8].as_bytes());
     Some(Ok(index))
 }
 
