@@ -52,13 +52,20 @@ impl FieldIndex {
     /// raw JSON value, `Some(None)` when the object has no such field, `None` when the
     /// index cannot tell (the range was not set, lies outside `data`, or is not UTF-8).
     pub fn raw<'d>(&self, data: &'d [u8], name: &str) -> Option<Option<&'d str>> {
-        let Some(i) = self.names.iter().position(|n| *n == name) else { return Some(None) };
-        let (start, end) = self.ranges[i];
+        match self.names.iter().position(|n| *n == name) {
+            None => Some(None),
+            Some(i) => self.raw_at(data, i).map(Some),
+        }
+    }
+
+    /// The raw JSON value of field number `field` (its place in `names`); `None` when
+    /// the index cannot tell.
+    pub fn raw_at<'d>(&self, data: &'d [u8], field: usize) -> Option<&'d str> {
+        let (start, end) = *self.ranges.get(field).filter(|_| field < self.names.len())?;
         if start >= end {
             return None;
         }
-        let bytes = data.get(start as usize..end as usize)?;
-        std::str::from_utf8(bytes).ok().map(Some)
+        std::str::from_utf8(data.get(start as usize..end as usize)?).ok()
     }
 }
 

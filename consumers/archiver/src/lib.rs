@@ -5,11 +5,13 @@
 //! # Pipeline
 //! Per record ([`archiver::Archiver`]): split into parts (`RecordDeAggregation`,
 //! [`subrecords`]) → transform ([`transformer`]: nothing, the built-in
-//! `mcp-normalize`, a Rust [`transformer::RecordTransform`] plugin, or a Lambda
-//! function through the [`transformer::FunctionInvoker`] port, with Firehose's event,
-//! response and retry rules, [`transform`]) → partition keys ([`partition`]: jq via
-//! jaq with JQ-1.6 semantics and a plain-path fast path; values checked by
-//! [`prefix::check_partition_value`]) → delimiter → the buffer of its route: one per
+//! `mcp-normalize` ([`mcp_normalize`]), a Rust [`transformer::RecordTransform`] plugin,
+//! or a Lambda function through the [`transformer::FunctionInvoker`] port, with
+//! Firehose's event, response and retry rules, [`transform`]) → partition keys
+//! ([`partition`]: jq via jaq with JQ-1.6 semantics and a plain-path fast path, which
+//! reads a transform's output through its [`fields::FieldIndex`] when it gives one
+//! instead of parsing it again; values checked by [`prefix::check_partition_value`])
+//! → delimiter → the buffer of its route (found by an encoded key): one per
 //! data partition, one per error output type ([`buffers`], bodies compressed as they
 //! fill with one shared compressor, [`body`]). Buffers are sealed on size (before
 //! compression), interval (from the consumer tick, time passed in), the active

@@ -175,7 +175,8 @@ fn key_text(raw: &str) -> Option<Cow<'_, str>> {
         "true" | "false" => Some(Cow::Borrowed(raw)),
         _ => {
             let inner = raw.strip_prefix('"')?.strip_suffix('"')?;
-            if inner.contains('\\') {
+            // Partition values are short: a plain loop beats a memchr call.
+            if inner.bytes().any(|b| b == b'\\') {
                 serde_json::from_str::<String>(raw).ok().map(Cow::Owned)
             } else {
                 Some(Cow::Borrowed(inner))
@@ -194,6 +195,9 @@ struct Flat {
     names: Vec<String>,
     /// The field each key reads.
     fields: Vec<String>,
+    /// Where `fields` are in the first field index seen (its names' address and the
+    /// places), so records indexed the same way need no name lookups.
+    places: std::sync::OnceLock<(usize, Vec<Option<usize>>)>,
 }
 
 impl Flat {
@@ -207,7 +211,7 @@ impl Flat {
             .collect::<Option<_>>()?;
         pairs.sort();
         let (names, fields) = pairs.into_iter().unzip();
-        Some(Self { names, fields })
+        Some(Self { names, fields, places: std::sync::OnceLock::new() })
     }
 }
 
@@ -236,8 +240,17 @@ impl KeyQuery {
         let flat = self.flat.as_ref()?;
         let mut values = FlatValues::new();
         if let Some(index) = index {
-            for field in &flat.fields {
-                match index.raw(record, field) {
+            let names = index.names().as_ptr() as usize;
+            let (cached, places) = flat.places.get_or_init(|| {
+                (names, flat.fields.iter().map(|f| index.names().iter().position(|n| n == f)).collect())
+            });
+            for (field, place) in flat.fields.iter().zip(places) {
+                let raw = if *cached == names {
+                    place.map(|i| index.raw_at(record, i).map(Some)).unwrap_or(Some(None))
+                } else {
+                    index.raw(record, field)
+                };
+                match raw {
                     Some(Some(raw)) => values.push(key_text(raw)?),
                     // Missing: null, which the full path reports.
                     Some(None) => return None,
@@ -422,6 +435,25 @@ mod tests {
         assert!(query.flat_values(br#"{"tenant_id":1,"tool_name":"x"}"#, None).is_none(), "numbers: full path");
         assert!(query.flat_values(&[b'{', 0xff, b'}'], None).is_none());
         assert!(q("{a: .a.b}").flat_names().is_none());
+    }
+
+    #[test]
+    fn field_indexes_with_other_names_are_read_by_name() {
+        let query = q("{t: .tenant_id}");
+        let first = br#"{"tenant_id":"a","x":1}"#;
+        let mut one = FieldIndex::new(&["tenant_id", "x"]).unwrap();
+        one.set(0, 13..16);
+        one.set(1, 21..22);
+        assert_eq!(query.flat_values(first, Some(&one)).unwrap()[0], "a");
+        // Another transform's index, fields in another order: found by name.
+        let second = br#"{"x":1,"tenant_id":"b"}"#;
+        let mut two = FieldIndex::new(&["x", "tenant_id"]).unwrap();
+        two.set(0, 5..6);
+        two.set(1, 19..22);
+        assert_eq!(query.flat_values(second, Some(&two)).unwrap()[0], "b");
+        let mut missing = FieldIndex::new(&["x"]).unwrap();
+        missing.set(0, 5..6);
+        assert!(query.flat_values(br#"{"x":1}"#, Some(&missing)).is_none(), "no such field: the full path decides");
     }
 
     proptest! {
