@@ -19,7 +19,7 @@ use weir_core::{
 };
 
 use crate::buffers::{Appended, BufferError, Buffers, Limits, Overflow, Route, Sealed, encode_data};
-use crate::delivery::{Delivery, DeliveryError, DeliveryMode};
+use crate::delivery::{BacklogRetry, Delivery, DeliveryError, DeliveryMode};
 use crate::error_records::{ErrorOutputType, ErrorRecord};
 use crate::fields::FieldIndex;
 use crate::firehose_config::ArchiverSettings;
@@ -331,10 +331,15 @@ impl Archiver {
         Ok(Some(generation))
     }
 
-    async fn deliver(&mut self, sealed: Vec<Sealed>, acks: &dyn Acks) -> Result<(), DeliveryError> {
+    async fn deliver(
+        &mut self,
+        sealed: Vec<Sealed>,
+        acks: &dyn Acks,
+        backlog: BacklogRetry,
+    ) -> Result<(), DeliveryError> {
         let now = self.clock.now();
         let (buffers, ledger, delivery) = (&mut self.buffers, &mut self.ledger, &mut self.delivery);
-        let r = delivery.deliver(sealed, now, ledger, acks, buffers.deflater()).await;
+        let r = delivery.deliver(sealed, now, ledger, acks, buffers.deflater(), backlog).await;
         metrics::gauge!(m::BUFFERED_BYTES).set(self.buffers.held_bytes() as f64);
         metrics::gauge!(m::ACTIVE_PARTITIONS).set(self.buffers.active() as f64);
         r
@@ -500,7 +505,7 @@ impl Consumer for Archiver {
         self.ledger.batch(shard, batch.records.iter().map(|r| &r.position), &placed);
         // Delivery failures leave objects in the backlog; the records stay
         // unacknowledged and the batch itself was taken in full.
-        if let Err(e) = self.deliver(sealed, acks).await {
+        if let Err(e) = self.deliver(sealed, acks, BacklogRetry::WhenDue).await {
             tracing::warn!(consumer = %self.name, error = %e, "objects wait for the store");
         }
         Ok(())
@@ -511,7 +516,9 @@ impl Consumer for Archiver {
         if due.is_empty() && !self.delivery.retry_due(now) {
             return Ok(());
         }
-        self.deliver(due, acks).await.map_err(|e| ConsumerError::with_source("archive delivery", e))
+        self.deliver(due, acks, BacklogRetry::WhenDue)
+            .await
+            .map_err(|e| ConsumerError::with_source("archive delivery", e))
     }
 
     async fn on_shard_close(
@@ -530,7 +537,7 @@ impl Consumer for Archiver {
             return Ok(());
         }
         let sealed = self.buffers.holding(shard).map_err(|e| ConsumerError::with_source("cannot seal buffers", e))?;
-        let delivered = self.deliver(sealed, acks).await;
+        let delivered = self.deliver(sealed, acks, BacklogRetry::Now).await;
         if self.ledger.has_pending(shard) {
             return Err(match delivered {
                 Err(e) => ConsumerError::with_source(format!("records of {shard} are not durable yet"), e),

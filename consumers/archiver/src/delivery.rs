@@ -102,6 +102,15 @@ pub struct Delivery {
 /// Keys this process wrote, remembered so that reopening a shard does not claim them.
 const REMEMBERED_KEYS: usize = 16_384;
 
+/// Whether [`Delivery::deliver`] tries the waiting objects again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BacklogRetry {
+    /// Now (a tick, a shard closing).
+    Now,
+    /// Only once their backoff has run out (new objects from a batch).
+    WhenDue,
+}
+
 /// Why delivery could not finish now.
 #[derive(Debug, thiserror::Error)]
 pub enum DeliveryError {
@@ -199,9 +208,10 @@ impl Delivery {
         Ok(())
     }
 
-    /// Delivers `sealed` plus any waiting objects. Durable objects are settled in the
-    /// ledger; the caller acknowledges. Objects that cannot be written now stay in the
-    /// backlog (and the error says why).
+    /// Delivers `sealed`, plus the waiting objects when `backlog` is
+    /// [`BacklogRetry::Now`] or their backoff has run out. Durable objects are settled
+    /// in the ledger; the caller acknowledges. Objects that cannot be written now stay
+    /// in the backlog (and the error says why).
     pub async fn deliver(
         &mut self,
         sealed: Vec<Sealed>,
@@ -209,8 +219,12 @@ impl Delivery {
         ledger: &mut Ledger,
         acks: &dyn Acks,
         deflater: &mut Deflater,
+        backlog: BacklogRetry,
     ) -> Result<(), DeliveryError> {
-        let mut work: Vec<Pending> = self.backlog.drain(..).collect();
+        // A failing store is not asked again before its backoff runs out just because
+        // new objects came (they are tried; waiting ones keep their schedule).
+        let retrying = backlog == BacklogRetry::Now || self.retry_due(now);
+        let mut work: Vec<Pending> = if retrying { self.backlog.drain(..).collect() } else { Vec::new() };
         work.extend(sealed.into_iter().map(Pending::new));
         let mut failure = None;
         // Each round writes intents for objects without a key, then puts everything;
@@ -284,6 +298,7 @@ impl Delivery {
                 self.retry_delay = Duration::from_millis(200);
                 Ok(())
             }
+            None if !retrying => Err(DeliveryError::Waiting("objects left to write; retried after the backoff".into())),
             other => {
                 self.retry_at = Some(now.saturating_add(self.retry_delay));
                 self.retry_delay = (self.retry_delay * 2).min(Duration::from_secs(30));

@@ -45,3 +45,43 @@ async fn objects_wait_unacknowledged_and_new_records_are_refused_past_the_limit(
     let archive = read_archive(&store.snapshot());
     assert!((1..=40).all(|n| archive.count.get(&format!("s0-{n}")) == Some(&1)), "{:?}", archive.count);
 }
+
+/// New batches do not make a failing store retry the waiting objects before their
+/// backoff runs out; once it has, the next batch (or tick) retries them.
+#[tokio::test(start_paused = true)]
+async fn batches_do_not_retry_waiting_objects_before_the_backoff() {
+    let store = Arc::new(MemoryObjectSink::new());
+    let clock = ManualClock::new(Timestamp::from_millis(T0));
+    let mut o = ArchiverOptions::new("a", settings(100));
+    o.transformer = Transformer::InProcess(Arc::new(McpNormalize));
+    let mut a = Archiver::new(o, store.clone(), Arc::new(clock.clone())).unwrap();
+    let leases = SimLeases::new();
+    let acks = SimAcks::new(leases.clone(), 1, CrashSwitch::after(None));
+    let shard = ShardId::new("s");
+    a.on_shard_open(&leases.take(&shard, 1)).await.unwrap();
+    store.fail_next_puts(10_000);
+    let backlog = a.backlog();
+    let tries = |store: &MemoryObjectSink| 10_000 - store.failures_left();
+    a.on_batch(&batch(&shard, (1..=10).map(|n| record(0, n, 0)).collect()), &acks).await.unwrap();
+    let (waiting, _) = backlog.get();
+    assert!(waiting > 0 && u64::from(tries(&store)) == waiting, "{waiting} objects wait after {} tries", tries(&store));
+    // A second batch right away: only its own objects are tried.
+    a.on_batch(&batch(&shard, (11..=20).map(|n| record(0, n, 0)).collect()), &acks).await.unwrap();
+    let (waiting_now, _) = backlog.get();
+    assert_eq!(u64::from(tries(&store)), waiting_now, "waiting objects were not tried again");
+    // After the backoff, the next batch tries everything once more.
+    clock.advance(Duration::from_secs(1));
+    let before = u64::from(tries(&store));
+    a.on_batch(&batch(&shard, (21..=30).map(|n| record(0, n, 0)).collect()), &acks).await.unwrap();
+    let (waiting_last, _) = backlog.get();
+    assert_eq!(u64::from(tries(&store)) - before, waiting_last, "every waiting object tried once");
+    // The store comes back: nothing lost, nothing twice.
+    store.fail_next_puts(0);
+    clock.advance(Duration::from_secs(60));
+    a.on_tick(clock.now(), &acks).await.unwrap();
+    assert_eq!(backlog.get(), (0, 0));
+    a.on_shard_close(&shard, CloseReason::Shutdown, &acks).await.unwrap();
+    assert_eq!(leases.checkpoint(&shard), Some(pos(30)));
+    let archive = read_archive(&store.snapshot());
+    assert!((1..=30).all(|n| archive.count.get(&format!("s0-{n}")) == Some(&1)), "{:?}", archive.count);
+}

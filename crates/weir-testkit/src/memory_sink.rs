@@ -25,6 +25,11 @@ impl MemoryObjectSink {
         self.failures.store(n, Ordering::SeqCst);
     }
 
+    /// How many of the puts made to fail have not been tried yet.
+    pub fn failures_left(&self) -> u32 {
+        self.failures.load(Ordering::SeqCst)
+    }
+
     /// A copy of every object.
     pub fn snapshot(&self) -> BTreeMap<String, Bytes> {
         let objects = self.objects.lock().unwrap_or_else(|p| p.into_inner());
