@@ -282,8 +282,6 @@ pub struct Buffers {
     /// Open buffers by route key ([`Route::encode`]); foldhash, as a key is hashed for
     /// every record.
     open: HashMap<Box<[u8]>, Open, foldhash::fast::RandomState>,
-    /// Scratch for [`Buffers::append`]'s key.
-    key: Vec<u8>,
     data_open: usize,
     next_generation: u64,
     deflater: Deflater,
@@ -293,7 +291,7 @@ impl Buffers {
     /// No buffers yet.
     pub fn new(limits: Limits) -> Self {
         let deflater = Deflater::new(limits.level);
-        Self { limits, open: HashMap::default(), key: Vec::new(), data_open: 0, next_generation: 1, deflater }
+        Self { limits, open: HashMap::default(), data_open: 0, next_generation: 1, deflater }
     }
 
     /// Open buffers (data and error).
@@ -316,7 +314,8 @@ impl Buffers {
         &mut self.deflater
     }
 
-    /// Adds one record (with its delimiter already applied) to the buffer of `route`.
+    /// Adds one record (with its delimiter already applied) to the buffer of `route`
+    /// (the archiver itself uses [`Buffers::append_key`]).
     pub fn append(
         &mut self,
         route: &Route,
@@ -326,11 +325,9 @@ impl Buffers {
         arrival: Timestamp,
         now: Timestamp,
     ) -> Result<Appended, BufferError> {
-        let mut key = std::mem::take(&mut self.key);
+        let mut key = Vec::new();
         route.encode(&mut key);
-        let appended = self.append_key(&key, data, shard, position, arrival, now);
-        self.key = key;
-        appended
+        self.append_key(&key, data, shard, position, arrival, now)
     }
 
     /// [`Buffers::append`] by route key ([`Route::encode`], [`encode_data`]); the route

@@ -30,20 +30,24 @@ pub struct Ledger {
 
 impl Ledger {
     /// A record of `shard` at `position` went into `generation` (call before
-    /// [`Ledger::finished`] for that record).
+    /// `finished` for that record). Record by record, the reference model of
+    /// [`Ledger::batch`], which the archiver uses.
+    #[cfg(test)]
     pub fn buffered(&mut self, shard: &ShardId, position: &ExtendedSequenceNumber, generation: u64) {
         let l = self.shards.entry(shard.clone()).or_default();
         let before = l.finished.clone();
         l.pending.entry(generation).or_insert_with(|| (position.clone(), before));
     }
 
-    /// Every part of the record at `position` is routed.
+    /// Every part of the record at `position` is routed (with `buffered`, the
+    /// reference model of [`Ledger::batch`]).
+    #[cfg(test)]
     pub fn finished(&mut self, shard: &ShardId, position: &ExtendedSequenceNumber) {
         self.shards.entry(shard.clone()).or_default().finished = Some(position.clone());
     }
 
-    /// A whole batch of `shard` at once, the same as [`Ledger::buffered`] and
-    /// [`Ledger::finished`] called record by record: `positions` are the batch's records
+    /// A whole batch of `shard` at once, the same as `buffered` and `finished` called
+    /// record by record (a property test checks it): `positions` are the batch's records
     /// in order, all routed; `placed` lists, in record order, (record index, generation)
     /// for every buffer a record went into.
     pub fn batch<'p>(
