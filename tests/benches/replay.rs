@@ -22,7 +22,7 @@ use flate2::Compression;
 use flate2::write::GzEncoder;
 use weir_aws::kinesis::producer::{Outgoing, Producer};
 use weir_core::{Clock, SystemClock, Timestamp};
-use weir_e2e::{archiver_toml, cpu_seconds, create_stream, gz_lines, kinesis, metadata_extraction, weir_binary};
+use weir_e2e::{by_tool_archiver_toml, cpu_seconds, create_stream, gz_lines, kinesis, weir_binary};
 use weir_testkit::Emulator;
 
 const TENANTS: u64 = 20;
@@ -89,15 +89,7 @@ namespace = "bench"
 {archiver}
 "#,
             leases = dir.join("leases.db").display(),
-            archiver = archiver_toml(
-                "by-tool",
-                &format!("directory = \"{}\"", dir.join("out").display()),
-                "none",
-                "by-tool/tool=!{partitionKeyFromQuery:tool}/dt=!{timestamp:yyyy-MM-dd}/",
-                "by-tool-errors/!{firehose:error-output-type}/",
-                60,
-                &metadata_extraction("{tool: .tool_name}", true),
-            ),
+            archiver = by_tool_archiver_toml(&dir.join("out")),
         ),
     )
     .unwrap();

@@ -256,6 +256,20 @@ Processors = {processors}
     )
 }
 
+/// The archiver the replay tests and bench replay into: consumer `by-tool`, records
+/// re-partitioned by tool and day (`tool=…/dt=…/`) under directory `out`, no transform.
+pub fn by_tool_archiver_toml(out: &Path) -> String {
+    archiver_toml(
+        "by-tool",
+        &format!("directory = \"{}\"", out.display()),
+        "none",
+        "by-tool/tool=!{partitionKeyFromQuery:tool}/dt=!{timestamp:yyyy-MM-dd}/",
+        "by-tool-errors/!{firehose:error-output-type}/",
+        60,
+        &metadata_extraction("{tool: .tool_name}", true),
+    )
+}
+
 /// Processors: a JQ-1.6 `MetadataExtraction` with `query`, then optionally
 /// `AppendDelimiterToRecord`.
 pub fn metadata_extraction(query: &str, append_delimiter: bool) -> String {

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 use weir_core::{Clock, SystemClock};
-use weir_e2e::{archiver_toml, duckdb, files, metadata_extraction, weir_binary};
+use weir_e2e::{by_tool_archiver_toml, duckdb, files, weir_binary};
 
 fn weir(args: &[&str], cwd: &Path) -> Output {
     let out = Command::new(weir_binary())
@@ -31,15 +31,7 @@ fn config(dir: &Path) -> String {
     format!(
         "[stream]\nname = \"unused-for-archive-replays\"\n[leases]\npath = \"{}\"\nnamespace = \"backfill\"\n{}",
         dir.join("leases.db").display(),
-        archiver_toml(
-            "by-tool",
-            &format!("directory = \"{}\"", dir.join("new").display()),
-            "none",
-            "by-tool/tool=!{partitionKeyFromQuery:tool}/dt=!{timestamp:yyyy-MM-dd}/",
-            "by-tool-errors/!{firehose:error-output-type}/",
-            60,
-            &metadata_extraction("{tool: .tool_name}", true),
-        )
+        by_tool_archiver_toml(&dir.join("new"))
     )
 }
 

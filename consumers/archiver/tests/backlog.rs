@@ -13,18 +13,36 @@ use weir_archiver::transformer::{McpNormalize, Transformer};
 use weir_core::{Clock, CloseReason, Consumer, ShardId, Timestamp};
 use weir_testkit::{CrashSwitch, ManualClock, MemoryObjectSink, SimAcks, SimLeases};
 
-#[tokio::test(start_paused = true)]
-async fn objects_wait_unacknowledged_and_new_records_are_refused_past_the_limit() {
+/// An archiver (mcp-normalize, `buffer_bytes` per buffer) on a memory store, with shard
+/// `s` open.
+struct Setup {
+    store: Arc<MemoryObjectSink>,
+    clock: ManualClock,
+    a: Archiver,
+    leases: Arc<SimLeases>,
+    acks: SimAcks,
+    shard: ShardId,
+}
+
+async fn setup(buffer_bytes: u64, max_backlog_bytes: Option<u64>) -> Setup {
     let store = Arc::new(MemoryObjectSink::new());
     let clock = ManualClock::new(Timestamp::from_millis(T0));
-    let mut o = ArchiverOptions::new("a", settings(300));
+    let mut o = ArchiverOptions::new("a", settings(buffer_bytes));
     o.transformer = Transformer::InProcess(Arc::new(McpNormalize));
-    o.max_backlog_bytes = 2_000;
+    if let Some(max) = max_backlog_bytes {
+        o.max_backlog_bytes = max;
+    }
     let mut a = Archiver::new(o, store.clone(), Arc::new(clock.clone())).unwrap();
     let leases = SimLeases::new();
     let acks = SimAcks::new(leases.clone(), 1, CrashSwitch::after(None));
     let shard = ShardId::new("s");
     a.on_shard_open(&leases.take(&shard, 1)).await.unwrap();
+    Setup { store, clock, a, leases, acks, shard }
+}
+
+#[tokio::test(start_paused = true)]
+async fn objects_wait_unacknowledged_and_new_records_are_refused_past_the_limit() {
+    let Setup { store, clock, mut a, leases, acks, shard } = setup(300, Some(2_000)).await;
     store.fail_next_puts(1_000);
     let backlog = a.backlog();
     a.on_batch(&batch(&shard, (1..=30).map(|n| record(0, n, 0)).collect()), &acks).await.unwrap();
@@ -50,15 +68,7 @@ async fn objects_wait_unacknowledged_and_new_records_are_refused_past_the_limit(
 /// backoff runs out; once it has, the next batch (or tick) retries them.
 #[tokio::test(start_paused = true)]
 async fn batches_do_not_retry_waiting_objects_before_the_backoff() {
-    let store = Arc::new(MemoryObjectSink::new());
-    let clock = ManualClock::new(Timestamp::from_millis(T0));
-    let mut o = ArchiverOptions::new("a", settings(100));
-    o.transformer = Transformer::InProcess(Arc::new(McpNormalize));
-    let mut a = Archiver::new(o, store.clone(), Arc::new(clock.clone())).unwrap();
-    let leases = SimLeases::new();
-    let acks = SimAcks::new(leases.clone(), 1, CrashSwitch::after(None));
-    let shard = ShardId::new("s");
-    a.on_shard_open(&leases.take(&shard, 1)).await.unwrap();
+    let Setup { store, clock, mut a, leases, acks, shard } = setup(100, None).await;
     store.fail_next_puts(10_000);
     let backlog = a.backlog();
     let tries = |store: &MemoryObjectSink| 10_000 - store.failures_left();
