@@ -54,9 +54,12 @@ fn prepare(out: &Path) -> Result<()> {
     for name in ["leases.db", "leases.db-wal", "leases.db-shm"] {
         let _ = std::fs::remove_file(out.join(name));
     }
-    let files = out.join("files");
-    if files.exists() {
-        std::fs::remove_dir_all(&files).with_context(|| format!("cannot clear {}", files.display()))?;
+    // What an earlier run wrote, so the summary counts this run's output only.
+    for dir in ["archive", "enriched"] {
+        let dir = out.join(dir);
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir).with_context(|| format!("cannot clear {}", dir.display()))?;
+        }
     }
     Ok(())
 }

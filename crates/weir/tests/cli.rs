@@ -58,10 +58,16 @@ fn bad_config_fails_at_start_naming_the_field() {
 fn demo_runs_and_reports_where_output_is() {
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("demo");
-    let out = weir()
-        .args(["demo", "--records", "2400", "--rate", "800", "--out", out_dir.to_str().unwrap()])
-        .output()
-        .unwrap();
+    let demo = || {
+        weir()
+            .args(["demo", "--records", "2400", "--rate", "800", "--out", out_dir.to_str().unwrap()])
+            .output()
+            .unwrap()
+    };
+    // Twice into the same directory: the second run clears what the first wrote.
+    let first = demo();
+    assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
+    let out = demo();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("resharding: split"), "{stdout}");
