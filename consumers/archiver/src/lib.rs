@@ -82,6 +82,7 @@ pub mod delivery;
 pub mod error_records;
 pub mod fields;
 pub mod firehose_config;
+pub mod flat_scan;
 pub mod java_time;
 pub mod ledger;
 pub mod mcp_normalize;

@@ -16,6 +16,7 @@ use serde_json::Value;
 use weir_core::Timestamp;
 
 use crate::fields::FieldIndex;
+use crate::flat_scan::{FlatValue, scan_flat};
 
 /// The archive schema of the design note, in its field order.
 #[derive(Serialize)]
@@ -91,8 +92,25 @@ pub const MCP_FIELDS: [&str; 8] =
     ["schema_version", "tenant_id", "tool_name", "session_id", "timestamp_utc", "duration_ms", "success", "error_code"];
 
 /// The input fields the normaliser reads, in the order of [`MCP_FIELDS`] after
-/// `schema_version` (`ts` becomes `timestamp_utc`).
+/// `schema_version` (`ts` becomes `timestamp_utc`). [`input_place`] is this list as a
+/// match; a test keeps the two equal.
+#[cfg_attr(not(test), allow(dead_code))]
 const MCP_INPUT: [&str; 7] = ["tenantId", "toolName", "sessionId", "ts", "durationMs", "success", "errorCode"];
+
+/// The place of `key` in [`MCP_INPUT`] (a match: this runs for every key of every
+/// record).
+fn input_place(key: &str) -> Option<usize> {
+    Some(match key {
+        "tenantId" => 0,
+        "toolName" => 1,
+        "sessionId" => 2,
+        "ts" => 3,
+        "durationMs" => 4,
+        "success" => 5,
+        "errorCode" => 6,
+        _ => return None,
+    })
+}
 
 const TS_INVALID: &str = "ts is neither epoch milliseconds nor an RFC 3339 time";
 
@@ -125,7 +143,11 @@ pub fn mcp_normalize_into(data: &[u8], arrival: Timestamp, out: &mut Vec<u8>) ->
     // The text is checked as UTF-8 once, so the parser does not check each string again.
     if data.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')
         && let Ok(text) = std::str::from_utf8(data)
-        && let Some(fields) = read_fields(text)
+        && let mut fields = Default::default()
+        && (scan_fields(text, &mut fields) || {
+            fields = Default::default();
+            read_fields(text, &mut fields)
+        })
     {
         let start = out.len();
         match write_line(&fields, arrival, out) {
@@ -153,9 +175,13 @@ enum Scalar<'a> {
     F64(f64),
     /// A string without escapes, borrowed from the record.
     Str(&'a str),
-    /// A string that had escapes, unescaped.
-    Owned(String),
+    /// A string that had escapes, unescaped (boxed, to keep the enum small: seven of
+    /// these are read per record).
+    Owned(Box<str>),
 }
+
+// Seven are read per record; keep them small.
+const _: () = assert!(std::mem::size_of::<Option<Scalar<'static>>>() <= 24);
 
 impl Scalar<'_> {
     /// The value as a time in epoch milliseconds, by the general path's rules.
@@ -233,10 +259,10 @@ impl<'de> serde::Deserialize<'de> for Scalar<'de> {
                 Ok(Scalar::Str(v))
             }
             fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
-                Ok(Scalar::Owned(v.to_owned()))
+                Ok(Scalar::Owned(v.into()))
             }
             fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
-                Ok(Scalar::Owned(v))
+                Ok(Scalar::Owned(v.into_boxed_str()))
             }
             // Objects and arrays are refused (the visitor's default): the general
             // path re-serialises them compactly, so no raw newline reaches the line.
@@ -245,23 +271,43 @@ impl<'de> serde::Deserialize<'de> for Scalar<'de> {
     }
 }
 
-/// The seven input fields (`None`: absent) of one object whose keys need no
-/// unescaping, whose fields of [`MCP_INPUT`] appear once and hold scalars; `None` for
-/// anything else, which the general path decides.
-fn read_fields(text: &str) -> Option<[Option<Scalar<'_>>; 7]> {
+/// [`read_fields`] for the common shape, without serde ([`scan_flat`]); `false` when not
+/// sure (then `found` may hold some fields, and [`read_fields`] decides).
+fn scan_fields<'a>(text: &'a str, found: &mut [Option<Scalar<'a>>; 7]) -> bool {
+    scan_flat(text, |key, value| {
+        let Some(i) = input_place(key) else { return true };
+        if found[i].is_some() {
+            return false;
+        }
+        found[i] = Some(match value {
+            FlatValue::Null => Scalar::Null,
+            FlatValue::Bool(b) => Scalar::Bool(b),
+            FlatValue::U64(n) => Scalar::U64(n),
+            FlatValue::Str(s) => Scalar::Str(s),
+        });
+        true
+    })
+}
+
+/// Reads the seven input fields (`None`: absent) into `found` (all `None` on entry) from
+/// one object whose keys need no unescaping, whose fields of [`MCP_INPUT`] appear once
+/// and hold scalars; `false` for anything else, which the general path decides. The
+/// fields are written in place (the array is 168 bytes; returning it by value copied
+/// it twice per record).
+fn read_fields<'a>(text: &'a str, found: &mut [Option<Scalar<'a>>; 7]) -> bool {
     use serde::Deserializer as _;
     use serde::de::{Error, IgnoredAny, MapAccess, Visitor};
-    struct Fields;
-    impl<'de> Visitor<'de> for Fields {
-        type Value = [Option<Scalar<'de>>; 7];
+    struct Fields<'f, 'de>(&'f mut [Option<Scalar<'de>>; 7]);
+    impl<'de> Visitor<'de> for Fields<'_, 'de> {
+        type Value = ();
         fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
             f.write_str("an object")
         }
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-            let mut found: Self::Value = Default::default();
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            let found = self.0;
             // Keys with escapes fail here (not borrowable).
             while let Some(key) = map.next_key::<&'de str>()? {
-                match MCP_INPUT.iter().position(|name| *name == key) {
+                match input_place(key) {
                     Some(i) if found[i].is_some() => return Err(A::Error::custom("duplicate field")),
                     Some(i) => found[i] = Some(map.next_value::<Scalar<'de>>()?),
                     None => {
@@ -269,13 +315,11 @@ fn read_fields(text: &str) -> Option<[Option<Scalar<'_>>; 7]> {
                     }
                 }
             }
-            Ok(found)
+            Ok(())
         }
     }
     let mut de = serde_json::Deserializer::from_str(text);
-    let found = de.deserialize_map(Fields).ok()?;
-    de.end().ok()?;
-    Some(found)
+    de.deserialize_map(Fields(found)).is_ok() && de.end().is_ok()
 }
 
 /// Appends the normalised line of the fast path's fields to `out`: the field index, or
@@ -409,6 +453,14 @@ mod tests {
     use super::*;
 
     const ARRIVAL: Timestamp = Timestamp::from_millis(1_764_400_000_000);
+
+    #[test]
+    fn input_places_follow_the_input_fields() {
+        for (i, name) in MCP_INPUT.iter().enumerate() {
+            assert_eq!(input_place(name), Some(i));
+        }
+        assert_eq!(input_place("tenant_id"), None);
+    }
 
     fn norm(input: &str) -> Value {
         match mcp_normalize(input.as_bytes(), ARRIVAL) {
