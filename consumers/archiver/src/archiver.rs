@@ -338,11 +338,20 @@ impl Archiver {
         backlog: BacklogRetry,
     ) -> Result<(), DeliveryError> {
         let now = self.clock.now();
+        let any_sealed = !sealed.is_empty();
         let (buffers, ledger, delivery) = (&mut self.buffers, &mut self.ledger, &mut self.delivery);
         let r = delivery.deliver(sealed, now, ledger, acks, buffers.deflater(), backlog).await;
+        if any_sealed {
+            self.set_buffer_gauges();
+        }
+        r
+    }
+
+    /// The gauges of open buffers (at ticks and seals, not per batch: they sum every
+    /// buffer).
+    fn set_buffer_gauges(&self) {
         metrics::gauge!(m::BUFFERED_BYTES).set(self.buffers.held_bytes() as f64);
         metrics::gauge!(m::ACTIVE_PARTITIONS).set(self.buffers.active() as f64);
-        r
     }
 }
 
@@ -514,6 +523,7 @@ impl Consumer for Archiver {
     async fn on_tick(&mut self, now: Timestamp, acks: &dyn Acks) -> Result<(), ConsumerError> {
         let due = self.buffers.due(now).map_err(|e| ConsumerError::with_source("cannot seal buffers", e))?;
         if due.is_empty() && !self.delivery.retry_due(now) {
+            self.set_buffer_gauges();
             return Ok(());
         }
         self.deliver(due, acks, BacklogRetry::WhenDue)

@@ -286,10 +286,8 @@ impl Delivery {
             work = again;
         }
         self.backlog.extend(work);
-        for shard in ledger.shards() {
-            if let Some(pos) = ledger.advance(&shard) {
-                acks.durable(&shard, &pos);
-            }
+        for (shard, pos) in ledger.advance_all() {
+            acks.durable(&shard, &pos);
         }
         self.update_gauges();
         match failure {

@@ -25,7 +25,8 @@ pub const PUT_FAILURES: &str = "weir_archiver_put_failures_total";
 pub const BACKLOG_OBJECTS: &str = "weir_archiver_backlog_objects";
 /// Bytes waiting to be written.
 pub const BACKLOG_BYTES: &str = "weir_archiver_backlog_bytes";
-/// Bytes held in open buffers.
+/// Bytes held in open buffers (set at every tick and whenever buffers are sealed:
+/// summing every buffer per batch cost about 2% of the archiver's time).
 pub const BUFFERED_BYTES: &str = "weir_archiver_buffered_bytes";
-/// Open partitions.
+/// Open partitions (set with [`BUFFERED_BYTES`]).
 pub const ACTIVE_PARTITIONS: &str = "weir_archiver_active_partitions";
