@@ -30,8 +30,8 @@ impl ShardLedger {
     /// `generation` took its first record of this shard at `first`, after `before`
     /// was finished; nothing if it is pending already.
     fn open(&mut self, generation: u64, first: &ExtendedSequenceNumber, before: Option<ExtendedSequenceNumber>) {
-        if !self.firsts.contains_key(&generation) {
-            self.firsts.insert(generation, first.clone());
+        if let std::collections::hash_map::Entry::Vacant(e) = self.firsts.entry(generation) {
+            e.insert(first.clone());
             self.pending.insert((first.clone(), generation), before);
         }
     }
