@@ -21,21 +21,24 @@ pub enum FlatValue<'a> {
     Bool(bool),
     /// A non-negative integer of at most 19 digits (as `serde_json` reads it: `u64`).
     U64(u64),
-    /// A string without escapes, as it stands between its quotes.
-    Str(&'a str),
+    /// A string without escapes, as it stands between its quotes (valid UTF-8).
+    Str(&'a [u8]),
 }
 
-/// Calls `member` with each key and value of `text`, in order, when `text` (already
-/// valid UTF-8) is one JSON object of the shape above surrounded by optional JSON
-/// whitespace; `member` returns `false` to stop. `true` when the whole text was
-/// scanned; `false` means "not sure" (or `member` stopped), never "invalid": the caller
-/// must then decide by a full parse. Members may have been reported before `false`.
-pub fn scan_flat<'a>(text: &'a str, mut member: impl FnMut(&'a str, FlatValue<'a>) -> bool) -> bool {
-    scan(text, &mut member).is_some()
+/// Calls `member` with each key and value of `text`, in order, when `text` is one JSON
+/// object of the shape above surrounded by optional JSON whitespace, and valid UTF-8;
+/// `member` returns `false` to stop. `true` when the whole text was scanned; `false`
+/// means "not sure" (or `member` stopped), never "invalid": the caller must then decide
+/// by a full parse. Members may have been reported before `false` (and before the
+/// UTF-8 check, which runs at the end, and only when a byte is not ASCII).
+pub fn scan_flat<'a>(text: &'a [u8], mut member: impl FnMut(&'a [u8], FlatValue<'a>) -> bool) -> bool {
+    let mut high = 0u64;
+    scan(text, &mut high, &mut member).is_some()
+        // Only strings can hold bytes past ASCII (anything else fails the grammar).
+        && (high & HIGH == 0 || std::str::from_utf8(text).is_ok())
 }
 
-fn scan<'a>(text: &'a str, member: &mut impl FnMut(&'a str, FlatValue<'a>) -> bool) -> Option<()> {
-    let b = text.as_bytes();
+fn scan<'a>(b: &'a [u8], high: &mut u64, member: &mut impl FnMut(&'a [u8], FlatValue<'a>) -> bool) -> Option<()> {
     let mut i = skip_ws(b, 0);
     expect(b, i, b'{')?;
     i = skip_ws(b, i + 1);
@@ -43,11 +46,11 @@ fn scan<'a>(text: &'a str, member: &mut impl FnMut(&'a str, FlatValue<'a>) -> bo
         return (skip_ws(b, i + 1) == b.len()).then_some(());
     }
     loop {
-        let (key, next) = string(text, i)?;
+        let (key, next) = string(b, i, high)?;
         i = skip_ws(b, next);
         expect(b, i, b':')?;
         i = skip_ws(b, i + 1);
-        let (value, next) = value(text, i)?;
+        let (value, next) = value(b, i, high)?;
         if !member(key, value) {
             return None;
         }
@@ -73,30 +76,38 @@ fn skip_ws(b: &[u8], mut i: usize) -> usize {
 }
 
 /// The string starting at `i` (its opening quote) and the position after it; `None`
-/// for escapes and control characters (which JSON forbids unescaped).
-fn string(text: &str, i: usize) -> Option<(&str, usize)> {
-    let b = text.as_bytes();
+/// for escapes and control characters (which JSON forbids unescaped). Bytes past ASCII
+/// are or-ed into `high`.
+fn string<'a>(b: &'a [u8], i: usize, high: &mut u64) -> Option<(&'a [u8], usize)> {
     expect(b, i, b'"')?;
     let mut j = i + 1;
     // Eight bytes at a time: most of an event's bytes are inside strings.
     while let Some(word) = b.get(j..j + 8) {
-        let stops = stops(u64::from_le_bytes(word.try_into().ok()?));
+        let word = u64::from_le_bytes(word.try_into().ok()?);
+        let stops = stops(word);
         if stops != 0 {
+            // Only the bytes before the stop are the string's.
+            *high |= word & (stops - 1);
             j += (stops.trailing_zeros() / 8) as usize;
             break;
         }
+        *high |= word;
         j += 8;
     }
     loop {
         match *b.get(j)? {
-            b'"' => return Some((text.get(i + 1..j)?, j + 1)),
+            b'"' => return Some((b.get(i + 1..j)?, j + 1)),
             b'\\' | 0..=0x1f => return None,
-            _ => j += 1,
+            c => {
+                *high |= u64::from(c);
+                j += 1;
+            }
         }
     }
 }
 
 const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGH: u64 = ONES * 0x80;
 
 /// The high bit of each byte of `word` (little-endian) that is `"`, `\` or below 0x20,
 /// exact up to the first such byte (the usual "has zero byte" test: borrows can only
@@ -106,17 +117,16 @@ fn stops(word: u64) -> u64 {
     let quote = zero(word ^ (ONES * u64::from(b'"')));
     let backslash = zero(word ^ (ONES * u64::from(b'\\')));
     let control = word.wrapping_sub(ONES * 0x20) & !word;
-    (quote | backslash | control) & (ONES * 0x80)
+    (quote | backslash | control) & HIGH
 }
 
 /// The value starting at `i` and the position after it.
-fn value(text: &str, i: usize) -> Option<(FlatValue<'_>, usize)> {
-    let b = text.as_bytes();
+fn value<'a>(b: &'a [u8], i: usize, high: &mut u64) -> Option<(FlatValue<'a>, usize)> {
     let literal = |word: &[u8], v: FlatValue<'static>| {
         b.get(i..i + word.len()).filter(|w| *w == word).map(|_| (v, i + word.len()))
     };
     match *b.get(i)? {
-        b'"' => string(text, i).map(|(s, next)| (FlatValue::Str(s), next)),
+        b'"' => string(b, i, high).map(|(s, next)| (FlatValue::Str(s), next)),
         b't' => literal(b"true", FlatValue::Bool(true)),
         b'f' => literal(b"false", FlatValue::Bool(false)),
         b'n' => literal(b"null", FlatValue::Null),
@@ -152,12 +162,17 @@ mod tests {
     use proptest::prelude::*;
 
     fn members(text: &str) -> Option<Vec<(String, FlatValue<'_>)>> {
+        members_of(text.as_bytes())
+    }
+
+    fn members_of(text: &[u8]) -> Option<Vec<(String, FlatValue<'_>)>> {
         let mut out = Vec::new();
-        scan_flat(text, |k, v| {
-            out.push((k.to_owned(), v));
+        // Keys are reported before the UTF-8 check: converted only once it passed.
+        let done = scan_flat(text, |k, v| {
+            out.push((k, v));
             true
-        })
-        .then_some(out)
+        });
+        done.then(|| out.into_iter().map(|(k, v)| (String::from_utf8(k.to_vec()).unwrap(), v)).collect())
     }
 
     #[test]
@@ -165,7 +180,7 @@ mod tests {
         let text = r#" {"tenantId":"t-1","toolName":"search","ts":1764400000000,"durationMs":0,"success":true,"errorCode":null,"x":false}
 "#;
         let got = members(text).unwrap();
-        assert_eq!(got[0], ("tenantId".into(), FlatValue::Str("t-1")));
+        assert_eq!(got[0], ("tenantId".into(), FlatValue::Str(b"t-1")));
         assert_eq!(got[2], ("ts".into(), FlatValue::U64(1_764_400_000_000)));
         assert_eq!(got[3], ("durationMs".into(), FlatValue::U64(0)));
         assert_eq!(got[4].1, FlatValue::Bool(true));
@@ -213,19 +228,24 @@ mod tests {
         for at in 0..24 {
             let filler = "a".repeat(at);
             let text = format!("\"{filler}\"\u{1}\\\"");
-            assert_eq!(string(&text, 0), Some((filler.as_str(), at + 2)), "{text:?}");
+            assert_eq!(string(text.as_bytes(), 0, &mut 0), Some((filler.as_bytes(), at + 2)), "{text:?}");
             for stop in ['\\', '\u{1}', '\u{1f}'] {
                 let text = format!("\"{filler}{stop}\"{}\"", "b".repeat(9));
-                assert_eq!(string(&text, 0), None, "{text:?}");
+                assert_eq!(string(text.as_bytes(), 0, &mut 0), None, "{text:?}");
             }
             let text = format!("\"{filler}\u{7f}é😀 \"");
-            assert_eq!(string(&text, 0).map(|(s, _)| s.len()), Some(at + 8), "{text:?}");
+            let mut high = 0;
+            assert_eq!(string(text.as_bytes(), 0, &mut high).map(|(s, _)| s.len()), Some(at + 8), "{text:?}");
+            assert_ne!(high & HIGH, 0, "bytes past ASCII are seen at offset {at}");
+            let mut high = 0;
+            string(format!("\"{filler}\"é").as_bytes(), 0, &mut high);
+            assert_eq!(high & HIGH, 0, "bytes after the string are not its own (offset {at})");
         }
     }
 
     #[test]
     fn stops_when_asked() {
-        assert!(!scan_flat(r#"{"a":1,"b":2}"#, |k, _| k != "b"));
+        assert!(!scan_flat(br#"{"a":1,"b":2}"#, |k, _| k != b"b"));
     }
 
     /// Texts near the scanner's shape: flat objects of chosen keys and values, with
@@ -270,6 +290,10 @@ mod tests {
 
     /// What serde_json makes of `text` as one object of scalar members.
     fn serde_members(text: &str) -> Option<Vec<(String, serde_json::Value)>> {
+        serde_members_of(text.as_bytes())
+    }
+
+    fn serde_members_of(text: &[u8]) -> Option<Vec<(String, serde_json::Value)>> {
         use serde::de::{Deserializer as _, MapAccess, Visitor};
         struct Members;
         impl<'de> Visitor<'de> for Members {
@@ -285,7 +309,9 @@ mod tests {
                 Ok(out)
             }
         }
-        let mut de = serde_json::Deserializer::from_str(text);
+        // from_str, as the normaliser's general path reads text (from_slice would not
+        // check the UTF-8 of strings it skips).
+        let mut de = serde_json::Deserializer::from_str(std::str::from_utf8(text).ok()?);
         let members = de.deserialize_map(Members).ok()?;
         de.end().ok()?;
         Some(members)
@@ -296,7 +322,7 @@ mod tests {
             FlatValue::Null => serde_json::Value::Null,
             FlatValue::Bool(b) => b.into(),
             FlatValue::U64(n) => n.into(),
-            FlatValue::Str(s) => s.into(),
+            FlatValue::Str(s) => String::from_utf8(s.to_vec()).unwrap().into(),
         }
     }
 
@@ -316,6 +342,23 @@ mod tests {
                     if let serde_json::Value::Number(n) = v {
                         prop_assert!(n.is_u64(), "{text:?}");
                     }
+                }
+            }
+        }
+
+        /// The same with bytes that need not be UTF-8: a changed byte anywhere, or a
+        /// cut inside a character.
+        #[test]
+        fn accepts_no_invalid_utf8(text in near_events(), at in any::<prop::sample::Index>(), byte in 0x80u8..) {
+            let mut bytes = text.into_bytes();
+            let at = at.index(bytes.len());
+            bytes[at] = byte;
+            for text in [&bytes[..], &bytes[..at]] {
+                if let Some(got) = members_of(text) {
+                    let want = serde_members_of(text);
+                    prop_assert!(want.is_some(), "scanner accepted what serde_json rejects: {text:?}");
+                    let got: Vec<(String, serde_json::Value)> = got.into_iter().map(|(k, v)| (k, as_value(v))).collect();
+                    prop_assert_eq!(got, want.unwrap_or_default());
                 }
             }
         }

@@ -99,15 +99,15 @@ const MCP_INPUT: [&str; 7] = ["tenantId", "toolName", "sessionId", "ts", "durati
 
 /// The place of `key` in [`MCP_INPUT`] (a match: this runs for every key of every
 /// record).
-fn input_place(key: &str) -> Option<usize> {
+fn input_place(key: &[u8]) -> Option<usize> {
     Some(match key {
-        "tenantId" => 0,
-        "toolName" => 1,
-        "sessionId" => 2,
-        "ts" => 3,
-        "durationMs" => 4,
-        "success" => 5,
-        "errorCode" => 6,
+        b"tenantId" => 0,
+        b"toolName" => 1,
+        b"sessionId" => 2,
+        b"ts" => 3,
+        b"durationMs" => 4,
+        b"success" => 5,
+        b"errorCode" => 6,
         _ => return None,
     })
 }
@@ -140,13 +140,13 @@ pub fn mcp_normalize_indexed(data: &[u8], arrival: Timestamp) -> (TransformOutpu
 /// buffer); on success, where each of [`MCP_FIELDS`] lies in the line (ranges from the
 /// line's start) when the record took the fast path. On failure `out` is unchanged.
 pub fn mcp_normalize_into(data: &[u8], arrival: Timestamp, out: &mut Vec<u8>) -> Result<Option<FieldIndex>, String> {
-    // The text is checked as UTF-8 once, so the parser does not check each string again.
+    // The scanner checks UTF-8 itself (only when a byte is past ASCII); serde_json reads
+    // a text checked once, so that it does not check each string again.
     if data.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')
-        && let Ok(text) = std::str::from_utf8(data)
         && let mut fields = Default::default()
-        && (scan_fields(text, &mut fields) || {
+        && (scan_fields(data, &mut fields) || {
             fields = Default::default();
-            read_fields(text, &mut fields)
+            std::str::from_utf8(data).is_ok_and(|text| read_fields(text, &mut fields))
         })
     {
         let start = out.len();
@@ -173,8 +173,8 @@ enum Scalar<'a> {
     U64(u64),
     I64(i64),
     F64(f64),
-    /// A string without escapes, borrowed from the record.
-    Str(&'a str),
+    /// A string without escapes, borrowed from the record (valid UTF-8).
+    Str(&'a [u8]),
     /// A string that had escapes, unescaped (boxed, to keep the enum small: seven of
     /// these are read per record).
     Owned(Box<str>),
@@ -190,7 +190,10 @@ impl Scalar<'_> {
             Scalar::U64(n) => *n as f64 as i64,
             Scalar::I64(n) => *n as f64 as i64,
             Scalar::F64(f) => *f as i64,
-            Scalar::Str(s) => return DateTime::parse_from_rfc3339(s).ok().map(|t| t.timestamp_millis()),
+            Scalar::Str(s) => {
+                let s = std::str::from_utf8(s).ok()?;
+                return DateTime::parse_from_rfc3339(s).ok().map(|t| t.timestamp_millis());
+            }
             Scalar::Owned(s) => return DateTime::parse_from_rfc3339(s).ok().map(|t| t.timestamp_millis()),
             Scalar::Null | Scalar::Bool(_) => return None,
         };
@@ -204,7 +207,7 @@ impl Scalar<'_> {
             Scalar::Bool(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
             Scalar::Str(s) => {
                 out.push(b'"');
-                out.extend_from_slice(s.as_bytes());
+                out.extend_from_slice(s);
                 out.push(b'"');
             }
             Scalar::U64(n) => serde_json::to_writer(&mut *out, n).ok()?,
@@ -256,7 +259,7 @@ impl<'de> serde::Deserialize<'de> for Scalar<'de> {
                 Ok(Scalar::F64(v))
             }
             fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
-                Ok(Scalar::Str(v))
+                Ok(Scalar::Str(v.as_bytes()))
             }
             fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
                 Ok(Scalar::Owned(v.into()))
@@ -273,7 +276,7 @@ impl<'de> serde::Deserialize<'de> for Scalar<'de> {
 
 /// [`read_fields`] for the common shape, without serde ([`scan_flat`]); `false` when not
 /// sure (then `found` may hold some fields, and [`read_fields`] decides).
-fn scan_fields<'a>(text: &'a str, found: &mut [Option<Scalar<'a>>; 7]) -> bool {
+fn scan_fields<'a>(text: &'a [u8], found: &mut [Option<Scalar<'a>>; 7]) -> bool {
     scan_flat(text, |key, value| {
         let Some(i) = input_place(key) else { return true };
         if found[i].is_some() {
@@ -307,7 +310,7 @@ fn read_fields<'a>(text: &'a str, found: &mut [Option<Scalar<'a>>; 7]) -> bool {
             let found = self.0;
             // Keys with escapes fail here (not borrowable).
             while let Some(key) = map.next_key::<&'de str>()? {
-                match input_place(key) {
+                match input_place(key.as_bytes()) {
                     Some(i) if found[i].is_some() => return Err(A::Error::custom("duplicate field")),
                     Some(i) => found[i] = Some(map.next_value::<Scalar<'de>>()?),
                     None => {
@@ -342,10 +345,10 @@ fn write_line(
     let Some(ts) = quoted_iso(millis, &mut ts_buf, &mut ts_slow) else {
         return Some(Err(TS_INVALID.into()));
     };
-    const UNKNOWN: Scalar<'static> = Scalar::Str("unknown");
+    const UNKNOWN: Scalar<'static> = Scalar::Str(b"unknown");
     // `timestamp_utc` (place 4) is written from `ts`.
     let values: [&Scalar<'_>; 8] = [
-        &Scalar::Str("1"),
+        &Scalar::Str(b"1"),
         given(0).unwrap_or(&UNKNOWN),
         given(1).unwrap_or(&UNKNOWN),
         given(2).unwrap_or(&Scalar::Null),
@@ -457,9 +460,9 @@ mod tests {
     #[test]
     fn input_places_follow_the_input_fields() {
         for (i, name) in MCP_INPUT.iter().enumerate() {
-            assert_eq!(input_place(name), Some(i));
+            assert_eq!(input_place(name.as_bytes()), Some(i));
         }
-        assert_eq!(input_place("tenant_id"), None);
+        assert_eq!(input_place(b"tenant_id"), None);
     }
 
     fn norm(input: &str) -> Value {
@@ -575,7 +578,7 @@ mod tests {
             Scalar::Null,
             Scalar::Bool(true),
             Scalar::Bool(false),
-            Scalar::Str("abc"),
+            Scalar::Str(b"abc"),
             Scalar::U64(0),
             Scalar::U64(9),
             Scalar::U64(10),
