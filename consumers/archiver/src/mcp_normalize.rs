@@ -42,10 +42,10 @@ const FOUR_DIGIT_YEARS: std::ops::Range<i64> = -62_167_219_200_000..253_402_300_
 /// `"yyyy-MM-ddTHH:mm:ss.SSSZ"` (quoted) of epoch milliseconds `ms`, written into `buf`
 /// without the formatting machinery (this runs once per record); years outside
 /// 0..=9999 take [`iso`]. `None` when chrono cannot represent the time.
-fn quoted_iso<'a>(ms: i64, buf: &'a mut [u8; 26], slow: &'a mut String) -> Option<&'a str> {
+fn quoted_iso<'a>(ms: i64, buf: &'a mut [u8; 26], slow: &'a mut String) -> Option<&'a [u8]> {
     if !FOUR_DIGIT_YEARS.contains(&ms) {
         *slow = format!("\"{}\"", iso(Utc.timestamp_millis_opt(ms).single()?));
-        return Some(slow);
+        return Some(slow.as_bytes());
     }
     // Days to a proleptic Gregorian date (H. Hinnant's civil_from_days; eras of 400
     // years starting 0000-03-01).
@@ -78,7 +78,7 @@ fn quoted_iso<'a>(ms: i64, buf: &'a mut [u8; 26], slow: &'a mut String) -> Optio
     {
         buf[at] = b;
     }
-    std::str::from_utf8(buf).ok()
+    Some(buf)
 }
 
 /// Whether chrono can represent epoch milliseconds `ms` (asked of chrono only outside
@@ -201,6 +201,7 @@ impl Scalar<'_> {
     }
 
     /// Writes the value as JSON, as `serde_json` writes the same `Value`.
+    #[inline]
     fn write(&self, out: &mut Vec<u8>) -> Option<()> {
         match self {
             Scalar::Null => out.extend_from_slice(b"null"),
@@ -379,7 +380,7 @@ fn write_line(
     field!(1, values[1].write(out)?);
     field!(2, values[2].write(out)?);
     field!(3, values[3].write(out)?);
-    field!(4, out.extend_from_slice(ts.as_bytes()));
+    field!(4, out.extend_from_slice(ts));
     field!(5, values[5].write(out)?);
     field!(6, values[6].write(out)?);
     field!(7, values[7].write(out)?);
@@ -502,7 +503,7 @@ mod tests {
             let t = Utc.timestamp_millis_opt(ms).single().unwrap();
             let (mut buf, mut slow) = ([0u8; 26], String::new());
             let expected = format!("\"{}\"", iso(t));
-            proptest::prop_assert_eq!(quoted_iso(ms, &mut buf, &mut slow), Some(expected.as_str()));
+            proptest::prop_assert_eq!(quoted_iso(ms, &mut buf, &mut slow), Some(expected.as_bytes()));
         }
 
         /// The borrowed fast path writes the same JSON as the general path.
@@ -610,7 +611,7 @@ mod tests {
             (951_782_400_000, "2000-02-29T00:00:00.000Z"),
         ] {
             let expected = format!("\"{text}\"");
-            assert_eq!(quoted_iso(ms, &mut buf, &mut slow), Some(expected.as_str()), "{ms}");
+            assert_eq!(quoted_iso(ms, &mut buf, &mut slow), Some(expected.as_bytes()), "{ms}");
         }
         assert_eq!(quoted_iso(i64::MAX, &mut buf, &mut slow), None);
     }
