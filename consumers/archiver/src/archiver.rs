@@ -29,6 +29,7 @@ use crate::naming::Naming;
 use crate::partition::{KeyError, KeyQuery, QueryError};
 use crate::prefix::check_partition_value;
 use crate::resolve::{KeyState, SkipList, resolve};
+use crate::route_cache::RouteCache;
 use crate::subrecords::split;
 use crate::transform::Outcome;
 use crate::transformer::{Part, Transformer};
@@ -101,6 +102,8 @@ pub struct Archiver {
     /// The query's keys are exactly the prefix's (and read plain fields): routes take
     /// the borrowed fast path ([`KeyQuery::flat_values`]).
     flat_route: bool,
+    /// Route keys of partition-key texts seen before (flat routes only).
+    route_cache: std::cell::RefCell<RouteCache>,
     transformer: Transformer,
     buffers: Buffers,
     ledger: Ledger,
@@ -146,6 +149,8 @@ impl Archiver {
             query,
             prefix_keys,
             flat_route,
+            // Room for every active partition, and as many again of their past values.
+            route_cache: std::cell::RefCell::new(RouteCache::new(2 * options.max_active_partitions.max(1))),
             transformer: options.transformer,
             buffers: Buffers::new(limits),
             ledger: Ledger::default(),
@@ -252,15 +257,23 @@ impl Archiver {
         if let Some(q) = &self.query
             && self.flat_route
             && from_transform.is_empty()
-            && let (Some(names), Some(values)) = (q.flat_names(), q.flat_values(data, fields))
+            && let (Some(names), Some(texts)) = (q.flat_names(), q.flat_texts(data, fields))
         {
             // The common case: plain fields that are exactly the prefix's keys, read
-            // without building a map (the names come sorted, as a route's keys).
-            for (k, v) in names.iter().zip(&values) {
-                check_partition_value(v).map_err(|reason| format!("partition key {k:?} value {v:?} {reason}"))?;
+            // without building a map (the names come sorted, as a route's keys), and
+            // mostly seen before.
+            let mut cache = self.route_cache.borrow_mut();
+            if cache.get(&texts, key) {
+                return Ok(());
             }
-            encode_data(key, names.iter().map(String::as_str).zip(values.iter().map(|v| v.as_ref())));
-            return Ok(());
+            if let Some(values) = KeyQuery::flat_values_of(&texts) {
+                for (k, v) in names.iter().zip(&values) {
+                    check_partition_value(v).map_err(|reason| format!("partition key {k:?} value {v:?} {reason}"))?;
+                }
+                encode_data(key, names.iter().map(String::as_str).zip(values.iter().map(|v| v.as_ref())));
+                cache.put(key);
+                return Ok(());
+            }
         }
         let mut keys = from_transform;
         if let Some(q) = &self.query {

@@ -52,20 +52,33 @@ impl FieldIndex {
     /// raw JSON value, `Some(None)` when the object has no such field, `None` when the
     /// index cannot tell (the range was not set, lies outside `data`, or is not UTF-8).
     pub fn raw<'d>(&self, data: &'d [u8], name: &str) -> Option<Option<&'d str>> {
-        match self.names.iter().position(|n| *n == name) {
+        match self.raw_bytes(data, name)? {
             None => Some(None),
-            Some(i) => self.raw_at(data, i).map(Some),
+            Some(raw) => std::str::from_utf8(raw).ok().map(Some),
         }
     }
 
     /// The raw JSON value of field number `field` (its place in `names`); `None` when
     /// the index cannot tell.
     pub fn raw_at<'d>(&self, data: &'d [u8], field: usize) -> Option<&'d str> {
+        std::str::from_utf8(self.raw_bytes_at(data, field)?).ok()
+    }
+
+    /// [`FieldIndex::raw`] as bytes, not checked as UTF-8.
+    pub fn raw_bytes<'d>(&self, data: &'d [u8], name: &str) -> Option<Option<&'d [u8]>> {
+        match self.names.iter().position(|n| *n == name) {
+            None => Some(None),
+            Some(i) => self.raw_bytes_at(data, i).map(Some),
+        }
+    }
+
+    /// [`FieldIndex::raw_at`] as bytes, not checked as UTF-8.
+    pub fn raw_bytes_at<'d>(&self, data: &'d [u8], field: usize) -> Option<&'d [u8]> {
         let (start, end) = *self.ranges.get(field).filter(|_| field < self.names.len())?;
         if start >= end {
             return None;
         }
-        std::str::from_utf8(data.get(start as usize..end as usize)?).ok()
+        data.get(start as usize..end as usize)
     }
 }
 

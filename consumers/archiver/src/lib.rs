@@ -91,6 +91,7 @@ pub mod naming;
 pub mod partition;
 pub mod prefix;
 pub mod resolve;
+pub mod route_cache;
 pub mod subrecords;
 pub mod transform;
 pub mod transformer;

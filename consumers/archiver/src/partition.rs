@@ -189,6 +189,10 @@ fn key_text(raw: &str) -> Option<Cow<'_, str>> {
 /// borrowed from the record where they need no unescaping.
 pub type FlatValues<'d> = SmallVec<[Cow<'d, str>; 4]>;
 
+/// The raw JSON texts of a flat query's fields, in the order of
+/// [`KeyQuery::flat_names`].
+pub type FlatTexts<'d> = SmallVec<[&'d [u8]; 4]>;
+
 /// A query made only of top-level field paths, by key name.
 struct Flat {
     /// Key names, sorted.
@@ -237,8 +241,16 @@ impl KeyQuery {
     /// an object, invalid JSON, null or missing keys, numbers, nested values):
     /// [`KeyQuery::keys`] then decides, with the reference's results and errors.
     pub fn flat_values<'d>(&self, record: &'d [u8], index: Option<&FieldIndex>) -> Option<FlatValues<'d>> {
+        Self::flat_values_of(&self.flat_texts(record, index)?)
+    }
+
+    /// The raw JSON texts of a flat query's fields in `record`, in the order of
+    /// [`KeyQuery::flat_names`] (the first step of [`KeyQuery::flat_values`]; the keys
+    /// are a function of these texts alone). `None` as for `flat_values`, except that
+    /// the values are not judged yet.
+    pub fn flat_texts<'d>(&self, record: &'d [u8], index: Option<&FieldIndex>) -> Option<FlatTexts<'d>> {
         let flat = self.flat.as_ref()?;
-        let mut values = FlatValues::new();
+        let mut texts = FlatTexts::new();
         if let Some(index) = index {
             let names = index.names().as_ptr() as usize;
             let (cached, places) = flat.places.get_or_init(|| {
@@ -246,27 +258,33 @@ impl KeyQuery {
             });
             for (field, place) in flat.fields.iter().zip(places) {
                 let raw = if *cached == names {
-                    place.map(|i| index.raw_at(record, i).map(Some)).unwrap_or(Some(None))
+                    place.map(|i| index.raw_bytes_at(record, i).map(Some)).unwrap_or(Some(None))
                 } else {
-                    index.raw(record, field)
+                    index.raw_bytes(record, field)
                 };
                 match raw {
-                    Some(Some(raw)) => values.push(key_text(raw)?),
+                    Some(Some(raw)) => texts.push(raw),
                     // Missing: null, which the full path reports.
                     Some(None) => return None,
                     // The index cannot tell: read the record.
                     None => break,
                 }
             }
-            if values.len() == flat.fields.len() {
-                return Some(values);
+            if texts.len() == flat.fields.len() {
+                return Some(texts);
             }
-            values.clear();
+            texts.clear();
         }
         for raw in flat_raw(record, &flat.fields)? {
-            values.push(key_text(raw?)?);
+            texts.push(raw?.as_bytes());
         }
-        Some(values)
+        Some(texts)
+    }
+
+    /// The key values of texts from [`KeyQuery::flat_texts`]; `None` unless every one
+    /// is a string or a boolean.
+    pub fn flat_values_of<'d>(texts: &[&'d [u8]]) -> Option<FlatValues<'d>> {
+        texts.iter().map(|raw| key_text(std::str::from_utf8(raw).ok()?)).collect()
     }
 
     /// Whether the fast path is used.
