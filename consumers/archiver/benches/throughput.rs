@@ -2,7 +2,7 @@
 //! events through the design note's pipeline (mcp-normalize, jq
 //! `{tenantId: .tenant_id, toolName: .tool_name}`, hourly prefix, GZIP) into a memory
 //! sink, exactly-once mode; against plain gzip of the same output bytes at the same
-//! level, measured in the same run (three alternating rounds, each pipeline reported by
+//! level, measured in the same run (five alternating rounds, each pipeline reported by
 //! its fastest). Then memory with 500 active partitions.
 //!
 //! Run: `cargo bench -p weir-archiver --bench throughput` (optionally `-- 200000`).
@@ -180,7 +180,7 @@ fn main() {
     }
     // The machines are shared and noisy: both pipelines run in alternation, and each
     // is reported by its fastest round (noise only ever adds time).
-    let rounds = if smoke { 1 } else { 3 };
+    let rounds = if smoke { 1 } else { 5 };
     let (mut gzip_s, mut run): (f64, Option<Run>) = (f64::MAX, None);
     let mut plain = Vec::new();
     for round in 1..=rounds {
