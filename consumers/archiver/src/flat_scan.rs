@@ -78,6 +78,7 @@ fn skip_ws(b: &[u8], mut i: usize) -> usize {
 /// The string starting at `i` (its opening quote) and the position after it; `None`
 /// for escapes and control characters (which JSON forbids unescaped). Bytes past ASCII
 /// are or-ed into `high`.
+#[inline(always)]
 fn string<'a>(b: &'a [u8], i: usize, high: &mut u64) -> Option<(&'a [u8], usize)> {
     expect(b, i, b'"')?;
     let mut j = i + 1;
@@ -121,6 +122,7 @@ fn stops(word: u64) -> u64 {
 }
 
 /// The value starting at `i` and the position after it.
+#[inline(always)]
 fn value<'a>(b: &'a [u8], i: usize, high: &mut u64) -> Option<(FlatValue<'a>, usize)> {
     let literal = |word: &[u8], v: FlatValue<'static>| {
         b.get(i..i + word.len()).filter(|w| *w == word).map(|_| (v, i + word.len()))
