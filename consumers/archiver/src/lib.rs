@@ -59,14 +59,19 @@
 //!
 //! # Hot path
 //! Work per record is kept to one pass over its bytes where the design allows:
-//! `mcp-normalize` reads the seven input fields in one serde_json pass and writes a
-//! batch's lines into one buffer ([`transformer::RecordTransform::transform_parts`]),
-//! telling where each output field lies ([`fields::FieldIndex`]); a flat key query
-//! reads its keys there instead of parsing the line again; the route is an encoded
-//! byte key ([`buffers::encode_data`]) looked up without building the partition map;
-//! the ledger takes a batch at once ([`ledger::Ledger::batch`]); the stage of each
-//! buffer is compressed 64 KiB at a time by one shared compressor, with its CRC.
-//! `cargo bench -p weir-archiver --bench throughput` measures it against plain gzip.
+//! `mcp-normalize` reads the seven input fields of a flat event with a one-pass scanner
+//! ([`flat_scan`]; serde_json reads anything else and stays the reference), which checks
+//! UTF-8 only when a byte is past ASCII, and writes a batch's lines into one buffer
+//! ([`transformer::RecordTransform::transform_parts`]), telling where each output field
+//! lies ([`fields::FieldIndex`]); a flat key query reads its keys' raw texts there
+//! instead of parsing the line again, and the route key of texts seen before comes from
+//! [`route_cache`]; the route is an encoded byte key ([`buffers::encode_data`]) looked
+//! up without building the partition map; the ledger takes a batch at once
+//! ([`ledger::Ledger::batch`]) and keeps pending buffers in order, so the durable
+//! position is read, not searched; the stage of each buffer is compressed 64 KiB at a
+//! time by one shared compressor, with its CRC. Buffer gauges are set at ticks and
+//! seals, not per batch. `cargo bench -p weir-archiver --bench throughput` measures it
+//! against plain gzip.
 //!
 //! # Modules
 //! - [`java_time`]: Java `DateTimeFormatter` patterns in UTC or a `CustomTimeZone`.
