@@ -99,8 +99,8 @@ pub struct Archiver {
     settings: ArchiverSettings,
     query: Option<KeyQuery>,
     prefix_keys: Vec<String>,
-    /// The query's keys are exactly the prefix's (and read plain fields): routes take
-    /// the borrowed fast path ([`KeyQuery::flat_values`]).
+    /// The query's keys are exactly the prefix's (and read plain fields): routes are
+    /// made from the fields' raw texts ([`KeyQuery::flat_texts`]), through `route_cache`.
     flat_route: bool,
     /// Route keys of partition-key texts seen before (flat routes only).
     route_cache: std::cell::RefCell<RouteCache>,

@@ -58,12 +58,6 @@ impl FieldIndex {
         }
     }
 
-    /// The raw JSON value of field number `field` (its place in `names`); `None` when
-    /// the index cannot tell.
-    pub fn raw_at<'d>(&self, data: &'d [u8], field: usize) -> Option<&'d str> {
-        std::str::from_utf8(self.raw_bytes_at(data, field)?).ok()
-    }
-
     /// [`FieldIndex::raw`] as bytes, not checked as UTF-8.
     pub fn raw_bytes<'d>(&self, data: &'d [u8], name: &str) -> Option<Option<&'d [u8]>> {
         match self.names.iter().position(|n| *n == name) {
@@ -72,7 +66,8 @@ impl FieldIndex {
         }
     }
 
-    /// [`FieldIndex::raw_at`] as bytes, not checked as UTF-8.
+    /// The raw JSON value of field number `field` (its place in `names`), as bytes not
+    /// checked as UTF-8; `None` when the index cannot tell.
     pub fn raw_bytes_at<'d>(&self, data: &'d [u8], field: usize) -> Option<&'d [u8]> {
         let (start, end) = *self.ranges.get(field).filter(|_| field < self.names.len())?;
         if start >= end {

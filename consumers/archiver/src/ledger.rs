@@ -27,11 +27,13 @@ struct ShardLedger {
 }
 
 impl ShardLedger {
-    /// `generation` took its first record of this shard at `first`, after `before`
-    /// was finished; nothing if it is pending already.
-    fn open(&mut self, generation: u64, first: &ExtendedSequenceNumber, before: Option<ExtendedSequenceNumber>) {
+    /// `generation` took its first record of this shard at `first`, right after
+    /// `previous` (`None`: after the last record finished before); nothing if it is
+    /// pending already.
+    fn open(&mut self, generation: u64, first: &ExtendedSequenceNumber, previous: Option<&ExtendedSequenceNumber>) {
         if let std::collections::hash_map::Entry::Vacant(e) = self.firsts.entry(generation) {
             e.insert(first.clone());
+            let before = previous.cloned().or_else(|| self.finished.clone());
             self.pending.insert((first.clone(), generation), before);
         }
     }
@@ -57,9 +59,7 @@ impl Ledger {
     /// [`Ledger::batch`], which the archiver uses.
     #[cfg(test)]
     pub fn buffered(&mut self, shard: &ShardId, position: &ExtendedSequenceNumber, generation: u64) {
-        let l = self.shards.entry(shard.clone()).or_default();
-        let before = l.finished.clone();
-        l.open(generation, position, before);
+        self.shards.entry(shard.clone()).or_default().open(generation, position, None);
     }
 
     /// Every part of the record at `position` is routed (with `buffered`, the
@@ -86,10 +86,7 @@ impl Ledger {
             while let Some(&&(record, generation)) = placed.peek()
                 && record == i
             {
-                if !l.firsts.contains_key(&generation) {
-                    let before = previous.cloned().or_else(|| l.finished.clone());
-                    l.open(generation, position, before);
-                }
+                l.open(generation, position, previous);
                 placed.next();
             }
             previous = Some(position);
