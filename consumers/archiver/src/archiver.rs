@@ -355,16 +355,23 @@ impl Archiver {
         let (buffers, ledger, delivery) = (&mut self.buffers, &mut self.ledger, &mut self.delivery);
         let r = delivery.deliver(sealed, now, ledger, acks, buffers.deflater(), backlog).await;
         if any_sealed {
-            self.set_buffer_gauges();
+            self.set_buffer_gauges(now);
         }
         r
     }
 
     /// The gauges of open buffers (at ticks and seals, not per batch: they sum every
-    /// buffer).
-    fn set_buffer_gauges(&self) {
+    /// buffer), and the data freshness: how long the oldest record not yet durable
+    /// (buffered, or sealed and waiting for the store) has been in the stream.
+    fn set_buffer_gauges(&self, now: Timestamp) {
         metrics::gauge!(m::BUFFERED_BYTES).set(self.buffers.held_bytes() as f64);
         metrics::gauge!(m::ACTIVE_PARTITIONS).set(self.buffers.active() as f64);
+        let oldest = match (self.buffers.oldest_arrival(), self.delivery.oldest_arrival()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let age_ms = oldest.map_or(0, |t| (now.as_millis() - t.as_millis()).max(0));
+        metrics::gauge!(m::DATA_FRESHNESS).set(age_ms as f64 / 1000.0);
     }
 }
 
@@ -536,7 +543,7 @@ impl Consumer for Archiver {
     async fn on_tick(&mut self, now: Timestamp, acks: &dyn Acks) -> Result<(), ConsumerError> {
         let due = self.buffers.due(now).map_err(|e| ConsumerError::with_source("cannot seal buffers", e))?;
         if due.is_empty() && !self.delivery.retry_due(now) {
-            self.set_buffer_gauges();
+            self.set_buffer_gauges(now);
             return Ok(());
         }
         self.deliver(due, acks, BacklogRetry::WhenDue)

@@ -304,6 +304,11 @@ impl Buffers {
         self.open.values().map(|b| b.body.held() + b.entries.capacity() * 8).sum()
     }
 
+    /// Arrival of the oldest record in any open buffer.
+    pub fn oldest_arrival(&self) -> Option<Timestamp> {
+        self.open.values().flat_map(|b| b.spans.iter().flatten()).map(|s| s.oldest_arrival).min()
+    }
+
     /// Compressed bytes in open buffers.
     pub fn compressed_bytes(&self) -> usize {
         self.open.values().map(|b| b.body.compressed()).sum()

@@ -182,6 +182,11 @@ impl Delivery {
         self.backlog.iter().map(|p| p.sealed.body.len() as u64).sum()
     }
 
+    /// Arrival of the oldest record in an object waiting for the store.
+    pub fn oldest_arrival(&self) -> Option<Timestamp> {
+        self.backlog.iter().map(|p| p.sealed.oldest_arrival()).min()
+    }
+
     /// Whether a retry is due at `now`.
     pub fn retry_due(&self, now: Timestamp) -> bool {
         !self.backlog.is_empty() && self.retry_at.is_none_or(|t| now >= t)

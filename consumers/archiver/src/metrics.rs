@@ -28,5 +28,9 @@ pub const BACKLOG_BYTES: &str = "weir_archiver_backlog_bytes";
 /// Bytes held in open buffers (set at every tick and whenever buffers are sealed:
 /// summing every buffer per batch cost about 2% of the archiver's time).
 pub const BUFFERED_BYTES: &str = "weir_archiver_buffered_bytes";
+/// Age in seconds of the oldest record not yet durable in the store (buffered or
+/// waiting to be written); 0 when nothing is held. Set with [`BUFFERED_BYTES`]. The
+/// equivalent of Firehose's `DeliveryToS3.DataFreshness`.
+pub const DATA_FRESHNESS: &str = "weir_archiver_data_freshness_seconds";
 /// Open partitions (set with [`BUFFERED_BYTES`]).
 pub const ACTIVE_PARTITIONS: &str = "weir_archiver_active_partitions";

@@ -64,3 +64,40 @@ fn records_without_a_delimiter_are_counted_and_gauges_set_at_ticks() {
         other => panic!("buffered bytes: {other:?}"),
     }
 }
+
+/// Data freshness (Firehose's `DeliveryToS3.DataFreshness`): the age of the oldest
+/// record not yet in the store, set at ticks; back to zero once everything is written.
+#[test]
+fn data_freshness_is_the_age_of_the_oldest_record_not_yet_written() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let freshness = || match values(&snapshotter).get("weir_archiver_data_freshness_seconds") {
+        Some(DebugValue::Gauge(v)) => v.into_inner(),
+        other => panic!("freshness gauge: {other:?}"),
+    };
+    let (clock, mut a, leases, acks, shard) = metrics::with_local_recorder(&recorder, || {
+        let clock = ManualClock::new(Timestamp::from_millis(T0));
+        let o = ArchiverOptions::new("a", settings(1 << 20));
+        let a = Archiver::new(o, Arc::new(MemoryObjectSink::new()), Arc::new(clock.clone())).unwrap();
+        let leases = SimLeases::new();
+        let acks = SimAcks::new(leases.clone(), 1, CrashSwitch::after(None));
+        (clock, a, leases, acks, ShardId::new("s"))
+    });
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let mut step = |advance: std::time::Duration, records: Vec<Record>| {
+        metrics::with_local_recorder(&recorder, || {
+            rt.block_on(async {
+                if !records.is_empty() {
+                    a.on_shard_open(&leases.take(&shard, 1)).await.unwrap();
+                    a.on_batch(&batch(&shard, records), &acks).await.unwrap();
+                }
+                clock.advance(advance);
+                a.on_tick(clock.now(), &acks).await.unwrap();
+            })
+        })
+    };
+    step(std::time::Duration::from_secs(7), vec![raw(1, r#"{"tenant_id":"t1","tool_name":"x"}"#)]);
+    assert_eq!(freshness(), 7.0, "one record buffered for 7 s");
+    step(std::time::Duration::from_secs(3600), Vec::new());
+    assert_eq!(freshness(), 0.0, "the interval passed: the object is written");
+}

@@ -27,6 +27,17 @@ pub fn install_recorder() -> Result<PrometheusHandle> {
     PrometheusBuilder::new().install_recorder().context("cannot install the metrics recorder")
 }
 
+/// Installs the Prometheus recorder and, beside it, the CloudWatch one (once per
+/// process): every metric goes to both.
+pub fn install_recorders(cloudwatch: crate::cloudwatch::EmfRecorder) -> Result<PrometheusHandle> {
+    let prometheus = PrometheusBuilder::new().build_recorder();
+    let handle = prometheus.handle();
+    let fanout =
+        metrics_util::layers::FanoutBuilder::default().add_recorder(prometheus).add_recorder(cloudwatch).build();
+    metrics::set_global_recorder(fanout).map_err(|e| anyhow::anyhow!("cannot install the metrics recorder: {e}"))?;
+    Ok(handle)
+}
+
 /// Serves the endpoints until `shutdown`.
 pub async fn serve(
     addr: SocketAddr,

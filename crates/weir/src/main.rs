@@ -2,10 +2,12 @@
 //! (a worker from a config file), `config check`.
 
 mod archiver;
+mod cloudwatch;
 mod config;
 mod consumers;
 mod demo;
 mod firehose_check;
+mod health;
 mod http;
 mod lambda;
 mod prefix_eval;
@@ -47,8 +49,11 @@ enum Command {
     /// Run a worker from a config file until SIGTERM or Ctrl-C.
     Run {
         /// The TOML config file.
-        #[arg(long, short)]
-        config: PathBuf,
+        #[arg(long, short, required_unless_present = "config_toml")]
+        config: Option<PathBuf>,
+        /// The config as TOML text instead of a file (e.g. an ECS task's environment).
+        #[arg(long, env = "WEIR_CONFIG_TOML", hide_env_values = true, conflicts_with = "config")]
+        config_toml: Option<String>,
     },
     /// Write NDJSON lines (file or stdin) into a Kinesis stream with PutRecords:
     /// batches of at most 500 records / 5 MiB, only failed records retried.
@@ -56,6 +61,9 @@ enum Command {
     /// Run chosen consumers over a past window [--from, --to) of the stream, in the
     /// job's own lease namespace (live checkpoints never move); resumable and shareable.
     Replay(replay::ReplayArgs),
+    /// Ask a worker's health endpoint (`/readyz` by default): exit 0 when it answers
+    /// 2xx, 1 otherwise. For container health checks without curl.
+    Health(health::HealthArgs),
     /// Configuration tools.
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -118,7 +126,9 @@ fn main() -> ExitCode {
             Command::Demo(args) => demo::run(args).await,
             Command::Put(args) => put::run(args).await,
             Command::Replay(args) => replay::run(args).await,
-            Command::Run { config } => run::run(config::load(&config)?).await,
+            Command::Health(args) => health::run(args).await,
+            Command::Run { config: Some(path), .. } => run::run(config::load(&path)?).await,
+            Command::Run { config_toml, .. } => run::run(config::load_text(&config_toml.unwrap_or_default())?).await,
             Command::Config(ConfigCommand::Check { file, firehose: true, resource }) => {
                 firehose_check::run(&file, resource.as_deref())
             }

@@ -220,18 +220,28 @@ pub async fn run(config: Config) -> Result<()> {
         Worker::new(config.runtime(&worker_id), wired.table, wired.reader, wired.catalog, built.consumers, clock)?;
     let shutdown = CancellationToken::new();
     cancel_on_signal(shutdown.clone());
-    let http = match config.http.listen {
-        Some(addr) => Some(
-            crate::http::serve(
-                addr,
-                crate::http::install_recorder()?,
-                vec![worker.stats()],
-                backlogs.clone(),
-                shutdown.clone(),
-            )
-            .await?,
-        ),
-        None => None,
+    // The CloudWatch writer stops after the worker, so its last line has the final values.
+    let metrics_stop = CancellationToken::new();
+    let (metrics, cloudwatch) = if config.metrics.cloudwatch {
+        let recorder = crate::cloudwatch::EmfRecorder::default();
+        let writer = crate::cloudwatch::EmfWriter::new(
+            recorder.clone(),
+            &config.metrics.namespace,
+            &config.leases.namespace,
+            &worker_id,
+        );
+        let metrics = crate::http::install_recorders(recorder)?;
+        (Some(metrics), Some(crate::cloudwatch::spawn(writer, config.metrics.interval, metrics_stop.clone())))
+    } else if config.http.listen.is_some() {
+        (Some(crate::http::install_recorder()?), None)
+    } else {
+        (None, None)
+    };
+    let http = match (config.http.listen, metrics) {
+        (Some(addr), Some(metrics)) => {
+            Some(crate::http::serve(addr, metrics, vec![worker.stats()], backlogs.clone(), shutdown.clone()).await?)
+        }
+        _ => None,
     };
     let producer = wired.memory.map(|stream| {
         let generator = GeneratorConfig {
@@ -250,6 +260,10 @@ pub async fn run(config: Config) -> Result<()> {
     }
     if let Some(h) = http {
         let _ = h.await;
+    }
+    metrics_stop.cancel();
+    if let Some(c) = cloudwatch {
+        let _ = c.await;
     }
     tracing::info!("stopped");
     Ok(())

@@ -402,3 +402,102 @@ fn cancel_stops_a_running_replay_and_keeps_it_stopped() {
     assert!(!again.status.success());
     assert!(String::from_utf8_lossy(&again.stderr).contains("job stuck was cancelled"));
 }
+
+/// `[metrics] cloudwatch = true`: embedded-metric-format lines on stdout that CloudWatch
+/// Logs turns into the metrics the deploy/ alarms watch; `weir health` answers for the
+/// image's HEALTHCHECK; SIGTERM still drains to exit 0 and a last line is written.
+#[test]
+fn run_writes_cloudwatch_metric_lines_and_health_checks_readyz() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let cfg = write_config(
+        dir.path(),
+        &format!(
+            r#"[worker]
+failover = "2s"
+renew_interval = "500ms"
+taker_interval = "500ms"
+tick_interval = "200ms"
+[stream]
+rate = 400
+[leases]
+path = "{0}/leases.db"
+namespace = "cw-test"
+[[consumers]]
+type = "archiver"
+name = "archive"
+directory = "{0}/archive"
+transform = "mcp-normalize"
+[consumers.destination]
+Prefix = "events/tenant=!{{partitionKeyFromQuery:tenantId}}/"
+ErrorOutputPrefix = "errors/!{{firehose:error-output-type}}/"
+CompressionFormat = "GZIP"
+BufferingHints = {{ SizeInMBs = 64, IntervalInSeconds = 60 }}
+DynamicPartitioningConfiguration = {{ Enabled = true }}
+[consumers.destination.ProcessingConfiguration]
+Enabled = true
+Processors = [{{ Type = "MetadataExtraction", Parameters = [
+  {{ ParameterName = "MetadataExtractionQuery", ParameterValue = "{{tenantId: .tenant_id}}" }},
+  {{ ParameterName = "JsonParsingEngine", ParameterValue = "JQ-1.6" }} ] }}]
+[http]
+listen = "127.0.0.1:{1}"
+[metrics]
+cloudwatch = true
+namespace = "weir-test"
+interval = "1s"
+"#,
+            dir.path().display(),
+            port
+        ),
+    );
+    let mut child = weir()
+        .args(["run", "--config", cfg.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let url = format!("http://127.0.0.1:{port}/readyz");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let health = weir().args(["health", "--url", &url]).output().unwrap();
+        if health.status.success() {
+            assert!(String::from_utf8_lossy(&health.stdout).starts_with("ready"));
+            break;
+        }
+        assert!(Instant::now() < deadline, "weir health never succeeded");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let down = weir().args(["health", "--url", &format!("http://127.0.0.1:{closed}/readyz")]).output().unwrap();
+    assert_eq!(down.status.code(), Some(1), "a worker that does not answer is unhealthy");
+    assert!(String::from_utf8_lossy(&down.stderr).contains("did not answer"));
+
+    // Lines until one carries the archive's freshness and the read lag.
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let emf = loop {
+        let line = lines.next().expect("stdout closed").unwrap();
+        let doc: serde_json::Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON: {line}: {e}"));
+        if doc.get("ArchiveDataFreshness").is_some() && doc.get("RecordsRead").is_some_and(|v| v.as_f64() > Some(0.0)) {
+            break doc;
+        }
+        assert!(Instant::now() < deadline, "no line with the archive's freshness: {line}");
+    };
+    assert_eq!(emf["Application"], "cw-test");
+    let directive = &emf["_aws"]["CloudWatchMetrics"][0];
+    assert_eq!(directive["Namespace"], "weir-test");
+    for m in directive["Metrics"].as_array().unwrap() {
+        let name = m["Name"].as_str().unwrap();
+        assert!(emf[name].is_number(), "{name} declared and given");
+    }
+    let freshness = emf["ArchiveDataFreshness"].as_f64().unwrap();
+    assert!((0.0..60.0).contains(&freshness), "records wait in 60 s buffers: {freshness}");
+
+    let kill = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(kill.success());
+    let rest: Vec<String> = lines.map(Result::unwrap).collect();
+    let status = child.wait().unwrap();
+    assert!(status.success(), "exit after SIGTERM: {status}");
+    let last: serde_json::Value = serde_json::from_str(rest.last().expect("a last line at shutdown")).unwrap();
+    assert_eq!(last["ArchiveDataFreshness"], 0.0, "the drain wrote every buffer: nothing waits");
+}

@@ -31,7 +31,8 @@ impl Consumer for LogConsumer {
             return Ok(());
         };
         tracing::debug!(consumer = %self.name, shard = %batch.shard_id, records = batch.records.len(),
-            first = %first.position, last = %last, behind_ms = ?batch.millis_behind_latest, "batch");
+            first = %first.position, last = %last, first_arrival_ms = first.approximate_arrival.as_millis(),
+            behind_ms = ?batch.millis_behind_latest, "batch");
         acks.durable(&batch.shard_id, last);
         Ok(())
     }

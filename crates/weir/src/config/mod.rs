@@ -17,21 +17,31 @@ pub fn load(path: &Path) -> Result<Config> {
     if !path.exists() {
         bail!("config file {} does not exist", path.display());
     }
+    extract(Toml::file_exact(path), &path.display().to_string())
+}
+
+/// Loads and validates a configuration given as TOML text (`weir run --config-toml`,
+/// or `WEIR_CONFIG_TOML` where mounting a file is awkward, as on ECS Fargate).
+pub fn load_text(text: &str) -> Result<Config> {
+    extract(Toml::string(text), "given with --config-toml (WEIR_CONFIG_TOML)")
+}
+
+fn extract(file: figment::providers::Data<Toml>, origin: &str) -> Result<Config> {
     let figment = Figment::from(Serialized::defaults(Config::default()))
-        .merge(Toml::file_exact(path))
+        .merge(file)
         // Only variables that name a section (WEIR_WORKER__FAILOVER, …) are config;
         // others such as WEIR_LOG belong to the command line or to tools.
         .merge(Env::prefixed("WEIR_").filter(|key| is_config_key(key.as_str())).split("__"));
     let config: Config = figment
         .extract()
         .map_err(|e| anyhow::anyhow!(describe(e)))
-        .with_context(|| format!("invalid config {}", path.display()))?;
-    config.validate().with_context(|| format!("invalid config {}", path.display()))?;
+        .with_context(|| format!("invalid config {origin}"))?;
+    config.validate().with_context(|| format!("invalid config {origin}"))?;
     Ok(config)
 }
 
 /// Top-level sections of the config file.
-const SECTIONS: &[&str] = &["worker", "stream", "leases", "consumers", "http", "aws"];
+const SECTIONS: &[&str] = &["worker", "stream", "leases", "consumers", "http", "metrics", "aws"];
 
 /// Whether an environment key (after `WEIR_`) addresses a config field.
 fn is_config_key(key: &str) -> bool {

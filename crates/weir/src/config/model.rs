@@ -19,6 +19,8 @@ pub struct Config {
     pub consumers: Vec<ConsumerSection>,
     /// Metrics and health endpoints.
     pub http: HttpSection,
+    /// Metrics published beyond `/metrics` (CloudWatch).
+    pub metrics: MetricsSection,
     /// Region, profile and endpoints of AWS services (production mode).
     pub aws: AwsSection,
 }
@@ -369,6 +371,27 @@ impl Default for HttpSection {
     }
 }
 
+/// `[metrics]`: metrics published beyond the Prometheus endpoint.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsSection {
+    /// Write CloudWatch embedded metric format lines to stdout (CloudWatch Logs turns
+    /// them into metrics: `ArchiveDataFreshness`, `ArchiveErrorRecords`,
+    /// `MillisBehindLatest`, ...; the deploy/ alarms use them).
+    pub cloudwatch: bool,
+    /// CloudWatch namespace of those metrics.
+    pub namespace: String,
+    /// How often a line is written.
+    #[serde(with = "humantime_serde")]
+    pub interval: Duration,
+}
+
+impl Default for MetricsSection {
+    fn default() -> Self {
+        Self { cloudwatch: false, namespace: "weir".into(), interval: Duration::from_secs(60) }
+    }
+}
+
 impl Config {
     /// Cross-field checks; errors name the field.
     pub fn validate(&self) -> Result<()> {
@@ -400,6 +423,11 @@ impl Config {
         }
         if self.stream.kind == StreamKind::Memory && self.stream.efo_consumer.is_some() {
             bail!("field `stream.efo_consumer`: only for stream.kind = \"kinesis\"");
+        }
+        if self.metrics.cloudwatch
+            && (self.metrics.interval < Duration::from_secs(1) || self.metrics.namespace.is_empty())
+        {
+            bail!("field `metrics`: with cloudwatch = true, interval must be at least 1s and namespace non-empty");
         }
         if self.leases.namespace.is_empty() {
             bail!("field `leases.namespace`: must not be empty");

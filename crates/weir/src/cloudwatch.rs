@@ -1,0 +1,260 @@
+//! CloudWatch metrics without an agent: `[metrics] cloudwatch = true` writes one line
+//! of CloudWatch embedded metric format (EMF) to stdout every `interval`. On ECS with
+//! the `awslogs` driver (or any shipper into CloudWatch Logs) CloudWatch extracts the
+//! metrics from those lines; no `PutMetricData` permission and no sidecar.
+//! <https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/CloudWatch_Embedded_Metric_Format_Specification.html>
+//!
+//! Only the metrics in [`PUBLISHED`] go to CloudWatch (each custom metric is billed);
+//! `/metrics` keeps every metric with every label. Labels are folded away: gauges by
+//! their maximum or sum, counters by the sum of what they grew since the last line.
+//! The deploy/ templates' alarms use these names.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::sync::Arc;
+use std::time::Duration;
+
+use metrics::{Counter, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit};
+use metrics_util::registry::{AtomicStorage, Registry};
+use serde_json::{Map, Value, json};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// How a metric's label sets are folded into one CloudWatch value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fold {
+    /// The counters' growth since the previous line, summed.
+    Delta,
+    /// The largest gauge (e.g. the shard furthest behind).
+    Max,
+    /// The gauges summed (e.g. leases held).
+    Sum,
+}
+
+/// One metric published to CloudWatch.
+#[derive(Debug, Clone, Copy)]
+pub struct Published {
+    /// Its CloudWatch name.
+    pub name: &'static str,
+    /// The weir metric it is read from.
+    pub source: &'static str,
+    /// How label sets are folded.
+    pub fold: Fold,
+    /// CloudWatch unit.
+    pub unit: &'static str,
+}
+
+/// Every metric `[metrics] cloudwatch = true` publishes (namespace `metrics.namespace`,
+/// dimension `Application` = `leases.namespace`).
+pub const PUBLISHED: &[Published] = &[
+    Published {
+        name: "ArchiveDataFreshness",
+        source: weir_archiver::metrics::DATA_FRESHNESS,
+        fold: Fold::Max,
+        unit: "Seconds",
+    },
+    Published { name: "ArchiveErrorRecords", source: weir_archiver::metrics::ERRORS, fold: Fold::Delta, unit: "Count" },
+    Published {
+        name: "ArchiveBacklogBytes",
+        source: weir_archiver::metrics::BACKLOG_BYTES,
+        fold: Fold::Sum,
+        unit: "Bytes",
+    },
+    Published {
+        name: "ArchiveRecords",
+        source: weir_archiver::metrics::RECORDS_ARCHIVED,
+        fold: Fold::Delta,
+        unit: "Count",
+    },
+    Published {
+        name: "MillisBehindLatest",
+        source: weir_runtime::metrics::MILLIS_BEHIND_LATEST,
+        fold: Fold::Max,
+        unit: "Milliseconds",
+    },
+    Published { name: "RecordsRead", source: weir_runtime::metrics::RECORDS_READ, fold: Fold::Delta, unit: "Count" },
+    Published {
+        name: "ConsumerFailures",
+        source: weir_runtime::metrics::CONSUMER_FAILURES,
+        fold: Fold::Delta,
+        unit: "Count",
+    },
+    Published { name: "LeasesHeld", source: weir_runtime::metrics::LEASES_HELD, fold: Fold::Sum, unit: "Count" },
+];
+
+fn published(name: &str) -> Option<&'static Published> {
+    PUBLISHED.iter().find(|p| p.source == name)
+}
+
+/// A metrics recorder that keeps the [`PUBLISHED`] metrics (installed beside the
+/// Prometheus recorder); every other metric is a no-op here.
+#[derive(Clone)]
+pub struct EmfRecorder {
+    registry: Arc<Registry<Key, AtomicStorage>>,
+}
+
+impl std::fmt::Debug for EmfRecorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EmfRecorder").finish_non_exhaustive()
+    }
+}
+
+impl Default for EmfRecorder {
+    fn default() -> Self {
+        Self { registry: Arc::new(Registry::atomic()) }
+    }
+}
+
+impl Recorder for EmfRecorder {
+    fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+    fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+    fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+
+    fn register_counter(&self, key: &Key, _: &Metadata<'_>) -> Counter {
+        match published(key.name()) {
+            Some(_) => self.registry.get_or_create_counter(key, |c| Counter::from_arc(c.clone())),
+            None => Counter::noop(),
+        }
+    }
+
+    fn register_gauge(&self, key: &Key, _: &Metadata<'_>) -> Gauge {
+        match published(key.name()) {
+            Some(_) => self.registry.get_or_create_gauge(key, |g| Gauge::from_arc(g.clone())),
+            None => Gauge::noop(),
+        }
+    }
+
+    fn register_histogram(&self, _: &Key, _: &Metadata<'_>) -> Histogram {
+        Histogram::noop()
+    }
+}
+
+/// Builds EMF lines from an [`EmfRecorder`]'s values; remembers counter totals so that
+/// each line carries what happened since the previous one.
+#[derive(Debug)]
+pub struct EmfWriter {
+    recorder: EmfRecorder,
+    namespace: String,
+    application: String,
+    worker: String,
+    last_counts: HashMap<Key, u64>,
+}
+
+impl EmfWriter {
+    /// A writer for metrics in CloudWatch `namespace`, dimension `Application`.
+    pub fn new(recorder: EmfRecorder, namespace: &str, application: &str, worker: &str) -> Self {
+        Self {
+            recorder,
+            namespace: namespace.to_owned(),
+            application: application.to_owned(),
+            worker: worker.to_owned(),
+            last_counts: HashMap::new(),
+        }
+    }
+
+    /// One EMF document with the values at `now_ms` (Unix milliseconds); metrics never
+    /// recorded in this process are left out.
+    pub fn line(&mut self, now_ms: i64) -> Value {
+        let mut values: HashMap<&'static str, f64> = HashMap::new();
+        let registry = &self.recorder.registry;
+        let last = &mut self.last_counts;
+        registry.visit_counters(|key, counter| {
+            let Some(p) = published(key.name()) else { return };
+            let total = counter.load(std::sync::atomic::Ordering::Relaxed);
+            let before = last.insert(key.clone(), total).unwrap_or(0);
+            *values.entry(p.name).or_default() += total.saturating_sub(before) as f64;
+        });
+        registry.visit_gauges(|key, gauge| {
+            let Some(p) = published(key.name()) else { return };
+            let v = f64::from_bits(gauge.load(std::sync::atomic::Ordering::Relaxed));
+            let slot = values.entry(p.name).or_insert(if p.fold == Fold::Max { f64::MIN } else { 0.0 });
+            *slot = if p.fold == Fold::Max { slot.max(v) } else { *slot + v };
+        });
+        let mut doc = Map::new();
+        let mut definitions = Vec::new();
+        for p in PUBLISHED {
+            if let Some(v) = values.get(p.name) {
+                definitions.push(json!({ "Name": p.name, "Unit": p.unit }));
+                doc.insert(p.name.to_owned(), json!(v));
+            }
+        }
+        doc.insert("Application".into(), json!(self.application));
+        doc.insert("WorkerId".into(), json!(self.worker));
+        doc.insert(
+            "_aws".into(),
+            json!({
+                "Timestamp": now_ms,
+                "CloudWatchMetrics": [{
+                    "Namespace": self.namespace,
+                    "Dimensions": [["Application"]],
+                    "Metrics": definitions,
+                }],
+            }),
+        );
+        Value::Object(doc)
+    }
+}
+
+/// Writes a line to stdout every `interval` until `stop`, and a last one then.
+pub fn spawn(mut writer: EmfWriter, interval: Duration, stop: CancellationToken) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(interval);
+        tick.tick().await;
+        loop {
+            let stopping = tokio::select! {
+                _ = stop.cancelled() => true,
+                _ = tick.tick() => false,
+            };
+            let line = writer.line(chrono::Utc::now().timestamp_millis());
+            let mut out = std::io::stdout().lock();
+            if let Err(e) = writeln!(out, "{line}").and_then(|()| out.flush()) {
+                tracing::warn!(error = %e, "cannot write CloudWatch metrics to stdout");
+            }
+            if stopping {
+                return;
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_fold_labels_and_carry_counter_growth_since_the_previous_line() {
+        let recorder = EmfRecorder::default();
+        let mut writer = EmfWriter::new(recorder.clone(), "weir", "mcp-tool-events", "w-1");
+        metrics::with_local_recorder(&recorder, || {
+            metrics::gauge!(weir_runtime::metrics::MILLIS_BEHIND_LATEST, "shard" => "a").set(1500.0);
+            metrics::gauge!(weir_runtime::metrics::MILLIS_BEHIND_LATEST, "shard" => "b").set(40.0);
+            metrics::gauge!(weir_runtime::metrics::LEASES_HELD).set(3.0);
+            metrics::counter!(weir_archiver::metrics::ERRORS, "type" => "processing-failed").increment(2);
+            metrics::counter!(weir_archiver::metrics::ERRORS, "type" => "partitioning-failed").increment(5);
+            metrics::counter!("weir_checkpoint_writes_total").increment(9);
+        });
+        let first = writer.line(1_700_000_000_000);
+        assert_eq!(first["MillisBehindLatest"], json!(1500.0), "the shard furthest behind");
+        assert_eq!(first["LeasesHeld"], json!(3.0));
+        assert_eq!(first["ArchiveErrorRecords"], json!(7.0), "both error types summed");
+        assert_eq!(first["Application"], json!("mcp-tool-events"));
+        assert!(first.get("ArchiveDataFreshness").is_none(), "never recorded: left out");
+        let aws = &first["_aws"];
+        assert_eq!(aws["Timestamp"], json!(1_700_000_000_000i64));
+        let directive = &aws["CloudWatchMetrics"][0];
+        assert_eq!(directive["Namespace"], json!("weir"));
+        assert_eq!(directive["Dimensions"], json!([["Application"]]));
+        let names: Vec<&str> =
+            directive["Metrics"].as_array().unwrap().iter().map(|m| m["Name"].as_str().unwrap()).collect();
+        assert_eq!(names, ["ArchiveErrorRecords", "MillisBehindLatest", "LeasesHeld"], "every value is declared");
+        // Only what is published: weir_checkpoint_writes_total is not.
+        assert_eq!(first.as_object().unwrap().len(), names.len() + 3);
+
+        metrics::with_local_recorder(&recorder, || {
+            metrics::counter!(weir_archiver::metrics::ERRORS, "type" => "processing-failed").increment(1);
+        });
+        let second = writer.line(1_700_000_060_000);
+        assert_eq!(second["ArchiveErrorRecords"], json!(1.0), "growth since the previous line");
+        assert_eq!(second["MillisBehindLatest"], json!(1500.0), "gauges keep their value");
+    }
+}
