@@ -3,7 +3,9 @@
 #   unit and property tests, runtime tests under paused time, conformance suites
 #   (memory, SQLite, filesystem; DynamoDB and S3 on moto, S3 on s3s-fs, Kinesis on
 #   ferrokinesis and kinesis-mock), the binary's end-to-end tests, the two-worker
-#   SIGKILL test in tests/, and the benchmarks once in test mode.
+#   SIGKILL test in tests/, and the benchmarks once in test mode; then deploy/'s static
+#   checks and the fleet test: weir's image built with podman and run as a fleet of
+#   containers (tests/fleet/run.sh; needs root to install podman on a fresh machine).
 # Emulators are installed (pinned versions, once) by tests/emulators/install.sh; every
 # test starts its own on a free port and stops it.
 set -euo pipefail
@@ -19,3 +21,5 @@ done
 ./tests/emulators/install.sh
 cargo build --locked -p weir
 cargo test --workspace --all-targets --locked --no-fail-fast
+./deploy/lint.sh
+./tests/fleet/run.sh
