@@ -324,9 +324,10 @@ fn params(p: &Processor) -> BTreeMap<&str, String> {
         .collect()
 }
 
-fn in_range(problems: &mut Vec<Problem>, field: &str, value: i64, min: i64, max: i64) {
+/// A value outside Firehose's range for `field`; `rule` says whose rule the range is.
+fn in_range(problems: &mut Vec<Problem>, field: &str, value: i64, (min, max): (i64, i64), rule: &str) {
     if !(min..=max).contains(&value) {
-        problems.push(Problem { field: field.into(), reason: format!("{value} is outside {min}–{max}") });
+        problems.push(Problem { field: field.into(), reason: format!("{value} is outside {min}–{max} ({rule})") });
     }
 }
 
@@ -353,11 +354,28 @@ pub fn validate(d: &ExtendedS3Destination) -> Result<ArchiverSettings, Vec<Probl
     }
     let dp = d.dynamic_partitioning.enabled.unwrap_or(false);
     let size = d.buffering_hints.size_in_mbs.unwrap_or(if dp { 128 } else { 5 });
-    in_range(&mut problems, "BufferingHints.SizeInMBs", size, if dp { 64 } else { 1 }, 128);
+    let size_rule = if dp {
+        "Firehose's range with dynamic partitioning enabled; without it, 1–128"
+    } else {
+        "Firehose's range for S3 buffering"
+    };
+    in_range(&mut problems, "BufferingHints.SizeInMBs", size, (if dp { 64 } else { 1 }, 128), size_rule);
     let interval = d.buffering_hints.interval_in_seconds.unwrap_or(300);
-    in_range(&mut problems, "BufferingHints.IntervalInSeconds", interval, 0, 900);
+    in_range(
+        &mut problems,
+        "BufferingHints.IntervalInSeconds",
+        interval,
+        (0, 900),
+        "Firehose's range for S3 buffering",
+    );
     let retry = d.dynamic_partitioning.retry_options.as_ref().and_then(|r| r.duration_in_seconds).unwrap_or(300);
-    in_range(&mut problems, "DynamicPartitioningConfiguration.RetryOptions.DurationInSeconds", retry, 0, 7200);
+    in_range(
+        &mut problems,
+        "DynamicPartitioningConfiguration.RetryOptions.DurationInSeconds",
+        retry,
+        (0, 7200),
+        "Firehose's range for partitioning retries",
+    );
     let compression = match d.compression_format.as_deref().unwrap_or("UNCOMPRESSED") {
         "UNCOMPRESSED" => Compression::Uncompressed,
         "GZIP" => Compression::Gzip,

@@ -101,6 +101,14 @@ fn firehose_rules_across_fields() {
               {"ParameterName": "MetadataExtractionQuery", "ParameterValue": "{t: .t}"}]}]}}"#,
     );
     assert!(has(&dp_small, "BufferingHints.SizeInMBs", "outside 64–128"), "{dp_small:?}");
+    assert!(
+        has(
+            &dp_small,
+            "BufferingHints.SizeInMBs",
+            "(Firehose's range with dynamic partitioning enabled; without it, 1–128)"
+        ),
+        "the message says why the range is 64–128: {dp_small:?}"
+    );
     let no_keys_source = problems(
         r#"{"Prefix": "t=!{partitionKeyFromQuery:t}/", "ErrorOutputPrefix": "e/!{firehose:error-output-type}/",
             "DynamicPartitioningConfiguration": {"Enabled": true}}"#,

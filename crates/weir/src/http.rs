@@ -70,6 +70,8 @@ pub async fn serve(
         .with_state(state);
     let listener =
         tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr} (http.listen)"))?;
+    // With port 0 the system chose one: say which.
+    let addr = listener.local_addr().unwrap_or(addr);
     tracing::info!(%addr, "serving /metrics, /healthz, /readyz");
     Ok(tokio::spawn(async move {
         let served = axum::serve(listener, app).with_graceful_shutdown(shutdown.cancelled_owned()).await;

@@ -33,9 +33,10 @@ struct Cli {
     /// Log format.
     #[arg(long, global = true, value_enum, default_value = "human", env = "WEIR_LOG_FORMAT")]
     log_format: telemetry::LogFormat,
-    /// Log filter (tracing `EnvFilter` syntax), e.g. `info` or `weir_runtime=debug`.
-    #[arg(long, global = true, default_value = "info", env = "WEIR_LOG")]
-    log_level: String,
+    /// Log filter (tracing `EnvFilter` syntax), e.g. `info` or `weir_runtime=debug`;
+    /// default `info`, and `warn` for `demo`, which tells its own story on stdout.
+    #[arg(long, global = true, env = "WEIR_LOG")]
+    log_level: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -110,7 +111,8 @@ enum ConfigCommand {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let Err(e) = telemetry::init(cli.log_format, &cli.log_level) {
+    let default_level = if matches!(cli.command, Command::Demo(_)) { "warn" } else { "info" };
+    if let Err(e) = telemetry::init(cli.log_format, cli.log_level.as_deref().unwrap_or(default_level)) {
         eprintln!("error: {e:#}");
         return ExitCode::from(2);
     }
@@ -135,12 +137,12 @@ fn main() -> ExitCode {
             Command::Config(ConfigCommand::Check { file, .. }) => {
                 let c = config::load(&file)?;
                 println!(
-                    "{}: ok ({} consumers: {}; leases in {} namespace {:?})",
+                    "{}: ok ({} consumers: {}; reading {}; leases in {})",
                     file.display(),
                     c.consumers.len(),
                     c.consumers.iter().map(|c| c.name()).collect::<Vec<_>>().join(", "),
-                    c.leases.path.display(),
-                    c.leases.namespace
+                    c.stream.describe(true),
+                    c.leases.describe()
                 );
                 for section in &c.consumers {
                     if let config::ConsumerSection::Archiver(a) = section {

@@ -96,8 +96,12 @@ fn window(args: &ReplayArgs) -> Result<(Timestamp, Timestamp)> {
 fn job_name(args: &ReplayArgs) -> Result<String> {
     let job = match &args.job {
         Some(j) => j.clone(),
+        None if args.from.is_none() || args.to.is_none() => {
+            bail!("name the job with --job, or give its window with --from and --to")
+        }
         None => {
-            let (from, to) = window(args).context("name the job with --job, or give its window")?;
+            // A window that is given but wrong: say what is wrong with it.
+            let (from, to) = window(args)?;
             format!("{}-{}", from.as_millis(), to.as_millis())
         }
     };
@@ -135,6 +139,12 @@ pub async fn run(args: ReplayArgs) -> Result<()> {
         config.stream.name = stream.clone();
     }
     let job = job_name(&args)?;
+    if args.efo && config.stream.efo_consumer.is_none() && args.from_archive.is_none() {
+        bail!(
+            "--efo reads through the config's enhanced fan-out consumer, and stream.efo_consumer is not set: \
+             name one in [stream] (or WEIR_STREAM__EFO_CONSUMER=<name>; it is registered if missing), or drop --efo to poll"
+        );
+    }
     config.leases.namespace = format!("{}-replay-{job}", config.leases.namespace);
     if args.status || args.cancel {
         let table = crate::run::lease_table(&config).await?;
@@ -184,6 +194,18 @@ pub async fn run(args: ReplayArgs) -> Result<()> {
     let clients = crate::run::clients(&config).await;
     let built = crate::consumers::build(&config.consumers, &clients, clock.clone())?;
     let worker_id = config.worker.id.clone().unwrap_or_else(crate::run::default_worker_id);
+    let reading = match &args.from_archive {
+        Some(location) => format!("archive {location}"),
+        None => config.stream.describe(args.efo),
+    };
+    tracing::info!(
+        job = %job,
+        worker = %worker_id,
+        %reading,
+        leases = %config.leases.describe(),
+        consumers = %config.consumers.iter().map(|c| c.name()).collect::<Vec<_>>().join(", "),
+        "replay starting"
+    );
     let mut runtime = config.runtime(&worker_id);
     runtime.initial_position = initial;
     let worker = Worker::new(runtime, table.clone(), reader, catalog.clone(), built.consumers, clock)?;

@@ -252,7 +252,13 @@ pub async fn run(config: Config) -> Result<()> {
         };
         spawn_generator(stream, generator, config.stream.rate, None, None, shutdown.clone())
     });
-    tracing::info!(worker = %worker_id, stream = %config.stream.name, "weir running; SIGTERM or Ctrl-C to stop");
+    tracing::info!(
+        worker = %worker_id,
+        reading = %config.stream.describe(true),
+        leases = %config.leases.describe(),
+        consumers = %config.consumers.iter().map(|c| c.name()).collect::<Vec<_>>().join(", "),
+        "weir running; SIGTERM or Ctrl-C to stop"
+    );
     worker.run(shutdown).await?;
     if let Some(p) = producer {
         let sent = p.await.unwrap_or(0);

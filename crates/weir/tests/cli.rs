@@ -19,13 +19,17 @@ fn write_config(dir: &std::path::Path, body: &str) -> std::path::PathBuf {
 
 #[test]
 fn config_check_accepts_the_examples() {
-    for (file, consumers) in
-        [("weir.toml", "ok (3 consumers: count, log, mcp-archive"), ("weir-aws.toml", "raw-archive, count")]
-    {
+    for (file, consumers) in [
+        ("weir.toml", "ok (3 consumers: count, log, mcp-archive; reading in-process stream \"mcp-events\""),
+        ("weir.toml", "leases in SQLite weir-run/leases.db, namespace \"mcp-events\""),
+        ("weir-aws.toml", "raw-archive, count"),
+        ("weir-aws.toml", "through enhanced fan-out consumer \"weir\"; leases in DynamoDB table weir-leases"),
+    ] {
         let example = format!("{}/../../examples/{file}", env!("CARGO_MANIFEST_DIR"));
         let out = weir().args(["config", "check", &example]).output().unwrap();
         assert!(out.status.success(), "{file}: {}", String::from_utf8_lossy(&out.stderr));
-        assert!(String::from_utf8_lossy(&out.stdout).contains(consumers), "{file}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(stdout.contains(consumers), "{file}: {stdout}");
     }
 }
 
@@ -72,6 +76,8 @@ fn demo_runs_and_reports_where_output_is() {
     assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("resharding: split"), "{stdout}");
     assert!(stdout.contains("SHARD_END"), "{stdout}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("INFO"), "the workers' INFO lines stay behind --log-level info: {stderr}");
     let produced: u64 = field(&stdout, "Records produced:");
     let counted: u64 = field(&stdout, "Records counted (count):");
     assert_eq!(produced, 2_400);
@@ -183,7 +189,12 @@ fn run_serves_health_and_metrics_and_drains_on_sigterm() {
             port
         ),
     );
-    let mut child = weir().args(["run", "--config", cfg.to_str().unwrap()]).stderr(Stdio::null()).spawn().unwrap();
+    let log = dir.path().join("run.log");
+    let mut child = weir()
+        .args(["run", "--config", cfg.to_str().unwrap()])
+        .stderr(Stdio::from(std::fs::File::create(&log).unwrap()))
+        .spawn()
+        .unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut ready = false;
     while Instant::now() < deadline {
@@ -217,6 +228,12 @@ fn run_serves_health_and_metrics_and_drains_on_sigterm() {
         std::thread::sleep(Duration::from_millis(50));
     };
     assert!(status.success(), "exit after SIGTERM: {status}");
+    // One line says how the worker reads, where its leases are and what runs.
+    let log = std::fs::read_to_string(&log).unwrap();
+    let start = log.lines().find(|l| l.contains("weir running")).unwrap_or_else(|| panic!("no start line: {log}"));
+    for part in ["reading=in-process stream \"mcp-events\"", "leases=SQLite", "consumers=count, files"] {
+        assert!(start.contains(part), "{part} in {start}");
+    }
     // The drain flushed the files consumer: objects exist.
     let objects = std::fs::read_dir(dir.path().join("out/raw")).map(|d| d.count()).unwrap_or(0);
     assert!(objects > 0, "files consumer flushed on shutdown");
@@ -259,7 +276,27 @@ fn replay_refuses_bad_windows_and_names_before_any_work() {
     };
     let backwards =
         replay(&["--from", "2026-11-29T10:00:00Z", "--to", "2026-11-29T09:00:00Z", "--consumers", "mcp-archive"]);
-    assert!(backwards.contains("must be after --from"), "{backwards}");
+    assert!(
+        backwards.starts_with("error: --to (2026-11-29T09:00:00Z) must be after --from"),
+        "leads with the problem: {backwards}"
+    );
+    let no_window = replay(&["--consumers", "mcp-archive"]);
+    assert!(no_window.contains("name the job with --job, or give its window with --from and --to"), "{no_window}");
+    let efo = replay(&[
+        "--from",
+        "2026-11-29T08:00:00Z",
+        "--to",
+        "2026-11-29T09:00:00Z",
+        "--consumers",
+        "mcp-archive",
+        "--efo",
+    ]);
+    assert!(
+        efo.contains("--efo")
+            && efo.contains("stream.efo_consumer is not set")
+            && efo.contains("WEIR_STREAM__EFO_CONSUMER"),
+        "--efo without a consumer is refused with the fix, not read by polling: {efo}"
+    );
     let unknown = replay(&["--from", "2026-11-29T08:00:00Z", "--to", "2026-11-29T09:00:00Z", "--consumers", "nope"]);
     assert!(unknown.contains("unknown consumer \"nope\"") && unknown.contains("mcp-archive"), "{unknown}");
     let future =
@@ -410,7 +447,6 @@ fn cancel_stops_a_running_replay_and_keeps_it_stopped() {
 fn run_writes_cloudwatch_metric_lines_and_health_checks_readyz() {
     use std::io::BufRead;
     let dir = tempfile::tempdir().unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let cfg = write_config(
         dir.path(),
         &format!(
@@ -441,24 +477,36 @@ Processors = [{{ Type = "MetadataExtraction", Parameters = [
   {{ ParameterName = "MetadataExtractionQuery", ParameterValue = "{{tenantId: .tenant_id}}" }},
   {{ ParameterName = "JsonParsingEngine", ParameterValue = "JQ-1.6" }} ] }}]
 [http]
-listen = "127.0.0.1:{1}"
+listen = "127.0.0.1:0"
 [metrics]
 cloudwatch = true
 namespace = "weir-test"
 interval = "1s"
 "#,
             dir.path().display(),
-            port
         ),
     );
+    let log = dir.path().join("run.log");
     let mut child = weir()
         .args(["run", "--config", cfg.to_str().unwrap()])
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(Stdio::from(std::fs::File::create(&log).unwrap()))
         .spawn()
         .unwrap();
-    let url = format!("http://127.0.0.1:{port}/readyz");
+    // Port 0: the worker says which port it got.
     let deadline = Instant::now() + Duration::from_secs(30);
+    let port = loop {
+        let text = std::fs::read_to_string(&log).unwrap();
+        if let Some(line) = text.lines().find(|l| l.contains("serving /metrics")) {
+            let port: u16 =
+                line.split("127.0.0.1:").nth(1).and_then(|p| p.split_whitespace().next()?.parse().ok()).unwrap();
+            assert_ne!(port, 0, "{line}");
+            break port;
+        }
+        assert!(Instant::now() < deadline, "no serving line: {text}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let url = format!("http://127.0.0.1:{port}/readyz");
     loop {
         let health = weir().args(["health", "--url", &url]).output().unwrap();
         if health.status.success() {
@@ -500,4 +548,21 @@ interval = "1s"
     assert!(status.success(), "exit after SIGTERM: {status}");
     let last: serde_json::Value = serde_json::from_str(rest.last().expect("a last line at shutdown")).unwrap();
     assert_eq!(last["ArchiveDataFreshness"], 0.0, "the drain wrote every buffer: nothing waits");
+}
+
+/// `http.listen = ""` and `WEIR_HTTP__LISTEN=` disable the endpoints, as documented.
+#[test]
+fn an_empty_listen_address_disables_the_http_endpoints() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = "[[consumers]]\ntype = \"count\"\nname = \"c\"\n";
+    let p = write_config(dir.path(), &format!("{base}[http]\nlisten = \"\"\n"));
+    let out = weir().args(["config", "check", p.to_str().unwrap()]).output().unwrap();
+    assert!(out.status.success(), "listen = \"\": {}", String::from_utf8_lossy(&out.stderr));
+    let p = write_config(dir.path(), base);
+    let out = weir().args(["config", "check", p.to_str().unwrap()]).env("WEIR_HTTP__LISTEN", "").output().unwrap();
+    assert!(out.status.success(), "WEIR_HTTP__LISTEN=: {}", String::from_utf8_lossy(&out.stderr));
+    let p = write_config(dir.path(), &format!("{base}[http]\nlisten = \"localhost\"\n"));
+    let out = weir().args(["config", "check", p.to_str().unwrap()]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("http.listen") && err.contains("empty to disable"), "{err}");
 }

@@ -343,6 +343,46 @@ fn default_max_age() -> Duration {
     Duration::from_secs(10)
 }
 
+impl StreamSection {
+    /// How the stream is read, in words (start-up log lines and `weir config check`);
+    /// `efo` is whether live reads go through the enhanced fan-out consumer.
+    pub fn describe(&self, efo: bool) -> String {
+        match self.kind {
+            StreamKind::Memory => format!(
+                "in-process stream {:?} ({} shards, synthetic MCP events at {}/s)",
+                self.name, self.shards, self.rate
+            ),
+            StreamKind::Kinesis => match (&self.efo_consumer, efo) {
+                (Some(consumer), true) => {
+                    format!("Kinesis stream {:?} through enhanced fan-out consumer {consumer:?}", self.name)
+                }
+                _ => {
+                    let o = weir_aws::KinesisOptions::default();
+                    format!(
+                        "Kinesis stream {:?} by polling (GetRecords of up to {} records, at least {} ms apart per shard, {} ms at the tip)",
+                        self.name,
+                        o.max_records,
+                        o.poll_interval.as_millis(),
+                        o.idle_poll_interval.as_millis()
+                    )
+                }
+            },
+        }
+    }
+}
+
+impl LeasesSection {
+    /// Where leases live, in words.
+    pub fn describe(&self) -> String {
+        match self.kind {
+            LeasesKind::Sqlite => format!("SQLite {}, namespace {:?}", self.path.display(), self.namespace),
+            LeasesKind::Dynamodb => {
+                format!("DynamoDB table {}, namespace {:?}", self.table.as_deref().unwrap_or_default(), self.namespace)
+            }
+        }
+    }
+}
+
 impl ConsumerSection {
     /// The consumer's name.
     pub fn name(&self) -> &str {
@@ -361,8 +401,23 @@ impl ConsumerSection {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct HttpSection {
-    /// Address of `/metrics`, `/healthz` and `/readyz`; empty to disable.
+    /// Address of `/metrics`, `/healthz` and `/readyz`; empty (`listen = ""`,
+    /// `WEIR_HTTP__LISTEN=`) to disable; port 0 for a free port, logged at start (several
+    /// workers on one host).
+    #[serde(deserialize_with = "listen_address")]
     pub listen: Option<SocketAddr>,
+}
+
+/// `http.listen`: an address, or empty for none.
+fn listen_address<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<SocketAddr>, D::Error> {
+    use serde::de::Error;
+    let text = Option::<String>::deserialize(d)?;
+    match text.as_deref().map(str::trim) {
+        None | Some("") => Ok(None),
+        Some(t) => t.parse().map(Some).map_err(|e| {
+            D::Error::custom(format!("{t:?} is not an address such as 127.0.0.1:9090 (empty to disable): {e}"))
+        }),
+    }
 }
 
 impl Default for HttpSection {
