@@ -165,7 +165,11 @@ pub(crate) async fn run_host(
                             drop(p);
                             let n = batch.records.len() as u64;
                             metrics::counter!(crate::metrics::RECORDS_DELIVERED, "consumer" => name.to_string()).increment(n);
-                            stats.lane(&shard, &name, |s| s.records += n);
+                            let last = batch.last_position().cloned();
+                            stats.lane(&shard, &name, |s| {
+                                s.records += n;
+                                s.last = last.or(s.last.take());
+                            });
                         }
                         Err(e) => {
                             // Nothing of the batch counts as delivered: it will be read again.

@@ -1,7 +1,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use weir_core::{ConsumerName, RecordBatch, ShardId, Timestamp};
+use weir_core::{ConsumerName, ExtendedSequenceNumber, RecordBatch, ShardId, Timestamp};
 
 /// Counters of one (shard, consumer) lane.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -12,10 +12,12 @@ pub struct LaneStats {
     pub detaches: u64,
     /// Failed consumer calls.
     pub failures: u64,
+    /// The last position the consumer processed.
+    pub last: Option<ExtendedSequenceNumber>,
 }
 
 /// What the live reads of one shard delivered.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ShardRead {
     /// Records read.
     pub records: u64,
@@ -23,6 +25,12 @@ pub struct ShardRead {
     pub bytes: u64,
     /// Arrival time of the last record read.
     pub last_arrival: Option<Timestamp>,
+    /// Position of the last record read.
+    pub last_position: Option<ExtendedSequenceNumber>,
+    /// When a read last came back empty at the stream's tip (`MillisBehindLatest` 0):
+    /// everything in the shard then had been read. (A non-empty batch's
+    /// `MillisBehindLatest` is not trusted for this; emulators report 0 early.)
+    pub at_tip: Option<tokio::time::Instant>,
 }
 
 /// Live counters of a worker, for summaries and readiness. Cheap: updated per batch.
@@ -56,6 +64,12 @@ impl WorkerStats {
             r.records += batch.records.len() as u64;
             r.bytes += bytes;
             r.last_arrival = last.or(r.last_arrival);
+            if let Some(p) = batch.last_position() {
+                r.last_position = Some(p.clone());
+            }
+            if batch.records.is_empty() && batch.millis_behind_latest == Some(0) {
+                r.at_tip = Some(tokio::time::Instant::now());
+            }
         });
     }
 

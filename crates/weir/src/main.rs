@@ -55,6 +55,12 @@ enum Command {
         /// The config as TOML text instead of a file (e.g. an ECS task's environment).
         #[arg(long, env = "WEIR_CONFIG_TOML", hide_env_values = true, conflicts_with = "config")]
         config_toml: Option<String>,
+        /// Exit 0 once every shard has been read up to the time the command started
+        /// (from each consumer's checkpoint, or the initial position) and processed by
+        /// every consumer, with checkpoints written: for batch jobs and cron backfills.
+        /// Waits for shards other workers hold.
+        #[arg(long)]
+        until_caught_up: bool,
     },
     /// Write NDJSON lines (file or stdin) into a Kinesis stream with PutRecords:
     /// batches of at most 500 records / 5 MiB, only failed records retried.
@@ -129,8 +135,12 @@ fn main() -> ExitCode {
             Command::Put(args) => put::run(args).await,
             Command::Replay(args) => replay::run(args).await,
             Command::Health(args) => health::run(args).await,
-            Command::Run { config: Some(path), .. } => run::run(config::load(&path)?).await,
-            Command::Run { config_toml, .. } => run::run(config::load_text(&config_toml.unwrap_or_default())?).await,
+            Command::Run { config: Some(path), until_caught_up, .. } => {
+                run::run(config::load(&path)?, until_caught_up).await
+            }
+            Command::Run { config_toml, until_caught_up, .. } => {
+                run::run(config::load_text(&config_toml.unwrap_or_default())?, until_caught_up).await
+            }
             Command::Config(ConfigCommand::Check { file, firehose: true, resource }) => {
                 firehose_check::run(&file, resource.as_deref())
             }

@@ -30,7 +30,8 @@ pub struct ReplayArgs {
     /// Window start (RFC 3339, or epoch milliseconds), inclusive.
     #[arg(long)]
     from: Option<String>,
-    /// Window end (RFC 3339, or epoch milliseconds), exclusive.
+    /// Window end (RFC 3339, epoch milliseconds, or `now`: the time the command
+    /// starts), exclusive.
     #[arg(long)]
     to: Option<String>,
     /// Consumers of the config to run, comma-separated.
@@ -133,7 +134,11 @@ fn choose_consumers(config: &mut Config, args: &ReplayArgs) -> Result<()> {
     Ok(())
 }
 
-pub async fn run(args: ReplayArgs) -> Result<()> {
+pub async fn run(mut args: ReplayArgs) -> Result<()> {
+    if args.to.as_deref() == Some("now") {
+        // Fixed once, so the job's name and its window agree.
+        args.to = Some(SystemClock.now().as_millis().to_string());
+    }
     let mut config = load(&args.config)?;
     if let Some(stream) = &args.stream {
         config.stream.name = stream.clone();

@@ -6,6 +6,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use tokio_util::sync::CancellationToken;
 use weir_aws::{AwsSettings, DynamoDbLeaseTable, KinesisOptions, KinesisStream, load_sdk_config};
+use weir_core::Clock;
 use weir_core::ports::{LeaseTable, ShardReader, StreamCatalog};
 use weir_local::{GeneratorConfig, McpEventGenerator, MemoryStream, SqliteLeaseTable, StreamOptions};
 use weir_runtime::{TokioClock, Worker};
@@ -210,10 +211,18 @@ pub(crate) async fn clients(config: &Config) -> crate::consumers::Clients {
     clients
 }
 
-pub async fn run(config: Config) -> Result<()> {
+pub async fn run(config: Config, until_caught_up: bool) -> Result<()> {
     let worker_id = config.worker.id.clone().unwrap_or_else(default_worker_id);
     let clock = Arc::new(TokioClock::new());
     let wired = wire(&config, clock.clone()).await?;
+    let catch_up = until_caught_up.then(|| CatchUp {
+        table: wired.table.clone(),
+        catalog: wired.catalog.clone(),
+        me: weir_core::WorkerId::new(worker_id.as_str()),
+        consumers: config.consumers.iter().map(|c| weir_core::ConsumerName::new(c.name())).collect(),
+        started: tokio::time::Instant::now(),
+        started_at: clock.now(),
+    });
     let built = crate::consumers::build(&config.consumers, &wired.clients, clock.clone())?;
     let backlogs = built.backlogs.clone();
     let worker =
@@ -259,7 +268,14 @@ pub async fn run(config: Config) -> Result<()> {
         consumers = %config.consumers.iter().map(|c| c.name()).collect::<Vec<_>>().join(", "),
         "weir running; SIGTERM or Ctrl-C to stop"
     );
+    let caught_up = catch_up.map(|c| tokio::spawn(c.stop_when_done(worker.stats(), shutdown.clone())));
     worker.run(shutdown).await?;
+    // The worker stopped, so `shutdown` is cancelled and the watcher has returned.
+    if let Some(c) = caught_up {
+        if let Ok(Some(records)) = c.await {
+            println!("caught up: every shard read to the start ({records} records processed), checkpoints written");
+        }
+    }
     if let Some(p) = producer {
         let sent = p.await.unwrap_or(0);
         tracing::info!(records_generated = sent, "generator stopped");
@@ -273,4 +289,82 @@ pub async fn run(config: Config) -> Result<()> {
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// `weir run --until-caught-up`: what the worker must have done before it stops.
+struct CatchUp {
+    table: Arc<dyn LeaseTable>,
+    catalog: Arc<dyn StreamCatalog>,
+    me: weir_core::WorkerId,
+    consumers: Vec<weir_core::ConsumerName>,
+    started: tokio::time::Instant,
+    started_at: weir_core::Timestamp,
+}
+
+impl CatchUp {
+    /// Cancels `stop` (the worker then drains and checkpoints) once every shard is
+    /// caught up; returns the records processed, or `None` if the worker stopped first.
+    ///
+    /// A shard is caught up when its lease has ended, or when this worker holds it and
+    /// (a) read a record that arrived after the start, or a read came back empty at the
+    /// tip after the start, and (b) every consumer processed up to the last record the
+    /// live read delivered. Every shard the stream lists must have a
+    /// lease, so children created by a split are not missed.
+    async fn stop_when_done(self, stats: weir_runtime::WorkerStats, stop: CancellationToken) -> Option<u64> {
+        let mut tick = tokio::time::interval(Duration::from_millis(500));
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return None,
+                _ = tick.tick() => {}
+            }
+            match self.done(&stats).await {
+                Ok(true) => {
+                    tracing::info!("caught up: every shard read to the time the command started; draining");
+                    stop.cancel();
+                    // What the busiest consumer processed (a record at a checkpoint is
+                    // read again, not processed again).
+                    let mut per_consumer: std::collections::BTreeMap<_, u64> = Default::default();
+                    for ((_, consumer), lane) in stats.lanes() {
+                        *per_consumer.entry(consumer).or_default() += lane.records;
+                    }
+                    return Some(per_consumer.into_values().max().unwrap_or(0));
+                }
+                Ok(false) => {}
+                Err(e) => tracing::warn!(error = %e, "until-caught-up: cannot read leases or shards"),
+            }
+        }
+    }
+
+    async fn done(&self, stats: &weir_runtime::WorkerStats) -> Result<bool> {
+        let leases = self.table.list().await?;
+        let shards = self.catalog.list_shards().await?;
+        if let Some(s) = shards.iter().find(|s| !leases.iter().any(|l| l.key == s.id)) {
+            tracing::debug!(shard = %s.id, "until-caught-up: a shard without a lease yet");
+            return Ok(false);
+        }
+        let (reads, lanes) = (stats.reads(), stats.lanes());
+        Ok(leases.iter().all(|l| {
+            if l.ended {
+                return true;
+            }
+            if l.owner.as_ref() != Some(&self.me) {
+                return false;
+            }
+            let Some(read) = reads.get(&l.key) else { return false };
+            let at_start = read.at_tip.is_some_and(|t| t >= self.started)
+                || read.last_arrival.is_some_and(|a| a >= self.started_at);
+            // Positions, not counts: the record at a checkpoint is read again but not
+            // handed to the consumer, whose checkpoint already covers it.
+            let processed = self.consumers.iter().all(|c| {
+                let Some(read_to) = &read.last_position else { return true };
+                let handled = lanes.get(&(l.key.clone(), c.clone())).and_then(|lane| lane.last.as_ref());
+                let checkpointed = match l.checkpoint_for(c) {
+                    weir_core::Checkpoint::At(p) => Some(p),
+                    _ => None,
+                };
+                handled.max(checkpointed).is_some_and(|done| done >= read_to)
+            });
+            at_start && processed
+        }))
+    }
 }

@@ -266,8 +266,8 @@ impl ShardWorker {
         let n = batch.records.len() as u64;
         if n > 0 {
             metrics::counter!(crate::metrics::RECORDS_READ, "shard" => shard.to_string()).increment(n);
-            self.deps.stats.read(&shard, &batch);
         }
+        self.deps.stats.read(&shard, &batch);
         if let Some(ms) = batch.millis_behind_latest {
             metrics::gauge!(crate::metrics::MILLIS_BEHIND_LATEST, "shard" => shard.to_string()).set(ms as f64);
         }

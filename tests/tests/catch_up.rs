@@ -1,0 +1,140 @@
+//! Batch jobs against ferrokinesis: `weir run --until-caught-up` reads from the
+//! checkpoints (or TRIM_HORIZON) to the present and exits 0 with checkpoints written, so
+//! a second run archives only what came since; `weir replay --to now` replays up to the
+//! moment the command starts and exits.
+
+use std::path::Path;
+use std::process::Output;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use weir_aws::kinesis::producer::{Outgoing, Producer};
+use weir_e2e::{archiver_toml, create_stream, gz_lines, kinesis, metadata_extraction, weir_command, worker_toml};
+use weir_testkit::Emulator;
+
+const STREAM: &str = "batch-events";
+
+async fn wave(p: &Producer, name: &str, n: u64) {
+    let records = (0..n)
+        .map(|i| Outgoing {
+            id: i,
+            partition_key: format!("pk-{name}-{i}"),
+            data: Bytes::from(format!(r#"{{"tenantId":"t-{}","toolName":"x","sessionId":"{name}-{i}"}}"#, i % 3)),
+        })
+        .collect();
+    assert_eq!(p.put_all(records).await.accepted.len() as u64, n);
+}
+
+fn config(dir: &Path, kinesis: &str) -> std::path::PathBuf {
+    let cfg = dir.join("weir.toml");
+    let text = format!(
+        "{worker}\n[stream]\nkind = \"kinesis\"\nname = \"{STREAM}\"\n[leases]\npath = \"{leases}\"\nnamespace = \"batch\"\n\
+         [aws]\nkinesis_endpoint_url = \"{kinesis}\"\n[http]\nlisten = \"\"\n{archiver}",
+        worker = worker_toml(None),
+        leases = dir.join("leases.db").display(),
+        archiver = archiver_toml(
+            "archive",
+            &format!("directory = \"{}\"", dir.join("out").display()),
+            "mcp-normalize",
+            "events/tenant=!{partitionKeyFromQuery:tenantId}/",
+            "errors/!{firehose:error-output-type}/",
+            300,
+            &metadata_extraction("{tenantId: .tenant_id}", false),
+        ),
+    );
+    std::fs::write(&cfg, text).unwrap();
+    cfg
+}
+
+/// Runs `weir` with `args` (stdout kept, the log in a file), failing the test after
+/// `limit`.
+fn timed(args: &[&str], limit: Duration) -> (Output, Duration) {
+    let started = Instant::now();
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let mut child = weir_command().args(args).stderr(log.reopen().unwrap()).spawn().unwrap();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            let mut out = child.wait_with_output().unwrap();
+            out.stderr = std::fs::read(log.path()).unwrap();
+            return (out, started.elapsed());
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            let text = std::fs::read_to_string(log.path()).unwrap();
+            panic!("weir {args:?} still running after {limit:?}:\n{text}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn sessions(dir: &Path) -> Vec<String> {
+    let mut ids: Vec<String> = gz_lines(&dir.join("events"))
+        .iter()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["session_id"].as_str().unwrap().to_owned())
+        .collect();
+    ids.sort();
+    ids
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn until_caught_up_exits_with_checkpoints_and_to_now_ends_the_window() {
+    let fk = Emulator::start("ferrokinesis", &[]);
+    let k = kinesis(&fk.endpoint).await;
+    create_stream(&k, STREAM, 2).await;
+    let p = Producer::new(k.clone(), STREAM);
+    wave(&p, "first", 3_000).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), &fk.endpoint);
+    let cfg = cfg.to_str().unwrap();
+    let out_dir = dir.path().join("out");
+
+    // From TRIM_HORIZON to the present, then exit 0: every record archived once.
+    let (out, _) = timed(&["run", "--config", cfg, "--until-caught-up"], Duration::from_secs(60));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("caught up: every shard read to the start (3000 records processed)"), "{stdout}");
+    let first = sessions(&out_dir);
+    assert_eq!(first.len(), 3_000);
+    assert_eq!(first.iter().collect::<std::collections::BTreeSet<_>>().len(), 3_000, "none twice");
+
+    // The next run starts at the checkpoints: only what came since.
+    wave(&p, "second", 500).await;
+    let (out, _) = timed(&["run", "--config", cfg, "--until-caught-up"], Duration::from_secs(60));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && stdout.contains("(500 records processed)"), "{stdout}");
+    let all = sessions(&out_dir);
+    assert_eq!(all.len(), 3_500);
+    assert_eq!(all.iter().filter(|s| s.starts_with("second-")).count(), 500);
+
+    // Nothing new: it exits at once (a read comes back empty at the tip).
+    let (out, took) = timed(&["run", "--config", cfg, "--until-caught-up"], Duration::from_secs(60));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("(0 records processed)"));
+    assert!(took < Duration::from_secs(20), "a caught-up stream takes {took:?}");
+    assert_eq!(sessions(&out_dir).len(), 3_500);
+
+    // `replay --to now`: the window ends when the command starts.
+    let hour_ago = (std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis()
+        - 3_600_000)
+        .to_string();
+    let (out, _) = timed(
+        &[
+            "replay",
+            "--config",
+            cfg,
+            "--from",
+            &hour_ago,
+            "--to",
+            "now",
+            "--consumers",
+            "archive",
+            "--archive-prefix",
+            "again/",
+            "--end-idle",
+            "2s",
+        ],
+        Duration::from_secs(60),
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(sessions(&out_dir.join("again")).len(), 3_500, "every record up to now, once");
+}
