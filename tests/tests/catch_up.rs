@@ -135,6 +135,9 @@ async fn until_caught_up_exits_with_checkpoints_and_to_now_ends_the_window() {
         ],
         Duration::from_secs(60),
     );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{log}");
     assert_eq!(sessions(&out_dir.join("again")).len(), 3_500, "every record up to now, once");
+    assert_eq!(log.matches("window end reached").count(), 2, "each shard says why it stopped: {log}");
+    assert!(!log.contains("shard end read"), "open shards are not reported closed: {log}");
 }

@@ -73,6 +73,7 @@ struct WindowSubscription {
 
 impl WindowSubscription {
     fn finish(&mut self, mut batch: RecordBatch) -> RecordBatch {
+        tracing::info!(shard = %self.shard, end = %self.end.to_rfc3339(), "window end reached");
         self.done = true;
         batch.child_shards = Some(Vec::new());
         batch

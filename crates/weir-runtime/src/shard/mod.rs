@@ -294,7 +294,12 @@ impl ShardWorker {
             }
         }
         if let Some(children) = end {
-            tracing::info!(%shard, children = children.len(), "shard end read");
+            if children.is_empty() {
+                // A replay's window end reads this way too (the window reader logs it).
+                tracing::info!(%shard, "read ended with no child shards to follow");
+            } else {
+                tracing::info!(%shard, children = children.len(), "shard end read");
+            }
             self.live_end = Some(children);
         }
     }
