@@ -271,10 +271,10 @@ pub async fn run(config: Config, until_caught_up: bool) -> Result<()> {
     let caught_up = catch_up.map(|c| tokio::spawn(c.stop_when_done(worker.stats(), shutdown.clone())));
     worker.run(shutdown).await?;
     // The worker stopped, so `shutdown` is cancelled and the watcher has returned.
-    if let Some(c) = caught_up {
-        if let Ok(Some(records)) = c.await {
-            println!("caught up: every shard read to the start ({records} records processed), checkpoints written");
-        }
+    if let Some(c) = caught_up
+        && let Ok(Some(records)) = c.await
+    {
+        println!("caught up: every shard read to the start ({records} records processed), checkpoints written");
     }
     if let Some(p) = producer {
         let sent = p.await.unwrap_or(0);
