@@ -65,6 +65,23 @@ pub async fn dynamodb(endpoint: &str) -> aws_sdk_dynamodb::Client {
     aws_sdk_dynamodb::Client::new(&load_sdk_config(&AwsSettings::emulator(endpoint)).await)
 }
 
+/// Puts `n` small MCP events (`sessionId` `<name>-<i>`, three tenants, one key each)
+/// and asserts every one was accepted.
+pub async fn put_wave(p: &weir_aws::kinesis::producer::Producer, name: &str, n: u64) {
+    use weir_aws::kinesis::producer::Outgoing;
+    let records = (0..n)
+        .map(|i| Outgoing {
+            id: i,
+            partition_key: format!("pk-{name}-{i}"),
+            data: bytes::Bytes::from(format!(
+                r#"{{"tenantId":"t-{}","toolName":"x","sessionId":"{name}-{i}"}}"#,
+                i % 3
+            )),
+        })
+        .collect();
+    assert_eq!(p.put_all(records).await.accepted.len() as u64, n);
+}
+
 /// Creates a stream and waits until it is active.
 pub async fn create_stream(client: &aws_sdk_kinesis::Client, name: &str, shards: i32) {
     client.create_stream().stream_name(name).shard_count(shards).send().await.expect("create stream");

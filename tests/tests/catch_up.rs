@@ -7,23 +7,13 @@ use std::path::Path;
 use std::process::Output;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use weir_aws::kinesis::producer::{Outgoing, Producer};
-use weir_e2e::{archiver_toml, create_stream, gz_lines, kinesis, metadata_extraction, weir_command, worker_toml};
+use weir_aws::kinesis::producer::Producer;
+use weir_e2e::{
+    archiver_toml, create_stream, gz_lines, kinesis, metadata_extraction, put_wave, weir_command, worker_toml,
+};
 use weir_testkit::Emulator;
 
 const STREAM: &str = "batch-events";
-
-async fn wave(p: &Producer, name: &str, n: u64) {
-    let records = (0..n)
-        .map(|i| Outgoing {
-            id: i,
-            partition_key: format!("pk-{name}-{i}"),
-            data: Bytes::from(format!(r#"{{"tenantId":"t-{}","toolName":"x","sessionId":"{name}-{i}"}}"#, i % 3)),
-        })
-        .collect();
-    assert_eq!(p.put_all(records).await.accepted.len() as u64, n);
-}
 
 fn config(dir: &Path, kinesis: &str) -> std::path::PathBuf {
     let cfg = dir.join("weir.toml");
@@ -83,7 +73,7 @@ async fn until_caught_up_exits_with_checkpoints_and_to_now_ends_the_window() {
     let k = kinesis(&fk.endpoint).await;
     create_stream(&k, STREAM, 2).await;
     let p = Producer::new(k.clone(), STREAM);
-    wave(&p, "first", 3_000).await;
+    put_wave(&p, "first", 3_000).await;
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path(), &fk.endpoint);
     let cfg = cfg.to_str().unwrap();
@@ -99,7 +89,7 @@ async fn until_caught_up_exits_with_checkpoints_and_to_now_ends_the_window() {
     assert_eq!(first.iter().collect::<std::collections::BTreeSet<_>>().len(), 3_000, "none twice");
 
     // The next run starts at the checkpoints: only what came since.
-    wave(&p, "second", 500).await;
+    put_wave(&p, "second", 500).await;
     let (out, _) = timed(&["run", "--config", cfg, "--until-caught-up"], Duration::from_secs(60));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success() && stdout.contains("(500 records processed)"), "{stdout}");

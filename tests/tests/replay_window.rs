@@ -10,29 +10,17 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use weir_aws::kinesis::producer::{Outgoing, Producer};
+use weir_aws::kinesis::producer::Producer;
 use weir_core::ports::LeaseTable;
 use weir_core::{Clock, SystemClock};
 use weir_e2e::{
     KillOnDrop, archiver_toml, create_stream, duckdb, free_port, gz_lines, kinesis, merge_shards, metadata_extraction,
-    open_shards, spawn_weir, split_shard, weir_command, worker_toml,
+    open_shards, put_wave, spawn_weir, split_shard, weir_command, worker_toml,
 };
 use weir_local::SqliteLeaseTable;
 use weir_testkit::Emulator;
 
 const STREAM: &str = "replay-events";
-
-async fn wave(p: &Producer, name: &str, n: u64) {
-    let records = (0..n)
-        .map(|i| Outgoing {
-            id: i,
-            partition_key: format!("pk-{name}-{i}"),
-            data: Bytes::from(format!(r#"{{"tenantId":"t-{}","toolName":"x","sessionId":"{name}-{i}"}}"#, i % 3)),
-        })
-        .collect();
-    assert_eq!(p.put_all(records).await.accepted.len() as u64, n);
-}
 
 fn replay(config: &Path, args: &[String]) -> std::process::Output {
     weir_command().args(["replay", "--config"]).arg(config).args(args).output().unwrap()
@@ -96,22 +84,22 @@ async fn replaying_a_window_across_a_reshard_archives_exactly_its_records() {
     let edge = || (SystemClock.now().as_millis() / 1000 + 2) * 1000;
     let until =
         |t: i64| tokio::time::sleep(Duration::from_millis((t - SystemClock.now().as_millis()).max(0) as u64 + 600));
-    wave(&p, "before", 200).await;
+    put_wave(&p, "before", 200).await;
     let from = edge();
     until(from).await;
-    wave(&p, "inside1", 300).await;
+    put_wave(&p, "inside1", 300).await;
     let first = open_shards(&k, STREAM).await[0].0.clone();
     split_shard(&k, STREAM, &first).await;
-    wave(&p, "inside2", 300).await;
+    put_wave(&p, "inside2", 300).await;
     let mut children: Vec<(String, u128, u128)> =
         open_shards(&k, STREAM).await.into_iter().filter(|s| s.0 != first).collect();
     children.sort_by_key(|s| s.1);
     let adjacent = children.windows(2).find(|w| w[0].2 + 1 == w[1].1).expect("two adjacent shards");
     merge_shards(&k, STREAM, &adjacent[0].0, &adjacent[1].0).await;
-    wave(&p, "inside3", 300).await;
+    put_wave(&p, "inside3", 300).await;
     let to = edge();
     until(to).await;
-    wave(&p, "after", 200).await;
+    put_wave(&p, "after", 200).await;
     let shard_count = k.list_shards().stream_name(STREAM).send().await.unwrap().shards().len();
     assert_eq!(shard_count, 5, "2 shards, a split (2 children), a merge (1 child)");
 

@@ -2,6 +2,7 @@
 //! (a worker from a config file), `config check`.
 
 mod archiver;
+mod catch_up;
 mod cloudwatch;
 mod config;
 mod consumers;
