@@ -30,7 +30,9 @@ use weir_aws::DynamoDbLeaseTable;
 use weir_aws::kinesis::producer::{Outgoing, Producer};
 use weir_core::ports::LeaseTable;
 use weir_core::{Checkpoint, ConsumerName, SequenceNumber, ShardId};
-use weir_e2e::{create_stream, download, duckdb, dynamodb, free_port, kinesis, s3, weir_command};
+use weir_e2e::{
+    archiver_toml, create_stream, download, duckdb, dynamodb, free_port, kinesis, metadata_extraction, s3, weir_command,
+};
 use weir_testkit::Emulator;
 
 const STREAM: &str = "fleet-events";
@@ -193,24 +195,7 @@ dynamodb_endpoint_url = "{moto}"
 s3_endpoint_url = "{moto}"
 s3_force_path_style = true
 
-[[consumers]]
-type = "archiver"
-name = "archive"
-bucket = "{BUCKET}"
-mode = "exactly-once"
-transform = "mcp-normalize"
-[consumers.destination]
-Prefix = "events/tenant=!{{partitionKeyFromQuery:tenantId}}/tool=!{{partitionKeyFromQuery:toolName}}/"
-ErrorOutputPrefix = "errors/!{{firehose:error-output-type}}/"
-CompressionFormat = "GZIP"
-BufferingHints = {{ SizeInMBs = 64, IntervalInSeconds = 10 }}
-DynamicPartitioningConfiguration = {{ Enabled = true }}
-[consumers.destination.ProcessingConfiguration]
-Enabled = true
-Processors = [{{ Type = "MetadataExtraction", Parameters = [
-  {{ ParameterName = "MetadataExtractionQuery", ParameterValue = "{{tenantId: .tenant_id, toolName: .tool_name}}" }},
-  {{ ParameterName = "JsonParsingEngine", ParameterValue = "JQ-1.6" }} ] }}]
-
+{archiver}
 [[consumers]]
 type = "alerting"
 name = "alerts"
@@ -227,7 +212,16 @@ min_events = 20
 [[consumers]]
 type = "log"
 name = "latency"
-"#
+"#,
+        archiver = archiver_toml(
+            "archive",
+            &format!("bucket = \"{BUCKET}\"\nmode = \"exactly-once\""),
+            "mcp-normalize",
+            "events/tenant=!{partitionKeyFromQuery:tenantId}/tool=!{partitionKeyFromQuery:toolName}/",
+            "errors/!{firehose:error-output-type}/",
+            10,
+            &metadata_extraction("{tenantId: .tenant_id, toolName: .tool_name}", false),
+        ),
     );
     std::fs::write(&path, text).unwrap();
     path

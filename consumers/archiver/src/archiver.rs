@@ -366,10 +366,7 @@ impl Archiver {
     fn set_buffer_gauges(&self, now: Timestamp) {
         metrics::gauge!(m::BUFFERED_BYTES).set(self.buffers.held_bytes() as f64);
         metrics::gauge!(m::ACTIVE_PARTITIONS).set(self.buffers.active() as f64);
-        let oldest = match (self.buffers.oldest_arrival(), self.delivery.oldest_arrival()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        let oldest = self.buffers.oldest_arrival().into_iter().chain(self.delivery.oldest_arrival()).min();
         let age_ms = oldest.map_or(0, |t| (now.as_millis() - t.as_millis()).max(0));
         metrics::gauge!(m::DATA_FRESHNESS).set(age_ms as f64 / 1000.0);
     }
