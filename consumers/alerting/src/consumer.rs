@@ -72,7 +72,9 @@ fn log_sink() -> Vec<SinkConfig> {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AlertingConfig {
-    /// Consumer name.
+    /// Consumer name. In weir's config it comes from the `[[consumers]]` entry's
+    /// `name` and is not repeated here.
+    #[serde(default)]
     pub name: String,
     /// Event-time field (epoch milliseconds or RFC 3339); the arrival time when absent.
     #[serde(default = "ts")]

@@ -110,7 +110,9 @@ fn all_added() -> Vec<Added> {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EnrichmentConfig {
-    /// Consumer name.
+    /// Consumer name. In weir's config it comes from the `[[consumers]]` entry's
+    /// `name` and is not repeated here.
+    #[serde(default)]
     pub name: String,
     /// Apply the design note's MCP mapping first (`tenant_id`, `tool_name`, ...).
     #[serde(default = "yes")]

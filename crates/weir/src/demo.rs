@@ -122,7 +122,7 @@ fn demo_runtime(id: &str) -> weir_runtime::RuntimeConfig {
     c
 }
 
-pub async fn run(args: DemoArgs) -> Result<()> {
+pub async fn run(args: DemoArgs, registry: &crate::plugin::Registry) -> Result<()> {
     if args.shards == 0 || args.workers == 0 || args.rate == 0 {
         bail!("--shards, --workers and --rate must be positive");
     }
@@ -143,19 +143,24 @@ pub async fn run(args: DemoArgs) -> Result<()> {
     let stop_workers = CancellationToken::new();
     let mut workers = Vec::new();
     let mut stats: Vec<WorkerStats> = Vec::new();
-    let mut counts = Vec::new();
-    let mut backlogs = Vec::new();
+    let mut status = Vec::new();
     let alerts_seen = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
     for i in 1..=args.workers {
         let id = format!("demo-worker-{i}");
         let table = SqliteLeaseTable::open(&db, "demo")?;
-        let mut built = crate::consumers::build(&sections, &Default::default(), clock.clone())?;
+        let env = crate::plugin::BuildEnv {
+            worker_id: id.clone(),
+            clock: clock.clone(),
+            aws: Default::default(),
+            stream_name: "demo".into(),
+            archive_prefix: None,
+        };
+        let mut built = registry.build(&sections, &env).await?;
         built.consumers.push(Box::new(demo_alerting(clock.clone(), alerts_seen.clone())?));
         built
             .consumers
             .push(Box::new(demo_enrichment(&args.out.join("enriched").join(format!("{id}.ndjson")), clock.clone())?));
-        counts.extend(built.counts);
-        backlogs.extend(built.backlogs);
+        status.extend(built.status);
         let w = Worker::new(
             demo_runtime(&id),
             Arc::new(table),
@@ -173,7 +178,7 @@ pub async fn run(args: DemoArgs) -> Result<()> {
             addr,
             crate::http::install_recorder()?,
             stats.clone(),
-            backlogs.clone(),
+            status.clone(),
             stop_workers.clone(),
         )
         .await?;
@@ -216,7 +221,10 @@ pub async fn run(args: DemoArgs) -> Result<()> {
     let produced = producer.await.unwrap_or(0);
 
     // Drain: wait until the count consumers have seen every record.
-    let total_counted = || counts.iter().map(|(_, c)| c.snapshot().values().map(|v| v.0).sum::<u64>()).sum::<u64>();
+    // Records the `count` consumer processed, over every worker.
+    let total_counted = || {
+        stats.iter().flat_map(|s| s.lanes()).filter(|(k, _)| k.1.as_str() == "count").map(|(_, v)| v.records).sum::<u64>()
+    };
     let drain_deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     while total_counted() < produced && tokio::time::Instant::now() < drain_deadline && !shutdown.is_cancelled() {
         tokio::time::sleep(Duration::from_millis(100)).await;

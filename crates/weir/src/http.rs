@@ -12,14 +12,14 @@ use axum::routing::get;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use weir_archiver::delivery::Backlog;
+use crate::plugin::StatusLine;
 use weir_runtime::WorkerStats;
 
 #[derive(Clone)]
 struct AppState {
     metrics: PrometheusHandle,
     workers: Arc<Vec<WorkerStats>>,
-    backlogs: Arc<Vec<(String, Backlog)>>,
+    status: Arc<Vec<StatusLine>>,
 }
 
 /// Installs the Prometheus recorder (once per process).
@@ -43,10 +43,10 @@ pub async fn serve(
     addr: SocketAddr,
     metrics: PrometheusHandle,
     workers: Vec<WorkerStats>,
-    backlogs: Vec<(String, Backlog)>,
+    status: Vec<StatusLine>,
     shutdown: CancellationToken,
 ) -> Result<JoinHandle<()>> {
-    let state = AppState { metrics, workers: Arc::new(workers), backlogs: Arc::new(backlogs) };
+    let state = AppState { metrics, workers: Arc::new(workers), status: Arc::new(status) };
     let app = Router::new()
         .route("/metrics", get(|State(s): State<AppState>| async move { s.metrics.render() }))
         .route("/healthz", get(|| async { "ok\n" }))
@@ -54,11 +54,9 @@ pub async fn serve(
             "/readyz",
             get(|State(s): State<AppState>| async move {
                 let mut body = String::new();
-                for (name, b) in s.backlogs.iter() {
-                    let (objects, bytes) = b.get();
-                    body.push_str(&format!(
-                        "archiver {name}: {objects} objects ({bytes} bytes) waiting for the store\n"
-                    ));
+                for line in s.status.iter() {
+                    body.push_str(&line());
+                    body.push('\n');
                 }
                 if s.workers.iter().all(WorkerStats::is_ready) {
                     (StatusCode::OK, format!("ready\n{body}"))

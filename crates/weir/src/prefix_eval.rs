@@ -8,20 +8,27 @@ use bytes::Bytes;
 use weir_archiver::archiver::Preview;
 use weir_core::{ExtendedSequenceNumber, Record, SequenceNumber, ShardId, SystemClock, Timestamp};
 
-use crate::config::{ConsumerSection, load};
+use crate::builtin::archiver::{ArchiverSection, TransformKind};
+use crate::config::load;
+use crate::plugin::Registry;
 
-pub async fn run(config: &Path, consumer: Option<&str>, record: &str, arrival: Option<&str>) -> Result<()> {
-    let c = load(config)?;
-    let sections: Vec<_> = c
-        .consumers
-        .iter()
-        .filter_map(|s| match s {
-            ConsumerSection::Archiver(a) if consumer.is_none_or(|n| n == a.name) => Some(a),
-            _ => None,
-        })
-        .collect();
-    let section = match sections.as_slice() {
-        [one] => *one,
+pub async fn run(
+    config: &Path,
+    registry: &Registry,
+    consumer: Option<&str>,
+    record: &str,
+    arrival: Option<&str>,
+) -> Result<()> {
+    let c = load(config, registry)?;
+    let mut sections = Vec::new();
+    for (i, entry) in c.consumers.iter().enumerate() {
+        if entry.kind == "archiver" && consumer.is_none_or(|n| n == entry.name) {
+            let section: ArchiverSection = crate::plugin::parse(&entry.settings, &format!("consumers[{i}]"))?;
+            sections.push((entry.name.clone(), section));
+        }
+    }
+    let (name, section) = match sections.as_slice() {
+        [one] => one,
         [] => bail!(
             "{}: no archiver consumer{}",
             config.display(),
@@ -37,10 +44,10 @@ pub async fn run(config: &Path, consumer: Option<&str>, record: &str, arrival: O
         ),
         None => weir_core::Clock::now(&SystemClock),
     };
-    if section.transform == crate::config::TransformKind::Lambda {
+    if section.transform == TransformKind::Lambda {
         bail!("prefix eval does not invoke Lambda functions; evaluate the Lambda's output with transform = \"none\"");
     }
-    let archiver = crate::archiver::build(section, Arc::new(NullSink), Arc::new(SystemClock), None, "", "")?;
+    let archiver = crate::builtin::archiver::build(name, section, Arc::new(NullSink), Arc::new(SystemClock), None, "", "")?;
     let rec = Record {
         partition_key: "prefix-eval".into(),
         position: ExtendedSequenceNumber::plain(SequenceNumber::from_u128(1)),

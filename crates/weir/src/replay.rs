@@ -15,7 +15,8 @@ use weir_core::ports::{ShardReader, StreamCatalog};
 use weir_core::{Checkpoint, Clock, SystemClock, Timestamp};
 use weir_runtime::{TokioClock, WindowReader, Worker};
 
-use crate::config::{Config, ConsumerSection, StreamKind, load};
+use crate::config::{Config, StreamKind, load};
+use crate::plugin::Registry;
 use crate::replay_job::{self, JobState};
 use crate::replay_progress::{Measure, Progress, Snapshot};
 
@@ -126,20 +127,15 @@ fn choose_consumers(config: &mut Config, args: &ReplayArgs) -> Result<()> {
         }
     }
     config.consumers.retain(|c| wanted.contains(&c.name()));
-    for c in &mut config.consumers {
-        if let ConsumerSection::Archiver(a) = c {
-            a.prefix_prepend = args.archive_prefix.clone();
-        }
-    }
     Ok(())
 }
 
-pub async fn run(mut args: ReplayArgs) -> Result<()> {
+pub async fn run(mut args: ReplayArgs, registry: &Registry) -> Result<()> {
     if args.to.as_deref() == Some("now") {
         // Fixed once, so the job's name and its window agree.
         args.to = Some(SystemClock.now().as_millis().to_string());
     }
-    let mut config = load(&args.config)?;
+    let mut config = load(&args.config, registry)?;
     if let Some(stream) = &args.stream {
         config.stream.name = stream.clone();
     }
@@ -196,9 +192,10 @@ pub async fn run(mut args: ReplayArgs) -> Result<()> {
             (reader, catalog, Measure::Window { from, to }, Checkpoint::AtTimestamp(from))
         }
     };
-    let clients = crate::run::clients(&config).await;
-    let built = crate::consumers::build(&config.consumers, &clients, clock.clone())?;
     let worker_id = config.worker.id.clone().unwrap_or_else(crate::run::default_worker_id);
+    let mut env = crate::run::build_env(&config, &worker_id, clock.clone());
+    env.archive_prefix = args.archive_prefix.clone();
+    let built = registry.build(&config.consumers, &env).await?;
     let reading = match &args.from_archive {
         Some(location) => format!("archive {location}"),
         None => config.stream.describe(args.efo),
@@ -223,7 +220,7 @@ pub async fn run(mut args: ReplayArgs) -> Result<()> {
                 addr,
                 crate::http::install_recorder()?,
                 vec![stats.clone()],
-                built.backlogs,
+                built.status,
                 stop.clone(),
             )
             .await?,

@@ -11,7 +11,8 @@ use weir_core::ports::{LeaseTable, ShardReader, StreamCatalog};
 use weir_local::{GeneratorConfig, McpEventGenerator, MemoryStream, SqliteLeaseTable, StreamOptions};
 use weir_runtime::{TokioClock, Worker};
 
-use crate::config::{AwsSection, Config, ConsumerSection, LeasesKind, StreamKind};
+use crate::config::{AwsSection, Config, LeasesKind, StreamKind};
+use crate::plugin::{Aws, BuildEnv, Registry};
 
 /// `<hostname>-<pid>-<random>`: unique per process.
 pub fn default_worker_id() -> String {
@@ -97,7 +98,6 @@ pub(crate) struct Wired {
     pub catalog: Arc<dyn StreamCatalog>,
     /// The in-process stream, when the config uses it (it gets a generator).
     memory: Option<MemoryStream>,
-    pub clients: crate::consumers::Clients,
 }
 
 pub(crate) async fn sdk(aws: &AwsSection, service_endpoint: &Option<String>) -> aws_config::SdkConfig {
@@ -137,8 +137,7 @@ pub(crate) async fn wire_stream(config: &Config, clock: Arc<TokioClock>) -> Resu
 pub(crate) async fn wire(config: &Config, clock: Arc<TokioClock>) -> Result<Wired> {
     let (reader, catalog, memory) = wire_stream(config, clock).await?;
     let table = lease_table(config).await?;
-    let clients = clients(config).await;
-    Ok(Wired { table, reader, catalog, memory, clients })
+    Ok(Wired { table, reader, catalog, memory })
 }
 
 /// An S3 client with the config's endpoint and addressing style.
@@ -175,43 +174,18 @@ pub(crate) async fn lease_table(config: &Config) -> Result<Arc<dyn LeaseTable>> 
     Ok(table)
 }
 
-/// The AWS clients the config's consumers need (none for local-only configs).
-pub(crate) async fn clients(config: &Config) -> crate::consumers::Clients {
-    let aws = &config.aws;
-    let uses_s3 = config.consumers.iter().any(|c| match c {
-        ConsumerSection::Files { bucket, .. } => bucket.is_some(),
-        ConsumerSection::Archiver(a) => a.bucket.is_some(),
-        ConsumerSection::Enrichment(e) => e.lookup.as_ref().is_some_and(|l| l.bucket.is_some()),
-        _ => false,
-    });
-    let uses_kinesis_output = config.consumers.iter().any(
-        |c| matches!(c, ConsumerSection::Enrichment(e) if matches!(e.output, weir_enrichment::OutputConfig::Kinesis { .. })),
-    );
-    let uses_lambda = config
-        .consumers
-        .iter()
-        .any(|c| matches!(c, ConsumerSection::Archiver(a) if a.transform == crate::config::TransformKind::Lambda));
-    let s3 = if uses_s3 { Some(s3_client(aws).await) } else { None };
-    let mut clients = crate::consumers::Clients { s3, ..Default::default() };
-    if uses_lambda {
-        let shared = sdk(aws, &aws.lambda_endpoint_url).await;
-        clients.region = shared.region().map(|r| r.to_string()).unwrap_or_default();
-        clients.lambda = Some(aws_sdk_lambda::Client::new(&shared));
+/// What the registry needs to build `config`'s consumers for `worker_id`.
+pub(crate) fn build_env(config: &Config, worker_id: &str, clock: Arc<dyn Clock>) -> BuildEnv {
+    BuildEnv {
+        worker_id: worker_id.to_owned(),
+        clock,
+        aws: Arc::new(Aws::new(config.aws.clone())),
+        stream_name: config.stream.name.clone(),
+        archive_prefix: None,
     }
-    let uses_sns = config.consumers.iter().any(|c| {
-        matches!(c, ConsumerSection::Alerting(a) if a.sinks.iter().any(|s| matches!(s, weir_alerting::SinkConfig::Sns { .. })))
-    });
-    if uses_kinesis_output {
-        clients.kinesis = Some(aws_sdk_kinesis::Client::new(&sdk(aws, &aws.kinesis_endpoint_url).await));
-    }
-    if uses_sns {
-        clients.sns = Some(aws_sdk_sns::Client::new(&sdk(aws, &aws.sns_endpoint_url).await));
-    }
-    clients.stream_arn = format!("arn:aws:kinesis:{}::stream/{}", clients.region, config.stream.name);
-    clients
 }
 
-pub async fn run(config: Config, until_caught_up: bool) -> Result<()> {
+pub async fn run(config: Config, until_caught_up: bool, registry: &Registry) -> Result<()> {
     let worker_id = config.worker.id.clone().unwrap_or_else(default_worker_id);
     let clock = Arc::new(TokioClock::new());
     let wired = wire(&config, clock.clone()).await?;
@@ -223,8 +197,8 @@ pub async fn run(config: Config, until_caught_up: bool) -> Result<()> {
         started: tokio::time::Instant::now(),
         started_at: clock.now(),
     });
-    let built = crate::consumers::build(&config.consumers, &wired.clients, clock.clone())?;
-    let backlogs = built.backlogs.clone();
+    let built = registry.build(&config.consumers, &build_env(&config, &worker_id, clock.clone())).await?;
+    let status = built.status.clone();
     let worker =
         Worker::new(config.runtime(&worker_id), wired.table, wired.reader, wired.catalog, built.consumers, clock)?;
     let shutdown = CancellationToken::new();
@@ -248,7 +222,7 @@ pub async fn run(config: Config, until_caught_up: bool) -> Result<()> {
     };
     let http = match (config.http.listen, metrics) {
         (Some(addr), Some(metrics)) => {
-            Some(crate::http::serve(addr, metrics, vec![worker.stats()], backlogs.clone(), shutdown.clone()).await?)
+            Some(crate::http::serve(addr, metrics, vec![worker.stats()], status, shutdown.clone()).await?)
         }
         _ => None,
     };

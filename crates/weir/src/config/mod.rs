@@ -12,21 +12,23 @@ use figment::providers::{Env, Format, Serialized, Toml};
 
 pub use model::*;
 
+use crate::plugin::Registry;
+
 /// Loads and validates the configuration at `path` (with environment overrides).
-pub fn load(path: &Path) -> Result<Config> {
+pub fn load(path: &Path, registry: &Registry) -> Result<Config> {
     if !path.exists() {
         bail!("config file {} does not exist", path.display());
     }
-    extract(Toml::file_exact(path), &path.display().to_string())
+    extract(Toml::file_exact(path), &path.display().to_string(), registry)
 }
 
 /// Loads and validates a configuration given as TOML text (`weir run --config-toml`,
 /// or `WEIR_CONFIG_TOML` where mounting a file is awkward, as on ECS Fargate).
-pub fn load_text(text: &str) -> Result<Config> {
-    extract(Toml::string(text), "given with --config-toml (WEIR_CONFIG_TOML)")
+pub fn load_text(text: &str, registry: &Registry) -> Result<Config> {
+    extract(Toml::string(text), "given with --config-toml (WEIR_CONFIG_TOML)", registry)
 }
 
-fn extract(file: figment::providers::Data<Toml>, origin: &str) -> Result<Config> {
+fn extract(file: figment::providers::Data<Toml>, origin: &str, registry: &Registry) -> Result<Config> {
     let figment = Figment::from(Serialized::defaults(Config::default()))
         .merge(file)
         // Only variables that name a section (WEIR_WORKER__FAILOVER, …) are config;
@@ -36,7 +38,7 @@ fn extract(file: figment::providers::Data<Toml>, origin: &str) -> Result<Config>
         .extract()
         .map_err(|e| anyhow::anyhow!(describe(e)))
         .with_context(|| format!("invalid config {origin}"))?;
-    config.validate().with_context(|| format!("invalid config {origin}"))?;
+    config.validate(registry).with_context(|| format!("invalid config {origin}"))?;
     Ok(config)
 }
 
@@ -64,6 +66,10 @@ fn describe(e: figment::Error) -> String {
 mod tests {
     use super::*;
     use std::io::Write;
+
+    fn load(path: &Path) -> Result<Config> {
+        super::load(path, crate::App::new().registry())
+    }
 
     fn write(text: &str) -> tempfile::NamedTempFile {
         let mut f = tempfile::Builder::new().suffix(".toml").tempfile().unwrap();
@@ -102,6 +108,10 @@ mod tests {
         let f = write("[[consumers]]\ntype = \"count\"\nname = \"a\"\n[[consumers]]\ntype = \"log\"\nname = \"a\"\n");
         let e = format!("{:#}", load(f.path()).unwrap_err());
         assert!(e.contains("consumers[1].name"), "{e}");
+        let f = write("[[consumers]]\ntype = \"count\"\nname = \"a\"\nwindow = 3\n[[consumers]]\ntype = \"nope\"\nname = \"b\"\n");
+        let e = format!("{:#}", load(f.path()).unwrap_err());
+        assert!(e.contains("field `consumers[0].window`: unknown field `window`"), "{e}");
+        assert!(e.contains("field `consumers[1].type`: unknown consumer type \"nope\"; registered: count, log"), "{e}");
         let f = write("[stream]\nshards = 0\n");
         let e = format!("{:#}", load(f.path()).unwrap_err());
         assert!(e.contains("stream.shards"), "{e}");

@@ -16,7 +16,7 @@ pub struct Config {
     /// Where leases and checkpoints live.
     pub leases: LeasesSection,
     /// The consumers every record is dispatched to.
-    pub consumers: Vec<ConsumerSection>,
+    pub consumers: Vec<ConsumerEntry>,
     /// Metrics and health endpoints.
     pub http: HttpSection,
     /// Metrics published beyond `/metrics` (CloudWatch).
@@ -199,148 +199,36 @@ impl Default for LeasesSection {
     }
 }
 
-/// One `[[consumers]]` entry.
+/// One `[[consumers]]` entry: `type` picks a registered kind (`weir config check`
+/// lists them), `name` keys the consumer's checkpoints; every other field belongs to
+/// the kind (see the kinds below).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "lowercase", deny_unknown_fields)]
-pub enum ConsumerSection {
-    /// Counts records per shard.
-    Count {
-        /// Consumer name (keys its checkpoints).
-        name: String,
-    },
-    /// Logs one line per batch.
-    Log {
-        /// Consumer name.
-        name: String,
-    },
-    /// Gzip NDJSON objects in a local directory or an S3 bucket.
-    Files {
-        /// Consumer name.
-        name: String,
-        /// Output directory (one of `directory` and `bucket`).
-        #[serde(default)]
-        directory: Option<PathBuf>,
-        /// Output S3 bucket (one of `directory` and `bucket`).
-        #[serde(default)]
-        bucket: Option<String>,
-        /// Key prefix inside the directory.
-        #[serde(default = "default_prefix")]
-        prefix: String,
-        /// Flush a shard's buffer at this many bytes (before compression).
-        #[serde(default = "default_max_bytes")]
-        max_bytes: usize,
-        /// Flush a shard's buffer this long after its first record.
-        #[serde(default = "default_max_age", with = "humantime_serde")]
-        max_age: Duration,
-    },
-    /// Firehose-compatible S3 (or local directory) delivery; see [`ArchiverSection`].
-    Archiver(Box<ArchiverSection>),
-    /// Windowed alert rules (see `weir_alerting::AlertingConfig`).
-    Alerting(Box<weir_alerting::AlertingConfig>),
-    /// Normalise, enrich and republish (see `weir_enrichment::EnrichmentConfig`).
-    Enrichment(Box<weir_enrichment::EnrichmentConfig>),
-}
-
-/// `type = "archiver"`: where objects go, the Firehose destination settings (from an
-/// existing delivery stream's file, or inline with Firehose's own field names), and
-/// weir's additions.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ArchiverSection {
-    /// Consumer name (keys checkpoints; names objects in place of the delivery stream).
+pub struct ConsumerEntry {
+    /// The consumer kind: `count`, `log`, `files`, `archiver`, `alerting`,
+    /// `enrichment`, `multilang`, or a plugin's.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Consumer name (keys its checkpoints; letters, digits, '-' or '_'; unique).
     pub name: String,
-    /// Output directory (one of `directory` and `bucket`).
-    #[serde(default)]
-    pub directory: Option<PathBuf>,
-    /// Output S3 bucket (one of `directory` and `bucket`).
-    #[serde(default)]
-    pub bucket: Option<String>,
-    /// An existing delivery stream's destination: `.json` (API/CLI shape), `.yaml`
-    /// (CloudFormation) or `.toml`. One of `firehose` and `destination`.
-    #[serde(default)]
-    pub firehose: Option<PathBuf>,
-    /// Which `AWS::KinesisFirehose::DeliveryStream` resource of a template.
-    #[serde(default)]
-    pub resource: Option<String>,
-    /// The destination inline, with Firehose's field names (`Prefix`, `BufferingHints`, ...).
-    #[serde(default)]
-    pub destination: Option<serde_json::Value>,
-    /// `exactly-once` (default) or `firehose` (at least once).
-    #[serde(default)]
-    pub mode: ArchiveMode,
-    /// `none` (default), `mcp-normalize`, or `lambda` (the destination's Lambda processor).
-    #[serde(default)]
-    pub transform: TransformKind,
-    /// Most data partitions open at once.
-    #[serde(default = "default_max_active")]
-    pub max_active_partitions: usize,
-    /// `flush-oldest` (default) or `error` (Firehose: records of new partitions go to the error output).
-    #[serde(default)]
-    pub overflow: OverflowPolicy,
-    /// Bytes waiting for the store before the archiver refuses new records.
-    #[serde(default = "default_max_backlog")]
-    pub max_backlog_bytes: u64,
-    /// GZIP level 0-9.
-    #[serde(default = "default_level")]
-    pub compression_level: u32,
-    /// Put in front of `Prefix` and `ErrorOutputPrefix` (replays: `weir replay --archive-prefix`).
-    #[serde(skip)]
-    pub prefix_prepend: Option<String>,
+    /// The kind's own fields.
+    #[serde(flatten)]
+    pub settings: serde_json::Map<String, serde_json::Value>,
 }
 
-/// Delivery guarantee.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ArchiveMode {
-    /// Each record in exactly one object.
-    #[default]
-    ExactlyOnce,
-    /// Firehose's at-least-once.
-    Firehose,
-}
+impl ConsumerEntry {
+    /// An entry from its kind, name and fields (a JSON object; anything else is no fields).
+    pub fn new(kind: &str, name: &str, settings: serde_json::Value) -> Self {
+        let settings = match settings {
+            serde_json::Value::Object(m) => m,
+            _ => serde_json::Map::new(),
+        };
+        Self { kind: kind.to_owned(), name: name.to_owned(), settings }
+    }
 
-/// The transform stage.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum TransformKind {
-    /// Records pass unchanged.
-    #[default]
-    None,
-    /// The built-in MCP normaliser.
-    McpNormalize,
-    /// The destination's `Lambda` processor.
-    Lambda,
-}
-
-/// Past `max_active_partitions`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum OverflowPolicy {
-    /// Seal the oldest buffer.
-    #[default]
-    FlushOldest,
-    /// Error output, as Firehose does.
-    Error,
-}
-
-fn default_max_active() -> usize {
-    500
-}
-fn default_max_backlog() -> u64 {
-    256 << 20
-}
-fn default_level() -> u32 {
-    6
-}
-
-fn default_prefix() -> String {
-    "raw/".into()
-}
-fn default_max_bytes() -> usize {
-    4 * 1024 * 1024
-}
-fn default_max_age() -> Duration {
-    Duration::from_secs(10)
+    /// The consumer's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
 }
 
 impl StreamSection {
@@ -379,20 +267,6 @@ impl LeasesSection {
             LeasesKind::Dynamodb => {
                 format!("DynamoDB table {}, namespace {:?}", self.table.as_deref().unwrap_or_default(), self.namespace)
             }
-        }
-    }
-}
-
-impl ConsumerSection {
-    /// The consumer's name.
-    pub fn name(&self) -> &str {
-        match self {
-            ConsumerSection::Count { name } | ConsumerSection::Log { name } | ConsumerSection::Files { name, .. } => {
-                name
-            }
-            ConsumerSection::Archiver(a) => &a.name,
-            ConsumerSection::Alerting(a) => &a.name,
-            ConsumerSection::Enrichment(e) => &e.name,
         }
     }
 }
@@ -448,8 +322,9 @@ impl Default for MetricsSection {
 }
 
 impl Config {
-    /// Cross-field checks; errors name the field.
-    pub fn validate(&self) -> Result<()> {
+    /// Cross-field checks, and each consumer's section checked by its registered kind;
+    /// errors name the field (every consumer's problem at once).
+    pub fn validate(&self, registry: &crate::plugin::Registry) -> Result<()> {
         let w = &self.worker;
         if w.failover < Duration::from_millis(100) {
             bail!("field `worker.failover`: must be at least 100ms");
@@ -490,44 +365,25 @@ impl Config {
         if self.consumers.is_empty() {
             bail!("field `consumers`: at least one consumer is needed");
         }
+        let mut problems = Vec::new();
         let mut seen = std::collections::HashSet::new();
         for (i, c) in self.consumers.iter().enumerate() {
             let name = c.name();
             if name.is_empty() || !name.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '-' || ch == '_') {
-                bail!("field `consumers[{i}].name`: {name:?} must be non-empty letters, digits, '-' or '_'");
+                problems.push(format!(
+                    "field `consumers[{i}].name`: {name:?} must be non-empty letters, digits, '-' or '_'"
+                ));
+            } else if !seen.insert(name) {
+                problems.push(format!(
+                    "field `consumers[{i}].name`: {name:?} is used twice; names key checkpoints and must be unique"
+                ));
             }
-            if !seen.insert(name) {
-                bail!("field `consumers[{i}].name`: {name:?} is used twice; names key checkpoints and must be unique");
+            if let Err(e) = registry.check(i, c) {
+                problems.push(format!("{e:#}"));
             }
-            if let ConsumerSection::Files { max_bytes, prefix, directory, bucket, .. } = c {
-                if directory.is_some() == bucket.is_some() {
-                    bail!("field `consumers[{i}]`: a files consumer needs exactly one of `directory` and `bucket`");
-                }
-                if *max_bytes == 0 {
-                    bail!("field `consumers[{i}].max_bytes`: must be positive");
-                }
-                if prefix.starts_with('/') || prefix.split('/').any(|s| s == "..") {
-                    bail!("field `consumers[{i}].prefix`: must be relative and without '..'");
-                }
-            }
-            if let ConsumerSection::Enrichment(e) = c {
-                e.check().map_err(|e| anyhow::anyhow!("field `consumers[{i}]`: {e}"))?;
-                if matches!(e.output, weir_enrichment::OutputConfig::None) {
-                    bail!("field `consumers[{i}].output`: needs type = \"kinesis\" (stream) or \"file\" (path)");
-                }
-                if let Some(l) = &e.lookup
-                    && l.directory.is_some() == l.bucket.is_some()
-                {
-                    bail!("field `consumers[{i}].lookup`: needs exactly one of `directory` and `bucket`");
-                }
-            }
-            if let ConsumerSection::Alerting(a) = c {
-                a.rules().map_err(|e| anyhow::anyhow!("field `consumers[{i}]` (alerting {name:?}): {e}"))?;
-            }
-            if let ConsumerSection::Archiver(a) = c {
-                crate::archiver::settings(a)
-                    .map_err(|e| anyhow::anyhow!("field `consumers[{i}]` (archiver {name:?}): {e:#}"))?;
-            }
+        }
+        if !problems.is_empty() {
+            bail!("{}", problems.join("\n"));
         }
         Ok(())
     }

@@ -1,10 +1,10 @@
-//! The archiver consumer from its config section: the Firehose destination (a file or
-//! inline), weir's options, the sink and the transform.
+//! `type = "archiver"`: the archiver consumer from its config section: the Firehose
+//! destination (a file or inline), weir's options, the sink and the transform.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context as _, Result, bail};
 use weir_archiver::archiver::{Archiver, ArchiverOptions};
 use weir_archiver::buffers::Overflow;
 use weir_archiver::delivery::DeliveryMode;
@@ -15,7 +15,99 @@ use weir_archiver::transformer::{FunctionInvoker, LambdaTransform, McpNormalize,
 use weir_core::Clock;
 use weir_core::ports::ObjectSink;
 
-use crate::config::{ArchiveMode, ArchiverSection, OverflowPolicy, TransformKind};
+use serde::{Deserialize, Serialize};
+
+use crate::plugin::{Context, Plugin};
+
+/// `type = "archiver"`: where objects go, the Firehose destination settings (from an
+/// existing delivery stream's file, or inline with Firehose's own field names), and
+/// weir's additions.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArchiverSection {
+    /// Output directory (one of `directory` and `bucket`).
+    #[serde(default)]
+    pub directory: Option<PathBuf>,
+    /// Output S3 bucket (one of `directory` and `bucket`).
+    #[serde(default)]
+    pub bucket: Option<String>,
+    /// An existing delivery stream's destination: `.json` (API/CLI shape), `.yaml`
+    /// (CloudFormation) or `.toml`. One of `firehose` and `destination`.
+    #[serde(default)]
+    pub firehose: Option<PathBuf>,
+    /// Which `AWS::KinesisFirehose::DeliveryStream` resource of a template.
+    #[serde(default)]
+    pub resource: Option<String>,
+    /// The destination inline, with Firehose's field names (`Prefix`, `BufferingHints`, ...).
+    #[serde(default)]
+    pub destination: Option<serde_json::Value>,
+    /// `exactly-once` (default) or `firehose` (at least once).
+    #[serde(default)]
+    pub mode: ArchiveMode,
+    /// `none` (default), `mcp-normalize`, or `lambda` (the destination's Lambda processor).
+    #[serde(default)]
+    pub transform: TransformKind,
+    /// Most data partitions open at once.
+    #[serde(default = "default_max_active")]
+    pub max_active_partitions: usize,
+    /// `flush-oldest` (default) or `error` (Firehose: records of new partitions go to the error output).
+    #[serde(default)]
+    pub overflow: OverflowPolicy,
+    /// Bytes waiting for the store before the archiver refuses new records.
+    #[serde(default = "default_max_backlog")]
+    pub max_backlog_bytes: u64,
+    /// GZIP level 0-9.
+    #[serde(default = "default_level")]
+    pub compression_level: u32,
+    /// Put in front of `Prefix` and `ErrorOutputPrefix` (replays: `weir replay --archive-prefix`).
+    #[serde(skip)]
+    pub prefix_prepend: Option<String>,
+}
+
+/// Delivery guarantee.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ArchiveMode {
+    /// Each record in exactly one object.
+    #[default]
+    ExactlyOnce,
+    /// Firehose's at-least-once.
+    Firehose,
+}
+
+/// The transform stage.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TransformKind {
+    /// Records pass unchanged.
+    #[default]
+    None,
+    /// The built-in MCP normaliser.
+    McpNormalize,
+    /// The destination's `Lambda` processor.
+    Lambda,
+}
+
+/// Past `max_active_partitions`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OverflowPolicy {
+    /// Seal the oldest buffer.
+    #[default]
+    FlushOldest,
+    /// Error output, as Firehose does.
+    Error,
+}
+
+fn default_max_active() -> usize {
+    500
+}
+fn default_max_backlog() -> u64 {
+    256 << 20
+}
+fn default_level() -> u32 {
+    6
+}
 
 /// Reads a destination file by its extension.
 pub fn read_destination(file: &Path, resource: Option<&str>) -> Result<ExtendedS3Destination> {
@@ -83,8 +175,9 @@ pub fn warnings(a: &ArchiverSection) -> Result<Vec<String>> {
     Ok(out)
 }
 
-/// Builds the consumer.
+/// Builds the consumer named `name`.
 pub fn build(
+    name: &str,
     a: &ArchiverSection,
     sink: Arc<dyn ObjectSink>,
     clock: Arc<dyn Clock>,
@@ -93,7 +186,7 @@ pub fn build(
     region: &str,
 ) -> Result<Archiver> {
     let settings = settings(a)?;
-    let mut options = ArchiverOptions::new(&a.name, settings.clone());
+    let mut options = ArchiverOptions::new(name, settings.clone());
     options.mode = match a.mode {
         ArchiveMode::ExactlyOnce => DeliveryMode::ExactlyOnce,
         ArchiveMode::Firehose => DeliveryMode::Firehose,
@@ -114,11 +207,40 @@ pub fn build(
             Transformer::Lambda(LambdaTransform {
                 invoker,
                 settings: lambda_settings,
-                delivery_arn: format!("arn:weir:archiver:{}", a.name),
+                delivery_arn: format!("arn:weir:archiver:{name}"),
                 source_arn: stream_arn.to_owned(),
                 region: region.to_owned(),
             })
         }
     };
     Ok(Archiver::new(options, sink, clock)?)
+}
+
+impl Plugin for Archiver {
+    type Config = ArchiverSection;
+    const ABOUT: &'static str = "Firehose-compatible S3 or directory delivery, exactly once";
+
+    fn check(a: &ArchiverSection, at: &str) -> Result<Vec<String>> {
+        warnings(a).map_err(|e| anyhow::anyhow!("field `{at}`: {e:#}"))
+    }
+
+    async fn build(mut a: ArchiverSection, ctx: &Context) -> Result<Self> {
+        a.prefix_prepend = ctx.archive_prefix().map(str::to_owned);
+        let sink = ctx.object_sink(ctx.at(), a.directory.as_deref(), a.bucket.as_deref()).await?;
+        let (lambda, region, arn) = if a.transform == TransformKind::Lambda {
+            let (client, region) = ctx.aws().lambda().await;
+            let invoker = Arc::new(crate::lambda::LambdaInvoker::new(client)) as Arc<dyn FunctionInvoker>;
+            (Some(invoker), region, ctx.stream_arn().await)
+        } else {
+            (None, String::new(), String::new())
+        };
+        let archiver = build(ctx.name(), &a, sink, ctx.clock(), lambda, &arn, &region)?;
+        let backlog = archiver.backlog();
+        let name = ctx.name().to_owned();
+        ctx.status_line(move || {
+            let (objects, bytes) = backlog.get();
+            format!("archiver {name}: {objects} objects ({bytes} bytes) waiting for the store")
+        });
+        Ok(archiver)
+    }
 }

@@ -1,0 +1,118 @@
+//! [`App`]: the `weir` command line with a set of registered consumer kinds.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Result;
+use clap::{CommandFactory, FromArgMatches};
+
+use crate::cli::{Cli, Command, ConfigCommand, PrefixCommand};
+use crate::plugin::{Plugin, Registry};
+use crate::{config, demo, firehose_check, health, prefix_eval, put, replay, run, telemetry};
+
+/// The whole `weir` command line (`run`, `replay`, `demo`, `config check`,
+/// `prefix eval`, `put`, `health`, `multilang`) over the registered consumer kinds.
+///
+/// [`App::new`] registers the built-ins; [`App::consumer`] adds (or replaces) a kind.
+pub struct App {
+    registry: Registry,
+}
+
+impl Default for App {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl App {
+    /// The built-in kinds: `count`, `log`, `files`, `archiver`, `alerting`,
+    /// `enrichment`, `multilang`.
+    pub fn new() -> Self {
+        let mut registry = Registry::default();
+        crate::builtin::register(&mut registry);
+        Self { registry }
+    }
+
+    /// Registers `P` as the consumer kind `kind` (`type = "<kind>"` in `[[consumers]]`);
+    /// a built-in of the same name is replaced.
+    pub fn consumer<P: Plugin>(mut self, kind: &str) -> Self {
+        self.registry.register::<P>(kind);
+        self
+    }
+
+    /// The registered kinds.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// Parses the process's arguments and runs the command; the exit code says how it
+    /// went (errors are printed to stderr).
+    pub fn run(self) -> ExitCode {
+        let help = format!("Consumer kinds (`type` in [[consumers]]):\n{}", self.registry.describe());
+        let matches = Cli::command().after_help(help).get_matches();
+        let cli = match Cli::from_arg_matches(&matches) {
+            Ok(cli) => cli,
+            Err(e) => e.exit(),
+        };
+        let default_level = if matches!(cli.command, Command::Demo(_)) { "warn" } else { "info" };
+        if let Err(e) = telemetry::init(cli.log_format, cli.log_level.as_deref().unwrap_or(default_level)) {
+            eprintln!("error: {e:#}");
+            return ExitCode::from(2);
+        }
+        let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("error: cannot start the async runtime: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        let registry = Arc::new(self.registry);
+        match runtime.block_on(dispatch(cli.command, registry)) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                ExitCode::FAILURE
+            }
+        }
+    }
+}
+
+async fn dispatch(command: Command, registry: Arc<Registry>) -> Result<()> {
+    match command {
+        Command::Demo(args) => demo::run(args, &registry).await,
+        Command::Put(args) => put::run(args).await,
+        Command::Replay(args) => replay::run(args, &registry).await,
+        Command::Health(args) => health::run(args).await,
+        Command::Run { config: Some(path), until_caught_up, .. } => {
+            run::run(config::load(&path, &registry)?, until_caught_up, &registry).await
+        }
+        Command::Run { config_toml, until_caught_up, .. } => {
+            let config = config::load_text(&config_toml.unwrap_or_default(), &registry)?;
+            run::run(config, until_caught_up, &registry).await
+        }
+        Command::Config(ConfigCommand::Check { file, firehose: true, resource }) => {
+            firehose_check::run(&file, resource.as_deref())
+        }
+        Command::Config(ConfigCommand::Check { file, .. }) => {
+            let c = config::load(&file, &registry)?;
+            println!(
+                "{}: ok ({} consumers: {}; reading {}; leases in {})",
+                file.display(),
+                c.consumers.len(),
+                c.consumers.iter().map(|c| format!("{} ({})", c.name, c.kind)).collect::<Vec<_>>().join(", "),
+                c.stream.describe(true),
+                c.leases.describe()
+            );
+            for (i, entry) in c.consumers.iter().enumerate() {
+                for w in registry.check(i, entry)? {
+                    println!("warning: {} {:?}: {w}", entry.kind, entry.name);
+                }
+            }
+            println!("consumer kinds: {}", registry.names().join(", "));
+            Ok(())
+        }
+        Command::Prefix(PrefixCommand::Eval { config, record, consumer, arrival }) => {
+            prefix_eval::run(&config, &registry, consumer.as_deref(), &record, arrival.as_deref()).await
+        }
+    }
+}

@@ -1,0 +1,20 @@
+//! The built-in consumer kinds, registered through the same [`Plugin`](crate::Plugin)
+//! API as any plugin.
+
+pub mod archiver;
+mod alerting;
+mod enrichment;
+mod runtime_kinds;
+
+use crate::plugin::Registry;
+
+/// Registers `count`, `log`, `files`, `archiver`, `alerting`, `enrichment` and
+/// `multilang`.
+pub fn register(registry: &mut Registry) {
+    registry.register::<weir_runtime::consumers::CountConsumer>("count");
+    registry.register::<weir_runtime::consumers::LogConsumer>("log");
+    registry.register::<weir_runtime::consumers::FilesConsumer>("files");
+    registry.register::<weir_archiver::archiver::Archiver>("archiver");
+    registry.register::<weir_alerting::Alerting>("alerting");
+    registry.register::<weir_enrichment::Enricher>("enrichment");
+}

@@ -1,0 +1,41 @@
+//! weir as a library: the whole `weir` command line ([`App`]) with the consumer kinds
+//! registered on it. The `weir` binary is `App::new().run()`; a plugin crate adds its
+//! own kinds first:
+//!
+//! ```no_run
+//! # use weir_runtime::consumers::CountConsumer as TopTools;
+//! fn main() -> std::process::ExitCode {
+//!     weir::App::new().consumer::<TopTools>("top-tools").run()
+//! }
+//! ```
+//!
+//! See [`Plugin`] for what a kind implements and what the API promises.
+
+mod app;
+mod cli;
+mod builtin;
+mod catch_up;
+mod cloudwatch;
+pub mod config;
+mod consumers;
+mod demo;
+mod firehose_check;
+mod health;
+mod http;
+mod lambda;
+mod prefix_eval;
+mod put;
+mod replay;
+mod replay_job;
+mod replay_progress;
+mod replay_source;
+mod run;
+mod sns;
+mod summary;
+mod telemetry;
+
+pub mod plugin;
+
+pub use app::App;
+pub use plugin::{Aws, Context, Plugin};
+pub use weir_core::{self, Acks, CloseReason, Consumer, ConsumerError, RecordBatch, ShardContext};

@@ -1,0 +1,159 @@
+//! What a plugin's factory gets: its name, the clock, the worker, object stores and AWS
+//! clients (created on first use from the config's `[aws]` section), and a `/readyz`
+//! line.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use anyhow::{Context as _, Result};
+use tokio::sync::OnceCell;
+use weir_core::Clock;
+use weir_core::ports::{ObjectSink, StreamWriter};
+
+use crate::config::AwsSection;
+
+/// A line of `/readyz`'s body, computed when the endpoint is asked.
+pub type StatusLine = Arc<dyn Fn() -> String + Send + Sync>;
+
+/// AWS clients from the config's `[aws]` section, each created the first time a
+/// consumer asks for it (a config that names no AWS service never loads AWS settings).
+#[derive(Default)]
+pub struct Aws {
+    section: AwsSection,
+    s3: OnceCell<aws_sdk_s3::Client>,
+    kinesis: OnceCell<aws_sdk_kinesis::Client>,
+    lambda: OnceCell<(aws_sdk_lambda::Client, String)>,
+    sns: OnceCell<aws_sdk_sns::Client>,
+}
+
+impl Aws {
+    /// Clients for `section`.
+    pub fn new(section: AwsSection) -> Self {
+        Self { section, ..Self::default() }
+    }
+
+    /// S3, with `s3_endpoint_url` and `s3_force_path_style`.
+    pub async fn s3(&self) -> aws_sdk_s3::Client {
+        self.s3.get_or_init(|| crate::run::s3_client(&self.section)).await.clone()
+    }
+
+    /// Kinesis, with `kinesis_endpoint_url`.
+    pub async fn kinesis(&self) -> aws_sdk_kinesis::Client {
+        let a = &self.section;
+        self.kinesis
+            .get_or_init(|| async { aws_sdk_kinesis::Client::new(&crate::run::sdk(a, &a.kinesis_endpoint_url).await) })
+            .await
+            .clone()
+    }
+
+    /// Lambda, with `lambda_endpoint_url`, and its region.
+    pub async fn lambda(&self) -> (aws_sdk_lambda::Client, String) {
+        let a = &self.section;
+        self.lambda
+            .get_or_init(|| async {
+                let shared = crate::run::sdk(a, &a.lambda_endpoint_url).await;
+                let region = shared.region().map(|r| r.to_string()).unwrap_or_default();
+                (aws_sdk_lambda::Client::new(&shared), region)
+            })
+            .await
+            .clone()
+    }
+
+    /// SNS, with `sns_endpoint_url`.
+    pub async fn sns(&self) -> aws_sdk_sns::Client {
+        let a = &self.section;
+        self.sns
+            .get_or_init(|| async { aws_sdk_sns::Client::new(&crate::run::sdk(a, &a.sns_endpoint_url).await) })
+            .await
+            .clone()
+    }
+}
+
+/// The factory's view of the worker it builds a consumer for.
+pub struct Context {
+    pub(crate) name: String,
+    pub(crate) at: String,
+    pub(crate) worker_id: String,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) aws: Arc<Aws>,
+    pub(crate) stream_name: String,
+    pub(crate) archive_prefix: Option<String>,
+    pub(crate) status: Mutex<Vec<StatusLine>>,
+}
+
+impl Context {
+    /// The consumer's `name` (it keys the consumer's checkpoints).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The section's path in the config (`consumers[2]`), for error messages.
+    pub fn at(&self) -> &str {
+        &self.at
+    }
+
+    /// The worker's id.
+    pub fn worker_id(&self) -> &str {
+        &self.worker_id
+    }
+
+    /// The clock (paused in tests; use it rather than the system time).
+    pub fn clock(&self) -> Arc<dyn Clock> {
+        self.clock.clone()
+    }
+
+    /// The stream's name (`stream.name`).
+    pub fn stream_name(&self) -> &str {
+        &self.stream_name
+    }
+
+    /// The stream's ARN as far as the config knows it (region from `[aws]`).
+    pub async fn stream_arn(&self) -> String {
+        let (_, region) = self.aws.lambda().await;
+        format!("arn:aws:kinesis:{region}::stream/{}", self.stream_name)
+    }
+
+    /// AWS clients from the config's `[aws]` section.
+    pub fn aws(&self) -> &Aws {
+        &self.aws
+    }
+
+    /// In `weir replay --archive-prefix P`: `P`, to put in front of the keys a consumer
+    /// writes, so a backfill lands beside the live output rather than on it.
+    pub fn archive_prefix(&self) -> Option<&str> {
+        self.archive_prefix.as_deref()
+    }
+
+    /// An object store: a local `directory` or an S3 `bucket`, exactly one of them;
+    /// `field` names the section for errors (`consumers[2]`, `consumers[2].lookup`).
+    pub async fn object_sink(
+        &self,
+        field: &str,
+        directory: Option<&Path>,
+        bucket: Option<&str>,
+    ) -> Result<Arc<dyn ObjectSink>> {
+        match (directory, bucket) {
+            (Some(dir), None) => Ok(Arc::new(
+                weir_local::FsObjectSink::new(dir).with_context(|| format!("{field}.directory {}", dir.display()))?,
+            )),
+            (None, Some(bucket)) => {
+                Ok(Arc::new(weir_aws::S3ObjectSink::new(self.aws.s3().await, bucket, weir_aws::S3Options::default())))
+            }
+            _ => anyhow::bail!("{field}: needs exactly one of `directory` and `bucket`"),
+        }
+    }
+
+    /// A writer of records into the Kinesis stream `stream` (PutRecords, batched).
+    pub async fn kinesis_writer(&self, stream: &str) -> Arc<dyn StreamWriter> {
+        let client = self.aws.kinesis().await;
+        Arc::new(weir_aws::kinesis::writer::KinesisWriter::new(
+            weir_aws::kinesis::producer::Producer::new(client, stream),
+            stream,
+        ))
+    }
+
+    /// Adds a line to the body of `/readyz` (e.g. a backlog), computed on each request.
+    pub fn status_line(&self, line: impl Fn() -> String + Send + Sync + 'static) {
+        self.status.lock().unwrap_or_else(|p| p.into_inner()).push(Arc::new(line));
+    }
+}
