@@ -51,6 +51,9 @@ pub(crate) enum Command {
     /// Ask a worker's health endpoint (`/readyz` by default): exit 0 when it answers
     /// 2xx, 1 otherwise. For container health checks without curl.
     Health(health::HealthArgs),
+    /// Run a KCL MultiLangDaemon application (its `.properties` file, its record
+    /// processor in Python, Node.js, ...) on weir, without a JVM.
+    Multilang(crate::multilang::command::MultilangArgs),
     /// Configuration tools.
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -94,4 +97,3 @@ pub(crate) enum ConfigCommand {
         resource: Option<String>,
     },
 }
-

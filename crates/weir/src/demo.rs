@@ -174,14 +174,8 @@ pub async fn run(args: DemoArgs, registry: &crate::plugin::Registry) -> Result<(
         workers.push(tokio::spawn(async move { w.run(token).await }));
     }
     if let Some(addr) = args.http {
-        crate::http::serve(
-            addr,
-            crate::http::install_recorder()?,
-            stats.clone(),
-            status.clone(),
-            stop_workers.clone(),
-        )
-        .await?;
+        crate::http::serve(addr, crate::http::install_recorder()?, stats.clone(), status.clone(), stop_workers.clone())
+            .await?;
     }
     println!(
         "weir demo: {} shards, {} workers, {} events/s for {:?}; output in {}",
@@ -223,7 +217,12 @@ pub async fn run(args: DemoArgs, registry: &crate::plugin::Registry) -> Result<(
     // Drain: wait until the count consumers have seen every record.
     // Records the `count` consumer processed, over every worker.
     let total_counted = || {
-        stats.iter().flat_map(|s| s.lanes()).filter(|(k, _)| k.1.as_str() == "count").map(|(_, v)| v.records).sum::<u64>()
+        stats
+            .iter()
+            .flat_map(|s| s.lanes())
+            .filter(|(k, _)| k.1.as_str() == "count")
+            .map(|(_, v)| v.records)
+            .sum::<u64>()
     };
     let drain_deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     while total_counted() < produced && tokio::time::Instant::now() < drain_deadline && !shutdown.is_cancelled() {

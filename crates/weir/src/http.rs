@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use crate::plugin::StatusLine;
 use anyhow::{Context, Result};
 use axum::Router;
 use axum::extract::State;
@@ -12,7 +13,6 @@ use axum::routing::get;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use crate::plugin::StatusLine;
 use weir_runtime::WorkerStats;
 
 #[derive(Clone)]

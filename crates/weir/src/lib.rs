@@ -12,9 +12,9 @@
 //! See [`Plugin`] for what a kind implements and what the API promises.
 
 mod app;
-mod cli;
 mod builtin;
 mod catch_up;
+mod cli;
 mod cloudwatch;
 pub mod config;
 mod consumers;
@@ -23,6 +23,7 @@ mod firehose_check;
 mod health;
 mod http;
 mod lambda;
+mod multilang;
 mod prefix_eval;
 mod put;
 mod replay;

@@ -47,7 +47,8 @@ pub async fn run(
     if section.transform == TransformKind::Lambda {
         bail!("prefix eval does not invoke Lambda functions; evaluate the Lambda's output with transform = \"none\"");
     }
-    let archiver = crate::builtin::archiver::build(name, section, Arc::new(NullSink), Arc::new(SystemClock), None, "", "")?;
+    let archiver =
+        crate::builtin::archiver::build(name, section, Arc::new(NullSink), Arc::new(SystemClock), None, "", "")?;
     let rec = Record {
         partition_key: "prefix-eval".into(),
         position: ExtendedSequenceNumber::plain(SequenceNumber::from_u128(1)),

@@ -1,8 +1,8 @@
 //! The built-in consumer kinds, registered through the same [`Plugin`](crate::Plugin)
 //! API as any plugin.
 
-pub mod archiver;
 mod alerting;
+pub mod archiver;
 mod enrichment;
 mod runtime_kinds;
 
@@ -17,4 +17,5 @@ pub fn register(registry: &mut Registry) {
     registry.register::<weir_archiver::archiver::Archiver>("archiver");
     registry.register::<weir_alerting::Alerting>("alerting");
     registry.register::<weir_enrichment::Enricher>("enrichment");
+    registry.register::<crate::multilang::MultiLang>("multilang");
 }

@@ -108,7 +108,9 @@ mod tests {
         let f = write("[[consumers]]\ntype = \"count\"\nname = \"a\"\n[[consumers]]\ntype = \"log\"\nname = \"a\"\n");
         let e = format!("{:#}", load(f.path()).unwrap_err());
         assert!(e.contains("consumers[1].name"), "{e}");
-        let f = write("[[consumers]]\ntype = \"count\"\nname = \"a\"\nwindow = 3\n[[consumers]]\ntype = \"nope\"\nname = \"b\"\n");
+        let f = write(
+            "[[consumers]]\ntype = \"count\"\nname = \"a\"\nwindow = 3\n[[consumers]]\ntype = \"nope\"\nname = \"b\"\n",
+        );
         let e = format!("{:#}", load(f.path()).unwrap_err());
         assert!(e.contains("field `consumers[0].window`: unknown field `window`"), "{e}");
         assert!(e.contains("field `consumers[1].type`: unknown consumer type \"nope\"; registered: count, log"), "{e}");

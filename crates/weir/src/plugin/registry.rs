@@ -92,7 +92,11 @@ impl Registry {
 
     fn kind(&self, entry: &ConsumerEntry, at: &str) -> Result<&Kind> {
         self.kinds.iter().find(|k| k.name == entry.kind).ok_or_else(|| {
-            anyhow!("field `{at}.type`: unknown consumer type {:?}; registered: {}", entry.kind, self.names().join(", "))
+            anyhow!(
+                "field `{at}.type`: unknown consumer type {:?}; registered: {}",
+                entry.kind,
+                self.names().join(", ")
+            )
         })
     }
 
