@@ -20,9 +20,13 @@ fn write_config(dir: &std::path::Path, body: &str) -> std::path::PathBuf {
 #[test]
 fn config_check_accepts_the_examples() {
     for (file, consumers) in [
-        ("weir.toml", "ok (3 consumers: count, log, mcp-archive; reading in-process stream \"mcp-events\""),
+        (
+            "weir.toml",
+            "ok (3 consumers: count (count), log (log), mcp-archive (archiver); reading in-process stream \"mcp-events\"",
+        ),
+        ("weir.toml", "consumer kinds: count, log, files, archiver, alerting, enrichment, multilang"),
         ("weir.toml", "leases in SQLite weir-run/leases.db, namespace \"mcp-events\""),
-        ("weir-aws.toml", "raw-archive, count"),
+        ("weir-aws.toml", "raw-archive (files), count (count)"),
         ("weir-aws.toml", "through enhanced fan-out consumer \"weir\"; leases in DynamoDB table weir-leases"),
     ] {
         let example = format!("{}/../../examples/{file}", env!("CARGO_MANIFEST_DIR"));
@@ -31,6 +35,26 @@ fn config_check_accepts_the_examples() {
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(stdout.contains(consumers), "{file}: {stdout}");
     }
+}
+
+#[test]
+fn an_unknown_consumer_type_names_the_registered_kinds() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("weir.toml");
+    std::fs::write(&path, "[[consumers]]\ntype = \"top-tools\"\nname = \"t\"\n").unwrap();
+    let out = weir().args(["config", "check", path.to_str().unwrap()]).output().unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(
+            "field `consumers[0].type`: unknown consumer type \"top-tools\"; registered: count, log, files, archiver, alerting, enrichment, multilang"
+        ),
+        "{stderr}"
+    );
+    let help = weir().arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(help.contains("Consumer kinds (`type` in [[consumers]]):"), "{help}");
+    assert!(help.contains("  multilang   KCL MultiLang record processors"), "{help}");
 }
 
 #[test]

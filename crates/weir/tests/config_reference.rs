@@ -16,6 +16,9 @@ fn root() -> PathBuf {
 /// The files that hold the config types.
 const SOURCES: &[&str] = &[
     "crates/weir/src/config/model.rs",
+    "crates/weir/src/builtin/runtime_kinds.rs",
+    "crates/weir/src/builtin/archiver.rs",
+    "crates/weir/src/multilang/consumer.rs",
     "consumers/alerting/src/consumer.rs",
     "consumers/alerting/src/rule.rs",
     "consumers/enrichment/src/enricher.rs",
@@ -63,11 +66,14 @@ fn fields(fields: &syn::Fields) -> Vec<Field> {
     fields
         .iter()
         .filter_map(|f| {
+            let serde = serde_attrs(&f.attrs);
+            // `#[serde(rename = "type")]`
+            let renamed = serde.split("rename = \"").nth(1).and_then(|r| r.split('"').next()).map(str::to_owned);
             Some(Field {
-                name: f.ident.as_ref()?.to_string(),
+                name: renamed.unwrap_or(f.ident.as_ref()?.to_string()),
                 ty: f.ty.clone(),
                 doc: doc(&f.attrs),
-                skipped: serde_attrs(&f.attrs).contains("skip"),
+                skipped: serde.contains("skip") || serde.contains("flatten"),
             })
         })
         .collect()
@@ -226,15 +232,53 @@ fn generate() -> String {
         let heading = if list { format!("[[{}]]", f.name) } else { format!("[{}]", f.name) };
         writeln!(out, "\n## `{heading}`\n\n{}", f.doc).unwrap();
         render_item(&mut out, &heading, &ty, &items);
+        if ty == "ConsumerEntry" {
+            render_kinds(&mut out, &items);
+        }
     }
     out
+}
+
+/// The built-in consumer kinds and the type of each one's fields (`None`: no fields).
+const KINDS: &[(&str, Option<&str>, &str)] = &[
+    ("count", None, "Counts records and bytes per shard; acknowledges at once."),
+    ("log", None, "Logs one line per batch."),
+    ("files", Some("FilesSection"), "Gzip NDJSON objects per shard."),
+    ("archiver", Some("ArchiverSection"), "Firehose-compatible S3 (or local directory) delivery."),
+    ("alerting", Some("AlertingConfig"), "Windowed alert rules."),
+    ("enrichment", Some("EnrichmentConfig"), "Normalise, enrich and republish."),
+    ("multilang", Some("MultiLangSection"), "KCL MultiLang record processors, one child process per shard."),
+];
+
+/// Each kind's own fields (`name` is the entry's, above).
+fn render_kinds(out: &mut String, items: &BTreeMap<String, Item>) {
+    for (kind, ty, about) in KINDS {
+        let head = format!("[[consumers]] type = \"{kind}\"");
+        writeln!(out, "\n{about}").unwrap();
+        match ty {
+            None => writeln!(out, "\n### `{head}`\n\nNo fields besides `type` and `name`.").unwrap(),
+            Some(ty) => {
+                let Item::Struct { fields } = &items[*ty] else { panic!("{ty} is a struct") };
+                let own: Vec<Field> = fields
+                    .iter()
+                    .filter(|f| f.name != "name")
+                    .map(|f| Field { name: f.name.clone(), ty: f.ty.clone(), doc: f.doc.clone(), skipped: f.skipped })
+                    .collect();
+                let mut nested = Vec::new();
+                table(out, &head, &own, items, &mut nested);
+                for (sub, t) in nested {
+                    render_item(out, &sub, &t, items);
+                }
+            }
+        }
+    }
 }
 
 #[test]
 fn the_configuration_reference_is_generated_from_the_doc_comments() {
     let path = root().join("docs/configuration.md");
     let generated = generate();
-    for field in ["kinesis_endpoint_url", "efo_consumer", "max_active_partitions", "topic_arn", "cloudwatch"] {
+    for field in ["kinesis_endpoint_url", "efo_consumer", "max_active_partitions", "topic_arn", "cloudwatch", "command"] {
         assert!(generated.contains(&format!("| `{field}` |")), "{field} is documented");
     }
     if std::env::var("WEIR_BLESS").is_ok_and(|v| v == "1") {
