@@ -19,7 +19,7 @@ for tool in cargo python3 node npm; do
 done
 
 ./tests/emulators/install.sh
-cargo build --locked -p weir
+cargo build --locked -p weir -p weir-example-tool-minutes
 cargo test --workspace --all-targets --locked --no-fail-fast
 ./deploy/lint.sh
 ./tests/fleet/run.sh

@@ -6,6 +6,7 @@
 #   kinesis-local 0.6.2  (npm)        second Kinesis for EFO cross-checks
 #   moto[server] 5.2.5   (PyPI, venv) DynamoDB and S3
 #   s3s-fs 0.14.1        (crates.io)  second S3
+#   amazon_kclpy 3.2.0   (PyPI sdist) KCL MultiLang peer: its unchanged sample processor
 set -euo pipefail
 HOME_DIR="${WEIR_EMULATORS_HOME:-$HOME/.cache/weir-emulators}"
 mkdir -p "$HOME_DIR"
@@ -42,4 +43,15 @@ if want duckdb && ! [ -x "$HOME_DIR/duckdb-py/bin/python" ]; then
   python3 -m venv "$HOME_DIR/duckdb-py"
   "$HOME_DIR/duckdb-py/bin/pip" install --quiet --disable-pip-version-check duckdb
 fi
+# KCL MultiLang peers: the amazon_kclpy sources (its sample application unchanged),
+# unpacked without setup.py, which would download the KCL jars weir does not need.
+if want kclpy && ! [ -f "$HOME_DIR/amazon_kclpy-3.2.0/samples/sample_kclpy_app.py" ]; then
+  echo "installing amazon_kclpy 3.2.0 sources" >&2
+  tmp="$(mktemp -d)"
+  python3 -m pip download --quiet --disable-pip-version-check --no-deps --no-binary :all: \
+    -d "$tmp" amazon-kclpy==3.2.0
+  tar -xzf "$tmp"/amazon_kclpy-3.2.0.tar.gz -C "$HOME_DIR"
+  rm -rf "$tmp"
+fi
+
 echo "emulators ready in $HOME_DIR" >&2

@@ -203,8 +203,11 @@ async fn drain_stderr(
 ) {
     let mut pending: Vec<u8> = Vec::new();
     let mut buf = vec![0u8; 8192];
-    let emit = |bytes: &[u8]| {
-        let line = String::from_utf8_lossy(bytes).trim_end().to_owned();
+    // A line loses its line ending; a chunk of a longer line is kept as it is, so the
+    // chunks of one shard, joined, are what the processor wrote.
+    let emit = |bytes: &[u8], line_end: bool| {
+        let text = String::from_utf8_lossy(bytes);
+        let line = if line_end { text.trim_end_matches('\r').to_owned() } else { text.into_owned() };
         if line.is_empty() {
             return;
         }
@@ -222,14 +225,14 @@ async fn drain_stderr(
         };
         pending.extend_from_slice(&buf[..n]);
         while let Some(i) = pending.iter().position(|&b| b == b'\n') {
-            emit(&pending[..i]);
+            emit(&pending[..i], true);
             pending.drain(..=i);
         }
         while pending.len() >= STDERR_CHUNK {
             let rest = pending.split_off(STDERR_CHUNK);
-            emit(&pending);
+            emit(&pending, false);
             pending = rest;
         }
     }
-    emit(&pending);
+    emit(&pending, false);
 }
