@@ -278,7 +278,8 @@ fn render_kinds(out: &mut String, items: &BTreeMap<String, Item>) {
 fn the_configuration_reference_is_generated_from_the_doc_comments() {
     let path = root().join("docs/configuration.md");
     let generated = generate();
-    for field in ["kinesis_endpoint_url", "efo_consumer", "max_active_partitions", "topic_arn", "cloudwatch", "command"] {
+    for field in ["kinesis_endpoint_url", "efo_consumer", "max_active_partitions", "topic_arn", "cloudwatch", "command"]
+    {
         assert!(generated.contains(&format!("| `{field}` |")), "{field} is documented");
     }
     if std::env::var("WEIR_BLESS").is_ok_and(|v| v == "1") {

@@ -78,9 +78,11 @@ fn apply(db: &mut Connection, consumer: &str, batch: &RecordBatch) -> rusqlite::
     let tx = db.transaction()?;
     let shard = batch.shard_id.as_str();
     let done: Option<ExtendedSequenceNumber> = tx
-        .query_row("SELECT sequence, sub FROM applied WHERE consumer = ?1 AND shard = ?2", params![consumer, shard], |r| {
-            Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
-        })
+        .query_row(
+            "SELECT sequence, sub FROM applied WHERE consumer = ?1 AND shard = ?2",
+            params![consumer, shard],
+            |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)),
+        )
         .optional()?
         .and_then(|(s, sub)| Some(ExtendedSequenceNumber::new(SequenceNumber::parse(&s).ok()?, sub as u64)));
     for record in &batch.records {

@@ -13,7 +13,7 @@ pub fn parse(text: &str) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     let mut logical = String::new();
     for raw in text.lines() {
-        let line = if logical.is_empty() { raw.trim_start() } else { raw.trim_start() };
+        let line = raw.trim_start();
         if logical.is_empty() && (line.is_empty() || line.starts_with('#') || line.starts_with('!')) {
             continue;
         }
@@ -230,7 +230,7 @@ pub fn translate(props: &BTreeMap<String, String>, dir: &Path, options: &Options
     let shard_sync = millis(props, "shardSyncIntervalMillis")?;
     let timeout = millis(props, "timeoutInSeconds")?;
     let grace = millis(props, "shutdownGraceMillis")?;
-    for (k, _) in props {
+    for k in props.keys() {
         let known = READ.contains(&k.as_str())
             || POLLING.contains(&k.as_str())
             || NOT_NEEDED.contains(&k.as_str())
