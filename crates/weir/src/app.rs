@@ -95,7 +95,7 @@ async fn dispatch(command: Command, registry: Arc<Registry>) -> Result<()> {
             firehose_check::run(&file, resource.as_deref())
         }
         Command::Config(ConfigCommand::Check { file, .. }) => {
-            let c = config::load(&file, &registry)?;
+            let (c, warnings) = config::check(&file, &registry)?;
             println!(
                 "{}: ok ({} consumers: {}; reading {}; leases in {})",
                 file.display(),
@@ -104,10 +104,8 @@ async fn dispatch(command: Command, registry: Arc<Registry>) -> Result<()> {
                 c.stream.describe(true),
                 c.leases.describe()
             );
-            for (i, entry) in c.consumers.iter().enumerate() {
-                for w in registry.check(i, entry)? {
-                    println!("warning: {} {:?}: {w}", entry.kind, entry.name);
-                }
+            for w in warnings {
+                println!("warning: {w}");
             }
             println!("consumer kinds: {}", registry.names().join(", "));
             Ok(())

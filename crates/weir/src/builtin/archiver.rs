@@ -228,9 +228,8 @@ impl Plugin for Archiver {
         a.prefix_prepend = ctx.archive_prefix().map(str::to_owned);
         let sink = ctx.object_sink(ctx.at(), a.directory.as_deref(), a.bucket.as_deref()).await?;
         let (lambda, region, arn) = if a.transform == TransformKind::Lambda {
-            let (client, region) = ctx.aws().lambda().await;
-            let invoker = Arc::new(crate::lambda::LambdaInvoker::new(client)) as Arc<dyn FunctionInvoker>;
-            (Some(invoker), region, ctx.stream_arn().await)
+            let invoker = Arc::new(crate::lambda::LambdaInvoker::new(ctx.aws().lambda().await));
+            (Some(invoker as Arc<dyn FunctionInvoker>), ctx.aws().region().await, ctx.stream_arn().await)
         } else {
             (None, String::new(), String::new())
         };

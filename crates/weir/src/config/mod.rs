@@ -16,6 +16,11 @@ use crate::plugin::Registry;
 
 /// Loads and validates the configuration at `path` (with environment overrides).
 pub fn load(path: &Path, registry: &Registry) -> Result<Config> {
+    check(path, registry).map(|(config, _)| config)
+}
+
+/// [`load`], also returning the consumer kinds' warnings (`weir config check`).
+pub fn check(path: &Path, registry: &Registry) -> Result<(Config, Vec<String>)> {
     if !path.exists() {
         bail!("config file {} does not exist", path.display());
     }
@@ -25,10 +30,10 @@ pub fn load(path: &Path, registry: &Registry) -> Result<Config> {
 /// Loads and validates a configuration given as TOML text (`weir run --config-toml`,
 /// or `WEIR_CONFIG_TOML` where mounting a file is awkward, as on ECS Fargate).
 pub fn load_text(text: &str, registry: &Registry) -> Result<Config> {
-    extract(Toml::string(text), "given with --config-toml (WEIR_CONFIG_TOML)", registry)
+    extract(Toml::string(text), "given with --config-toml (WEIR_CONFIG_TOML)", registry).map(|(config, _)| config)
 }
 
-fn extract(file: figment::providers::Data<Toml>, origin: &str, registry: &Registry) -> Result<Config> {
+fn extract(file: figment::providers::Data<Toml>, origin: &str, registry: &Registry) -> Result<(Config, Vec<String>)> {
     let figment = Figment::from(Serialized::defaults(Config::default()))
         .merge(file)
         // Only variables that name a section (WEIR_WORKER__FAILOVER, …) are config;
@@ -38,8 +43,8 @@ fn extract(file: figment::providers::Data<Toml>, origin: &str, registry: &Regist
         .extract()
         .map_err(|e| anyhow::anyhow!(describe(e)))
         .with_context(|| format!("invalid config {origin}"))?;
-    config.validate(registry).with_context(|| format!("invalid config {origin}"))?;
-    Ok(config)
+    let warnings = config.validate(registry).with_context(|| format!("invalid config {origin}"))?;
+    Ok((config, warnings))
 }
 
 /// Top-level sections of the config file.

@@ -323,8 +323,9 @@ impl Default for MetricsSection {
 
 impl Config {
     /// Cross-field checks, and each consumer's section checked by its registered kind;
-    /// errors name the field (every consumer's problem at once).
-    pub fn validate(&self, registry: &crate::plugin::Registry) -> Result<()> {
+    /// errors name the field (every consumer's problem at once). Returns the kinds'
+    /// warnings, each as `<kind> "<name>": <warning>`.
+    pub fn validate(&self, registry: &crate::plugin::Registry) -> Result<Vec<String>> {
         let w = &self.worker;
         if w.failover < Duration::from_millis(100) {
             bail!("field `worker.failover`: must be at least 100ms");
@@ -366,6 +367,7 @@ impl Config {
             bail!("field `consumers`: at least one consumer is needed");
         }
         let mut problems = Vec::new();
+        let mut warnings = Vec::new();
         let mut seen = std::collections::HashSet::new();
         for (i, c) in self.consumers.iter().enumerate() {
             let name = c.name();
@@ -378,14 +380,15 @@ impl Config {
                     "field `consumers[{i}].name`: {name:?} is used twice; names key checkpoints and must be unique"
                 ));
             }
-            if let Err(e) = registry.check(i, c) {
-                problems.push(format!("{e:#}"));
+            match registry.check(i, c) {
+                Ok(ws) => warnings.extend(ws.into_iter().map(|w| format!("{} {name:?}: {w}", c.kind))),
+                Err(e) => problems.push(format!("{e:#}")),
             }
         }
         if !problems.is_empty() {
             bail!("{}", problems.join("\n"));
         }
-        Ok(())
+        Ok(warnings)
     }
 
     /// Runtime settings from `[worker]`.

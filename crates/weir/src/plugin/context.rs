@@ -22,7 +22,8 @@ pub struct Aws {
     section: AwsSection,
     s3: OnceCell<aws_sdk_s3::Client>,
     kinesis: OnceCell<aws_sdk_kinesis::Client>,
-    lambda: OnceCell<(aws_sdk_lambda::Client, String)>,
+    lambda: OnceCell<aws_sdk_lambda::Client>,
+    region: OnceCell<String>,
     sns: OnceCell<aws_sdk_sns::Client>,
 }
 
@@ -46,14 +47,21 @@ impl Aws {
             .clone()
     }
 
-    /// Lambda, with `lambda_endpoint_url`, and its region.
-    pub async fn lambda(&self) -> (aws_sdk_lambda::Client, String) {
+    /// Lambda, with `lambda_endpoint_url`.
+    pub async fn lambda(&self) -> aws_sdk_lambda::Client {
         let a = &self.section;
         self.lambda
+            .get_or_init(|| async { aws_sdk_lambda::Client::new(&crate::run::sdk(a, &a.lambda_endpoint_url).await) })
+            .await
+            .clone()
+    }
+
+    /// The region: `[aws] region`, else the environment's or profile's (empty if none).
+    pub async fn region(&self) -> String {
+        let a = &self.section;
+        self.region
             .get_or_init(|| async {
-                let shared = crate::run::sdk(a, &a.lambda_endpoint_url).await;
-                let region = shared.region().map(|r| r.to_string()).unwrap_or_default();
-                (aws_sdk_lambda::Client::new(&shared), region)
+                crate::run::sdk(a, &None).await.region().map(|r| r.to_string()).unwrap_or_default()
             })
             .await
             .clone()
@@ -109,8 +117,7 @@ impl Context {
 
     /// The stream's ARN as far as the config knows it (region from `[aws]`).
     pub async fn stream_arn(&self) -> String {
-        let (_, region) = self.aws.lambda().await;
-        format!("arn:aws:kinesis:{region}::stream/{}", self.stream_name)
+        format!("arn:aws:kinesis:{}::stream/{}", self.aws.region().await, self.stream_name)
     }
 
     /// AWS clients from the config's `[aws]` section.
