@@ -163,6 +163,7 @@ fn shown(ty: &syn::Type, items: &BTreeMap<String, Item>) -> String {
         "bool" => "boolean".to_owned(),
         "String" => "string".to_owned(),
         "Value" => "table (Firehose field names)".to_owned(),
+        "BTreeMap" => "table of strings".to_owned(),
         other => match items.get(other) {
             Some(Item::Enum { tagged: false, variants }) => {
                 variants.iter().map(|v| format!("\"{}\"", v.0)).collect::<Vec<_>>().join(" \\| ")
