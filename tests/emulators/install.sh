@@ -7,6 +7,7 @@
 #   moto[server] 5.2.5   (PyPI, venv) DynamoDB and S3
 #   s3s-fs 0.14.1        (crates.io)  second S3
 #   amazon_kclpy 3.2.0   (PyPI sdist) KCL MultiLang peer: its unchanged sample processor
+#   aws-kcl 2.3.2        (npm)        KCL MultiLang peer for Node.js processors
 set -euo pipefail
 HOME_DIR="${WEIR_EMULATORS_HOME:-$HOME/.cache/weir-emulators}"
 mkdir -p "$HOME_DIR"
@@ -52,6 +53,12 @@ if want kclpy && ! [ -f "$HOME_DIR/amazon_kclpy-3.2.0/samples/sample_kclpy_app.p
     -d "$tmp" amazon-kclpy==3.2.0
   tar -xzf "$tmp"/amazon_kclpy-3.2.0.tar.gz -C "$HOME_DIR"
   rm -rf "$tmp"
+fi
+
+if want aws-kcl && ! [ -f "$HOME_DIR/aws-kcl-2.3.2/node_modules/aws-kcl/package.json" ]; then
+  echo "installing aws-kcl 2.3.2" >&2
+  mkdir -p "$HOME_DIR/aws-kcl-2.3.2"
+  npm install --silent --no-audit --no-fund --prefix "$HOME_DIR/aws-kcl-2.3.2" aws-kcl@2.3.2
 fi
 
 echo "emulators ready in $HOME_DIR" >&2

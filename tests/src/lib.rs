@@ -9,12 +9,25 @@ use weir_aws::{AwsSettings, load_sdk_config};
 
 /// The `weir` binary built by cargo for this workspace.
 pub fn weir_binary() -> std::path::PathBuf {
+    target_binary("weir", "weir")
+}
+
+/// A binary of package `package` built by cargo for this workspace (the test fails
+/// with the build command when it is missing).
+pub fn target_binary(name: &str, package: &str) -> std::path::PathBuf {
     let exe = std::env::current_exe().expect("test binary path");
-    // target/<profile>/deps/<test> -> target/<profile>/weir
+    // target/<profile>/deps/<test> -> target/<profile>/<name>
     let dir = exe.parent().and_then(Path::parent).expect("target dir");
-    let bin = dir.join("weir");
-    assert!(bin.exists(), "{} missing: build it first (cargo build -p weir)", bin.display());
+    let bin = dir.join(name);
+    assert!(bin.exists(), "{} missing: build it first (cargo build -p {package})", bin.display());
     bin
+}
+
+/// Where tests/emulators/install.sh installs the emulators and peers.
+pub fn emulators_home() -> std::path::PathBuf {
+    std::env::var("WEIR_EMULATORS_HOME").map(std::path::PathBuf::from).unwrap_or_else(|_| {
+        std::path::PathBuf::from(std::env::var("HOME").expect("HOME")).join(".cache/weir-emulators")
+    })
 }
 
 /// Starts `weir run --config <config>` with emulator credentials.
@@ -42,6 +55,32 @@ pub fn weir_command() -> Command {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     c
+}
+
+/// Runs `cmd` (stdout kept, stderr in a file, both returned), failing the test with
+/// its stderr after `limit`. Returns the output and how long it took.
+pub fn timed(mut cmd: Command, limit: Duration) -> (std::process::Output, Duration) {
+    let started = std::time::Instant::now();
+    let log = tempfile::NamedTempFile::new().expect("log file");
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(log.reopen().expect("log file"))
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
+    loop {
+        if child.try_wait().expect("wait").is_some() {
+            let mut out = child.wait_with_output().expect("output");
+            out.stderr = std::fs::read(log.path()).expect("log");
+            return (out, started.elapsed());
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            let text = std::fs::read_to_string(log.path()).unwrap_or_default();
+            panic!("{cmd:?} still running after {limit:?}:\n{text}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// A free loopback port.
@@ -138,10 +177,7 @@ pub async fn download(client: &aws_sdk_s3::Client, bucket: &str, prefix: &str, d
 /// Runs SQL in DuckDB (installed by tests/emulators/install.sh) and returns the rows
 /// as JSON arrays.
 pub fn duckdb(sql: &str) -> Vec<Vec<serde_json::Value>> {
-    let home = std::env::var("WEIR_EMULATORS_HOME").map(std::path::PathBuf::from).unwrap_or_else(|_| {
-        std::path::PathBuf::from(std::env::var("HOME").expect("HOME")).join(".cache/weir-emulators")
-    });
-    let python = home.join("duckdb-py/bin/python");
+    let python = emulators_home().join("duckdb-py/bin/python");
     let script = "import duckdb, json, sys\nrows = duckdb.sql(sys.argv[1]).fetchall()\nprint(json.dumps([list(r) for r in rows], default=str))";
     let out = std::process::Command::new(&python)
         .args(["-c", script, sql])

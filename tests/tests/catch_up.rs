@@ -5,7 +5,7 @@
 
 use std::path::Path;
 use std::process::Output;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use weir_aws::kinesis::producer::Producer;
 use weir_e2e::{
@@ -36,26 +36,11 @@ fn config(dir: &Path, kinesis: &str) -> std::path::PathBuf {
     cfg
 }
 
-/// Runs `weir` with `args` (stdout kept, the log in a file), failing the test after
-/// `limit`.
+/// Runs `weir` with `args`, failing the test after `limit`.
 fn timed(args: &[&str], limit: Duration) -> (Output, Duration) {
-    let started = Instant::now();
-    let log = tempfile::NamedTempFile::new().unwrap();
-    let mut child = weir_command().args(args).stderr(log.reopen().unwrap()).spawn().unwrap();
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            let mut out = child.wait_with_output().unwrap();
-            out.stderr = std::fs::read(log.path()).unwrap();
-            return (out, started.elapsed());
-        }
-        if started.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            let text = std::fs::read_to_string(log.path()).unwrap();
-            panic!("weir {args:?} still running after {limit:?}:\n{text}");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let mut cmd = weir_command();
+    cmd.args(args);
+    weir_e2e::timed(cmd, limit)
 }
 
 fn sessions(dir: &Path) -> Vec<String> {
