@@ -44,9 +44,13 @@ pub struct ArchiverOptions {
     pub settings: ArchiverSettings,
     /// Exactly-once (default) or Firehose's at-least-once.
     pub mode: DeliveryMode,
-    /// Most data partitions open at once (Firehose: 500).
-    pub max_active_partitions: usize,
-    /// What happens past the cap.
+    /// Bytes the open buffers may hold together (see [`crate::buffers`]): past it
+    /// stages are compressed early, then the largest buffers sealed.
+    pub max_buffer_memory: usize,
+    /// Most data partitions open at once (`None`, the default: no count limit; Firehose
+    /// has 500).
+    pub max_active_partitions: Option<usize>,
+    /// What happens past `max_active_partitions`.
     pub overflow: Overflow,
     /// Refuse new batches while this many compressed bytes wait for the store (the
     /// stream keeps the records; the runtime offers them again later).
@@ -66,7 +70,8 @@ impl ArchiverOptions {
             name: name.to_owned(),
             settings,
             mode: DeliveryMode::ExactlyOnce,
-            max_active_partitions: 500,
+            max_buffer_memory: DEFAULT_BUFFER_MEMORY,
+            max_active_partitions: None,
             overflow: Overflow::FlushOldest,
             max_backlog_bytes: 256 << 20,
             compression_level: 6,
@@ -75,6 +80,9 @@ impl ArchiverOptions {
         }
     }
 }
+
+/// Default of [`ArchiverOptions::max_buffer_memory`]: 256 MiB.
+pub const DEFAULT_BUFFER_MEMORY: usize = 256 << 20;
 
 /// Why the archiver could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -128,7 +136,8 @@ impl Archiver {
         let limits = Limits {
             size_bytes: s.buffer_bytes,
             interval: s.buffer_interval,
-            max_active: options.max_active_partitions.max(1),
+            memory: options.max_buffer_memory,
+            max_active: options.max_active_partitions.map(|n| n.max(1)),
             overflow: options.overflow,
             compression: s.compression,
             level: options.compression_level,
@@ -149,8 +158,9 @@ impl Archiver {
             query,
             prefix_keys,
             flat_route,
-            // Room for every active partition, and as many again of their past values.
-            route_cache: std::cell::RefCell::new(RouteCache::new(2 * options.max_active_partitions.max(1))),
+            // Room for about as many partitions as the budget holds open (an entry costs
+            // about 100 bytes, an open buffer at least 1.5 KiB).
+            route_cache: std::cell::RefCell::new(RouteCache::new((options.max_buffer_memory / 1536).clamp(4, 1 << 18))),
             transformer: options.transformer,
             buffers: Buffers::new(limits),
             ledger: Ledger::default(),

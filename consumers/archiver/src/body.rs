@@ -77,6 +77,8 @@ pub enum Body {
     Gzip {
         /// Deflate runs so far (no header), one exactly-sized piece per chunk.
         runs: Vec<Vec<u8>>,
+        /// Bytes in `runs` (kept so that [`Body::held`] is not a walk over them).
+        runs_len: usize,
         /// Records not compressed yet.
         staged: Vec<u8>,
         /// CRC-32 of everything compressed so far (the stage is added when it is).
@@ -91,7 +93,9 @@ impl Body {
     pub fn new(format: Format) -> Self {
         match format {
             Format::Uncompressed => Body::Plain(Vec::new()),
-            Format::Gzip => Body::Gzip { runs: Vec::new(), staged: Vec::new(), crc: crc32fast::Hasher::new(), len: 0 },
+            Format::Gzip => {
+                Body::Gzip { runs: Vec::new(), runs_len: 0, staged: Vec::new(), crc: crc32fast::Hasher::new(), len: 0 }
+            }
         }
     }
 
@@ -99,14 +103,16 @@ impl Body {
     pub fn append(&mut self, data: &[u8], deflater: &mut Deflater) -> Result<(), BodyError> {
         match self {
             Body::Plain(v) => v.extend_from_slice(data),
-            Body::Gzip { runs, staged, crc, len } => {
+            Body::Gzip { runs, runs_len, staged, crc, len } => {
                 *len += data.len() as u64;
                 // Compress the stage before it would grow past CHUNK, so its capacity
                 // stays at CHUNK (records larger than that pass through whole). The
                 // CRC is taken over each stage as it is compressed.
                 if !staged.is_empty() && staged.len() + data.len() > CHUNK {
                     crc.update(staged);
-                    runs.push(deflater.piece(staged)?);
+                    let piece = deflater.piece(staged)?;
+                    *runs_len += piece.len();
+                    runs.push(piece);
                     staged.clear();
                 }
                 // The stage grows geometrically up to CHUNK (growing it a few records at
@@ -119,7 +125,9 @@ impl Body {
                 staged.extend_from_slice(data);
                 if staged.len() >= CHUNK {
                     crc.update(staged);
-                    runs.push(deflater.piece(staged)?);
+                    let piece = deflater.piece(staged)?;
+                    *runs_len += piece.len();
+                    runs.push(piece);
                     staged.clear();
                     staged.shrink_to(CHUNK);
                 }
@@ -128,13 +136,35 @@ impl Body {
         Ok(())
     }
 
-    /// Bytes held in memory (compressed runs plus staged records).
+    /// Compresses the staged records now (to free memory) and releases the stage.
+    /// The object stays valid; a piece cut short compresses a little worse.
+    pub fn compact(&mut self, deflater: &mut Deflater) -> Result<(), BodyError> {
+        if let Body::Gzip { runs, runs_len, staged, crc, .. } = self
+            && !staged.is_empty()
+        {
+            crc.update(staged);
+            let piece = deflater.piece(staged)?;
+            *runs_len += piece.len();
+            runs.push(piece);
+            *staged = Vec::new();
+        }
+        Ok(())
+    }
+
+    /// Records staged, not compressed yet.
+    pub fn staged(&self) -> usize {
+        match self {
+            Body::Plain(_) => 0,
+            Body::Gzip { staged, .. } => staged.len(),
+        }
+    }
+
+    /// Bytes held in memory (compressed runs plus staged records, with their
+    /// allocations' capacity); constant time.
     pub fn held(&self) -> usize {
         match self {
             Body::Plain(v) => v.capacity(),
-            Body::Gzip { runs, staged, .. } => {
-                runs.iter().map(Vec::capacity).sum::<usize>() + runs.capacity() * 24 + staged.capacity()
-            }
+            Body::Gzip { runs, runs_len, staged, .. } => runs_len + runs.capacity() * 24 + staged.capacity(),
         }
     }
 
@@ -142,7 +172,7 @@ impl Body {
     pub fn compressed(&self) -> usize {
         match self {
             Body::Plain(v) => v.len(),
-            Body::Gzip { runs, .. } => runs.iter().map(Vec::len).sum(),
+            Body::Gzip { runs_len, .. } => *runs_len,
         }
     }
 
@@ -150,7 +180,7 @@ impl Body {
     pub fn finish(self, deflater: &mut Deflater) -> Result<Bytes, BodyError> {
         match self {
             Body::Plain(v) => Ok(Bytes::from(v)),
-            Body::Gzip { runs, staged, mut crc, len } => {
+            Body::Gzip { runs, staged, mut crc, len, .. } => {
                 crc.update(&staged);
                 let compressed: usize = runs.iter().map(Vec::len).sum();
                 let mut out = Vec::with_capacity(GZIP_HEADER.len() + compressed + staged.len() / 2 + 64);

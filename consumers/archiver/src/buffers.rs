@@ -4,10 +4,27 @@
 //! one error output type) accumulate in one buffer whose body holds compressed bytes
 //! (see [`crate::body`]). A buffer is sealed when its size *before* compression reaches
 //! `SizeInMBs` (as Firehose measures it) or when `IntervalInSeconds` has passed since
-//! its first record, whichever comes first. Time is always passed in. At most
-//! `max_active` data partitions are open; a record for a new partition beyond that
-//! seals the oldest buffer first ([`Overflow::FlushOldest`]) or is refused so the caller
-//! routes it to the error output ([`Overflow::Reject`], Firehose's behaviour).
+//! its first record, whichever comes first. Time is always passed in.
+//!
+//! Memory is bounded by a budget, not by a partition count ([`Limits::memory`]). An
+//! open buffer costs what it holds: its compressed runs, its staged records (a stage
+//! grows from 1 KiB as records come, up to 64 KiB) and its bookkeeping, about
+//! [`OPEN_COST`] bytes plus 8 a record; [`Buffers::held`] is the sum, kept as buffers
+//! change. When an append takes the sum over the budget, the buffers are relieved down
+//! to three quarters of it, in two steps:
+//! 1. stages of at least [`MIN_COMPACT`] bytes are compressed now, largest first (the
+//!    object stays one valid gzip member; only its compression ratio suffers a little);
+//! 2. if that is not enough, buffers are sealed, the largest first
+//!    ([`FlushReason::Memory`]): no buffer is sealed for memory while a larger one
+//!    stays open, so the objects memory forces out are the largest there are.
+//!
+//! Relieving to three quarters means at least a quarter of the budget is appended
+//! between two reliefs, so partitions do not thrash at the limit.
+//!
+//! Optionally at most `max_active` data partitions are open; a record for a new
+//! partition beyond that seals the oldest buffer first ([`Overflow::FlushOldest`]) or is
+//! refused so the caller routes it to the error output ([`Overflow::Reject`], Firehose's
+//! behaviour with its 500-partition limit).
 //!
 //! Every buffer has a generation number (its identity in acknowledgement tracking) and
 //! remembers, per record, which shard it came from and its length (8 bytes a record),
@@ -125,6 +142,15 @@ pub enum Overflow {
     Reject,
 }
 
+/// Bookkeeping of one open buffer, beyond its body and its 8 bytes a record: the map
+/// entry, the route's names and values, the shard slots. An estimate, counted in
+/// [`Buffers::held`] so that many nearly empty partitions are not free.
+pub const OPEN_COST: usize = 512;
+
+/// The smallest stage compressed early to relieve memory: smaller ones gain little and
+/// compress worse.
+pub const MIN_COMPACT: usize = 4096;
+
 /// Buffer limits.
 #[derive(Debug, Clone)]
 pub struct Limits {
@@ -132,8 +158,10 @@ pub struct Limits {
     pub size_bytes: u64,
     /// Seal this long after the buffer's first record (zero: at every tick).
     pub interval: Duration,
-    /// Most data partitions open at once.
-    pub max_active: usize,
+    /// Bytes every open buffer together may hold ([`Buffers::held`]).
+    pub memory: usize,
+    /// Most data partitions open at once (`None`: no count limit).
+    pub max_active: Option<usize>,
     /// Policy past `max_active`.
     pub overflow: Overflow,
     /// Compression of the body.
@@ -155,6 +183,8 @@ pub struct Span {
 
 struct Open {
     generation: u64,
+    /// What it counts for in [`Buffers::held`], as of its last change.
+    cost: usize,
     route: Route,
     body: Body,
     raw_bytes: u64,
@@ -166,6 +196,11 @@ struct Open {
 }
 
 impl Open {
+    /// Memory it holds (see [`OPEN_COST`]).
+    fn measure(&self, key_len: usize) -> usize {
+        OPEN_COST + key_len + self.body.held() + self.entries.capacity() * 8 + self.spans.capacity() * 48
+    }
+
     /// Whether the buffer holds records of `shard`.
     fn holds(&self, shard: &ShardId) -> bool {
         self.slots.iter().zip(&self.spans).any(|(s, span)| s == shard && span.is_some())
@@ -181,6 +216,8 @@ pub enum FlushReason {
     Interval,
     /// Made room under `max_active`.
     Overflow,
+    /// Sealed to keep the buffers within their memory budget.
+    Memory,
     /// Asked for (shard close, shutdown).
     Requested,
 }
@@ -200,6 +237,8 @@ pub struct Sealed {
     pub spans: BTreeMap<ShardId, Span>,
     /// Why it was sealed.
     pub reason: FlushReason,
+    /// Memory it held while open (see [`OPEN_COST`]).
+    pub held: usize,
     compression: Compression,
     slots: Vec<ShardId>,
     entries: Vec<(u32, u32)>,
@@ -246,6 +285,7 @@ impl Sealed {
             raw_bytes,
             spans: self.spans.iter().filter(|(s, _)| !lost.contains(*s)).map(|(s, v)| (s.clone(), v.clone())).collect(),
             reason: self.reason,
+            held: self.held,
             compression: self.compression,
             slots: self.slots.clone(),
             entries,
@@ -283,6 +323,8 @@ pub struct Buffers {
     /// every record.
     open: HashMap<Box<[u8]>, Open, foldhash::fast::RandomState>,
     data_open: usize,
+    /// Sum of the open buffers' costs.
+    held: usize,
     next_generation: u64,
     deflater: Deflater,
 }
@@ -291,7 +333,7 @@ impl Buffers {
     /// No buffers yet.
     pub fn new(limits: Limits) -> Self {
         let deflater = Deflater::new(limits.level);
-        Self { limits, open: HashMap::default(), data_open: 0, next_generation: 1, deflater }
+        Self { limits, open: HashMap::default(), data_open: 0, held: 0, next_generation: 1, deflater }
     }
 
     /// Open buffers (data and error).
@@ -299,9 +341,15 @@ impl Buffers {
         self.open.len()
     }
 
-    /// Bytes held (compressed runs, staged records and per-record bookkeeping).
+    /// Bytes held (compressed runs, staged records and bookkeeping); at most the budget
+    /// once an append returns.
     pub fn held_bytes(&self) -> usize {
-        self.open.values().map(|b| b.body.held() + b.entries.capacity() * 8).sum()
+        self.held
+    }
+
+    /// What each open buffer holds (for tests of the eviction rule).
+    pub fn costs(&self) -> Vec<usize> {
+        self.open.values().map(|b| b.cost).collect()
     }
 
     /// Arrival of the oldest record in any open buffer.
@@ -312,6 +360,15 @@ impl Buffers {
     /// Compressed bytes in open buffers.
     pub fn compressed_bytes(&self) -> usize {
         self.open.values().map(|b| b.body.compressed()).sum()
+    }
+
+    /// Re-measures the buffer of `key` after a change.
+    fn remeasure(&mut self, key: &[u8]) {
+        if let Some(b) = self.open.get_mut(key) {
+            let cost = b.measure(key.len());
+            self.held = self.held - b.cost + cost;
+            b.cost = cost;
+        }
     }
 
     /// The shared compressor (to rebuild sealed objects).
@@ -354,11 +411,51 @@ impl Buffers {
             return Ok(Appended { generation: appended.generation, sealed });
         };
         let generation = Self::add(buffer, data, shard, position, arrival, &mut self.deflater)?;
+        let full = buffer.raw_bytes >= self.limits.size_bytes;
         let mut sealed = Vec::new();
-        if buffer.raw_bytes >= self.limits.size_bytes {
+        if full {
             sealed.push(self.seal(key, FlushReason::Size)?);
+        } else {
+            self.remeasure(key);
+            if self.held > self.limits.memory {
+                sealed.extend(self.relieve()?);
+            }
         }
         Ok(Appended { generation, sealed })
+    }
+
+    /// Brings [`Buffers::held`] down to three quarters of the budget: stages compressed
+    /// largest first, then buffers sealed largest first (see the module docs).
+    fn relieve(&mut self) -> Result<Vec<Sealed>, BufferError> {
+        let target = self.limits.memory / 4 * 3;
+        let mut stages: Vec<(usize, Box<[u8]>)> = self
+            .open
+            .iter()
+            .filter(|(_, b)| b.body.staged() >= MIN_COMPACT)
+            .map(|(k, b)| (b.body.staged(), k.clone()))
+            .collect();
+        stages.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+        for (_, key) in stages {
+            if self.held <= target {
+                break;
+            }
+            if let Some(b) = self.open.get_mut(&key) {
+                b.body.compact(&mut self.deflater)?;
+            }
+            self.remeasure(&key);
+        }
+        let mut sealed = Vec::new();
+        if self.held > target {
+            let mut largest: Vec<(usize, Box<[u8]>)> = self.open.iter().map(|(k, b)| (b.cost, k.clone())).collect();
+            largest.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+            for (_, key) in largest {
+                if self.held <= target {
+                    break;
+                }
+                sealed.push(self.seal(&key, FlushReason::Memory)?);
+            }
+        }
+        Ok(sealed)
     }
 
     /// Opens the buffer of route `key`; returns the buffer sealed to make room.
@@ -366,9 +463,9 @@ impl Buffers {
         let mut sealed = Vec::new();
         let route = Route::decode(key).ok_or(BufferError::RouteKey)?;
         let is_data = matches!(route, Route::Data(_));
-        if is_data && self.data_open >= self.limits.max_active {
+        if let Some(max) = self.limits.max_active.filter(|max| is_data && self.data_open >= *max) {
             match self.limits.overflow {
-                Overflow::Reject => return Err(BufferError::TooManyPartitions(self.limits.max_active)),
+                Overflow::Reject => return Err(BufferError::TooManyPartitions(max)),
                 Overflow::FlushOldest => {
                     let oldest = self
                         .open
@@ -387,10 +484,13 @@ impl Buffers {
         if is_data {
             self.data_open += 1;
         }
+        let cost = OPEN_COST + key.len();
+        self.held += cost;
         self.open.insert(
             key.into(),
             Open {
                 generation,
+                cost,
                 route,
                 body: Body::new(self.limits.compression),
                 raw_bytes: 0,
@@ -486,9 +586,10 @@ impl Buffers {
         let mut key = Vec::new();
         sealed.route.encode(&mut key);
         self.open.insert(
-            key.into(),
+            key.as_slice().into(),
             Open {
                 generation: sealed.generation,
+                cost: 0,
                 route: sealed.route,
                 body,
                 raw_bytes: sealed.raw_bytes,
@@ -498,6 +599,7 @@ impl Buffers {
                 entries: sealed.entries,
             },
         );
+        self.remeasure(&key);
         Ok(())
     }
 
@@ -508,8 +610,10 @@ impl Buffers {
         if matches!(b.route, Route::Data(_)) {
             self.data_open -= 1;
         }
+        self.held -= b.cost;
         Ok(Sealed {
             generation: b.generation,
+            held: b.cost,
             route: b.route,
             body: b.body.finish(&mut self.deflater)?,
             raw_bytes: b.raw_bytes,
@@ -533,7 +637,8 @@ mod tests {
         Limits {
             size_bytes: size,
             interval: Duration::from_secs(interval_s),
-            max_active: max,
+            memory: usize::MAX,
+            max_active: Some(max),
             overflow,
             compression: Compression::Gzip,
             level: 6,
@@ -704,5 +809,92 @@ mod tests {
             prop_assert_eq!(records, ops.len() as u64);
             prop_assert_eq!(rebuilt, without_s0);
         }
+    }
+
+    fn budget(memory: usize) -> Limits {
+        Limits { memory, max_active: None, ..limits(1 << 30, 3600, 1, Overflow::FlushOldest) }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        /// For any records over any number of partitions and any budget: every record
+        /// lands in exactly one object, the buffers never hold more than the budget
+        /// once an append returns, and no buffer is sealed for memory while a larger
+        /// one stays open.
+        #[test]
+        fn memory_stays_within_the_budget(
+            ops in proptest::collection::vec((0u16..3000, 1usize..3000), 1..250),
+            memory in 2_000usize..200_000,
+        ) {
+            let mut b = Buffers::new(budget(memory));
+            let s = ShardId::new("s0");
+            let mut expected: BTreeMap<String, String> = BTreeMap::new();
+            let mut sealed = Vec::new();
+            for (i, (partition, len)) in ops.iter().enumerate() {
+                let k = key(&format!("t{partition}"));
+                // Compressible and not: half the records are digits of i repeated.
+                let body: String = if i % 2 == 0 { "x".repeat(*len) } else { (0..*len).map(|j| char::from(b'a' + ((i * 7 + j * 13) % 26) as u8)).collect() };
+                let line = format!("{i}:{body}\n");
+                expected.entry(k.scope()).or_default().push_str(&line);
+                let out = b.append(&k, line.as_bytes(), &s, &pos(i as u128 + 1), t(0), t(0)).unwrap().sealed;
+                prop_assert!(b.held_bytes() <= memory, "held {} over {memory}", b.held_bytes());
+                let largest_open = b.costs().into_iter().max().unwrap_or(0);
+                for f in out.iter().filter(|f| f.reason == FlushReason::Memory) {
+                    prop_assert!(f.held >= largest_open, "sealed {} while {largest_open} stays open", f.held);
+                }
+                sealed.extend(out);
+            }
+            sealed.extend(b.all().unwrap());
+            prop_assert_eq!(b.held_bytes(), 0);
+            let mut got: BTreeMap<String, String> = BTreeMap::new();
+            for f in &sealed {
+                got.entry(f.route.scope()).or_default().push_str(&gunzip(&f.body));
+            }
+            prop_assert_eq!(got, expected);
+        }
+    }
+
+    #[test]
+    fn stages_are_compressed_before_anything_is_sealed() {
+        // Four partitions with 12 KiB staged each under a 48 KiB budget: compressing the
+        // stages is enough, nothing is sealed.
+        let mut b = Buffers::new(budget(48 << 10));
+        let s = ShardId::new("s0");
+        let line = format!("{}\n", "abc".repeat(100));
+        let mut sealed = Vec::new();
+        for i in 0..160u128 {
+            let k = key(&format!("t{}", i % 4));
+            sealed.extend(b.append(&k, line.as_bytes(), &s, &pos(i + 1), t(0), t(0)).unwrap().sealed);
+        }
+        assert!(sealed.is_empty(), "{:?}", sealed.iter().map(|f| f.reason).collect::<Vec<_>>());
+        assert!(b.compressed_bytes() > 0, "stages were compressed");
+        assert!(b.held_bytes() <= 48 << 10);
+        let all = b.all().unwrap();
+        assert_eq!(all.iter().map(Sealed::records).sum::<u64>(), 160);
+        assert!(all.iter().all(|f| gunzip(&f.body) == line.repeat(40)));
+    }
+
+    #[test]
+    fn reliefs_free_a_quarter_of_the_budget_so_partitions_do_not_thrash() {
+        // 3,000 partitions in turn under a budget that holds about 200 of them: each
+        // relief frees a quarter of the budget, so reliefs are few.
+        let memory = 200 * (OPEN_COST + 1_200);
+        let mut b = Buffers::new(budget(memory));
+        let s = ShardId::new("s0");
+        let (mut reliefs, mut freed) = (0usize, 0usize);
+        for i in 0..6_000u128 {
+            let k = key(&format!("t{}", (i * 7919) % 3_000));
+            let line = format!("{i:>60}\n");
+            let out = b.append(&k, line.as_bytes(), &s, &pos(i + 1), t(0), t(0)).unwrap().sealed;
+            assert!(out.iter().all(|f| f.reason == FlushReason::Memory));
+            reliefs += usize::from(!out.is_empty());
+            freed += out.iter().map(|f| f.held).sum::<usize>();
+        }
+        // Stages stay under MIN_COMPACT here, so costs only grow until a buffer is
+        // sealed: everything added is what was freed plus what is held.
+        let added = freed + b.held_bytes();
+        assert!(reliefs <= added / (memory / 4) + 1, "{reliefs} reliefs for {added} bytes");
+        assert!(reliefs >= 2, "the budget was reached");
+        assert!(b.held_bytes() <= memory);
     }
 }

@@ -21,10 +21,16 @@ use weir_testkit::{CrashSwitch, CrashingSink, ManualClock, MemoryObjectSink, Sim
 const SHARDS: usize = 2;
 const RECORDS: u128 = 60;
 
+thread_local! {
+    /// The buffers' memory budget of this test case (a proptest case runs on one thread).
+    static BUDGET: std::cell::Cell<usize> = const { std::cell::Cell::new(usize::MAX) };
+}
+
 fn archiver(sink: Arc<dyn ObjectSink>, clock: &ManualClock, mode: DeliveryMode) -> Archiver {
     let mut o = ArchiverOptions::new("mcp-archive", settings(600));
     o.mode = mode;
-    o.max_active_partitions = 5;
+    o.max_active_partitions = Some(5);
+    o.max_buffer_memory = BUDGET.get();
     o.transformer = Transformer::InProcess(Arc::new(McpNormalize));
     Archiver::new(o, sink, Arc::new(clock.clone())).unwrap()
 }
@@ -120,12 +126,15 @@ fn check(store: &MemoryObjectSink, leases: &SimLeases) -> Result<(), TestCaseErr
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(96))]
 
-    /// Owners crash at random points, one after another; the last one finishes.
+    /// Owners crash at random points, one after another; the last one finishes. With
+    /// a small memory budget, buffers are sealed for memory between the crashes.
     #[test]
     fn crashes_at_any_step(
         crashes in proptest::collection::vec((0u64..60, any::<bool>(), 1usize..9), 1..5),
         final_batch in 1usize..12,
+        budget in prop_oneof![Just(usize::MAX), 600usize..6000],
     ) {
+        BUDGET.set(budget);
         let rt = tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap();
         rt.block_on(async {
             let store = Arc::new(MemoryObjectSink::new());
@@ -142,7 +151,13 @@ proptest! {
     /// An owner stalls with buffered records and failing puts; a new owner takes over
     /// and finishes; then the zombie wakes up and flushes everything it had.
     #[test]
-    fn zombies_cannot_duplicate(batch_size in 1usize..9, failing_puts in 0u32..6, zombie_first in any::<bool>()) {
+    fn zombies_cannot_duplicate(
+        batch_size in 1usize..9,
+        failing_puts in 0u32..6,
+        zombie_first in any::<bool>(),
+        budget in prop_oneof![Just(usize::MAX), 600usize..6000],
+    ) {
+        BUDGET.set(budget);
         let rt = tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap();
         rt.block_on(async {
             let store = Arc::new(MemoryObjectSink::new());

@@ -17,8 +17,9 @@ use weir_testkit::{ManualClock, MemoryObjectSink};
 fn archiver() -> Archiver {
     let mut o = ArchiverOptions::new("a", settings(1 << 20));
     o.transformer = Transformer::InProcess(Arc::new(McpNormalize));
-    // Tiny, so that the cache also starts over during a run.
-    o.max_active_partitions = 2;
+    // Tiny, so that the cache (sized from the budget) also starts over during a run.
+    o.max_active_partitions = Some(2);
+    o.max_buffer_memory = 6 * 1536;
     Archiver::new(o, Arc::new(MemoryObjectSink::new()), Arc::new(ManualClock::new(Timestamp::from_millis(T0)))).unwrap()
 }
 

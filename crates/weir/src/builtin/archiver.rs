@@ -47,10 +47,14 @@ pub struct ArchiverSection {
     /// `none` (default), `mcp-normalize`, or `lambda` (the destination's Lambda processor).
     #[serde(default)]
     pub transform: TransformKind,
-    /// Most data partitions open at once.
-    #[serde(default = "default_max_active")]
-    pub max_active_partitions: usize,
-    /// `flush-oldest` (default) or `error` (Firehose: records of new partitions go to the error output).
+    /// Bytes the open partition buffers may hold together (default 256 MiB): past it the
+    /// largest stages are compressed early, then the largest buffers written out.
+    #[serde(default = "default_buffer_memory")]
+    pub max_buffer_memory: u64,
+    /// Optional cap on data partitions open at once (default: none; Firehose has 500).
+    #[serde(default)]
+    pub max_active_partitions: Option<usize>,
+    /// Past `max_active_partitions`: `flush-oldest` (default) or `error` (Firehose: records of new partitions go to the error output).
     #[serde(default)]
     pub overflow: OverflowPolicy,
     /// Bytes waiting for the store before the archiver refuses new records.
@@ -99,8 +103,8 @@ pub enum OverflowPolicy {
     Error,
 }
 
-fn default_max_active() -> usize {
-    500
+fn default_buffer_memory() -> u64 {
+    weir_archiver::archiver::DEFAULT_BUFFER_MEMORY as u64
 }
 fn default_max_backlog() -> u64 {
     256 << 20
@@ -151,8 +155,11 @@ pub fn settings(a: &ArchiverSection) -> Result<ArchiverSettings> {
     if a.compression_level > 9 {
         bail!("field `compression_level`: {} is outside 0-9", a.compression_level);
     }
-    if a.max_active_partitions == 0 {
+    if a.max_active_partitions == Some(0) {
         bail!("field `max_active_partitions`: must be positive");
+    }
+    if a.max_buffer_memory < 1 << 20 {
+        bail!("field `max_buffer_memory`: at least 1 MiB (1048576); it bounds every open partition buffer together");
     }
     Ok(settings)
 }
@@ -196,6 +203,7 @@ pub fn build(
         OverflowPolicy::Error => Overflow::Reject,
     };
     options.max_active_partitions = a.max_active_partitions;
+    options.max_buffer_memory = usize::try_from(a.max_buffer_memory).unwrap_or(usize::MAX);
     options.max_backlog_bytes = a.max_backlog_bytes;
     options.compression_level = a.compression_level;
     options.transformer = match a.transform {

@@ -1,0 +1,331 @@
+//! The archiver at real tenant × tool cardinality: one hour of MCP events spread over
+//! 240, 2,000, 12,000 and 100,000 partitions (`tenant=…/tool=…/hour=…`), exactly-once,
+//! in-process, one core, at replay speed (no buffer reaches its interval). Two event shapes: the design note's pipeline (mcp-normalize,
+//! ~190-byte lines) and raw nested events (arguments with escapes and non-ASCII text,
+//! 250–900 bytes) partitioned by jq on the raw fields. Each run is its own process, so
+//! its peak RSS is its own. Prints objects written, CPU-s per 100k records (the
+//! archiver's calls; the bench's own counting sink excluded), peak RSS, bytes out, and
+//! plain gzip of the same output bytes as the ceiling.
+//!
+//! cargo bench -p weir-archiver --bench cardinality            (300,000 records a run)
+//! cargo bench -p weir-archiver --bench cardinality -- 100000  (another count)
+//! Under `cargo test` it runs once with 20,000 records as a smoke test and checks the
+//! object counts.
+
+use std::collections::HashSet;
+use std::io::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use weir_archiver::archiver::{Archiver, ArchiverOptions};
+use weir_archiver::firehose_config::{from_json, validate};
+use weir_archiver::transform::{TransformOutput, mcp_normalize};
+use weir_archiver::transformer::{McpNormalize, Transformer};
+use weir_core::ports::{ObjectMeta, ObjectSink, PutOptions, PutOutcome, SinkError};
+use weir_core::{
+    Clock, CloseReason, Consumer, ExtendedSequenceNumber, Record, RecordBatch, SequenceNumber, ShardId, Timestamp,
+};
+use weir_testkit::{CrashSwitch, ManualClock, SimAcks, SimLeases};
+
+const T0: i64 = 1_764_396_000_000; // an hour boundary
+const HOUR_MS: i64 = 3_600_000;
+const SHARDS: usize = 4;
+const BATCH: usize = 500;
+const TOOLS: [&str; 10] = [
+    "search_docs",
+    "fetch_url",
+    "list_issues",
+    "run_query",
+    "create_ticket",
+    "read_file",
+    "write_file",
+    "send_mail",
+    "get_weather",
+    "translate",
+];
+
+/// splitmix64: the bench's deterministic randomness.
+fn mix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// Event `i` of `n` over `tenants` × `tools` partitions, all within one hour. Tenants
+/// are skewed (a few busy ones, a long tail), as on a real platform.
+fn event(i: u64, n: u64, tenants: u64, tools: u64) -> Bytes {
+    let r = mix(i);
+    // Square of a uniform draw: low tenant numbers are busier.
+    let u = (r % 1_000_003) as f64 / 1_000_003.0;
+    let tenant = ((u * u) * tenants as f64) as u64 % tenants;
+    let tool = (r >> 20) % tools;
+    let tool_name = format!("{}_{}", TOOLS[(tool % 10) as usize], tool / 10);
+    let ts = T0 + (i as i64 * (HOUR_MS - 1)) / n as i64;
+    let words = 2 + (r >> 40) % 40;
+    let query: String = (0..words)
+        .map(|w| match (r >> (w % 50)) % 6 {
+            0 => "café",
+            1 => "\\\"quoted\\\"",
+            2 => "東京",
+            3 => "line\\nbreak",
+            4 => "résumé",
+            _ => "search",
+        })
+        .collect::<Vec<_>>()
+        .join(" ");
+    let failed = r.is_multiple_of(19);
+    Bytes::from(format!(
+        r#"{{"tenantId":"tenant-{tenant:05}","toolName":"{tool_name}","sessionId":"sess-{:010x}","ts":{ts},"durationMs":{},"success":{},"errorCode":{},"arguments":{{"query":"{query}","options":{{"limit":{},"filters":["lang:fr","size>{}"],"path":"/srv/data/{}/file-{}.json"}}}}}}"#,
+        r >> 24,
+        (r >> 8) % 5_000,
+        !failed,
+        if failed { "\"E_TIMEOUT\"" } else { "null" },
+        (r >> 12) % 100,
+        (r >> 16) % 1000,
+        tenant,
+        r % 97,
+    ))
+}
+
+fn record(i: u64, n: u64, tenants: u64, tools: u64) -> Record {
+    Record {
+        partition_key: format!("pk-{i}"),
+        position: ExtendedSequenceNumber::plain(SequenceNumber::from_u128(i as u128 + 1)),
+        approximate_arrival: Timestamp::from_millis(T0 + (i as i64 * (HOUR_MS - 1)) / n as i64),
+        data: event(i, n, tenants, tools),
+    }
+}
+
+/// The pipelines: `design` is the design note's (mcp-normalize, then jq on the
+/// normalised fields), `raw` archives the events as they are (jq on the raw fields).
+fn destination(shape: &str) -> weir_archiver::firehose_config::ArchiverSettings {
+    let text = include_str!("../tests/fixtures/mcp-destination.json");
+    let text = if shape == "raw" {
+        text.replace(".tenant_id", ".tenantId").replace(".tool_name", ".toolName")
+    } else {
+        text.to_owned()
+    };
+    let mut s = validate(&from_json(&text).unwrap()).unwrap();
+    s.append_delimiter = shape == "raw"; // mcp-normalize appends the newline itself
+    s
+}
+
+/// A create-only sink that keeps no bodies: it counts objects, bytes and lines, and
+/// the time it spends decoding (taken off the archiver's time).
+#[derive(Default)]
+struct CountingSink {
+    keys: Mutex<HashSet<String>>,
+    objects: AtomicU64,
+    bytes: AtomicU64,
+    lines: AtomicU64,
+    nanos: AtomicU64,
+}
+
+#[async_trait]
+impl ObjectSink for CountingSink {
+    async fn put_if_absent(&self, key: &str, body: Bytes, _: &PutOptions) -> Result<PutOutcome, SinkError> {
+        let start = Instant::now();
+        weir_core::ports::validate_key(key)?;
+        if !self.keys.lock().unwrap().insert(key.to_owned()) {
+            return Ok(PutOutcome::AlreadyExists);
+        }
+        let mut raw = Vec::new();
+        std::io::Read::read_to_end(&mut flate2::read::MultiGzDecoder::new(&body[..]), &mut raw).unwrap();
+        self.lines.fetch_add(raw.iter().filter(|&&b| b == b'\n').count() as u64, Ordering::Relaxed);
+        if !body.is_empty() && !raw.is_empty() {
+            self.objects.fetch_add(1, Ordering::Relaxed);
+        }
+        self.bytes.fetch_add(body.len() as u64, Ordering::Relaxed);
+        self.nanos.fetch_add(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        Ok(PutOutcome::Created)
+    }
+    async fn get(&self, _: &str) -> Result<Option<Bytes>, SinkError> {
+        Ok(None)
+    }
+    async fn stat(&self, _: &str) -> Result<Option<ObjectMeta>, SinkError> {
+        Ok(None)
+    }
+    async fn list(&self, _: &str) -> Result<Vec<ObjectMeta>, SinkError> {
+        Ok(Vec::new())
+    }
+    fn location(&self) -> String {
+        "counting sink".into()
+    }
+}
+
+fn status_kib(field: &str) -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with(field)).map(str::to_owned))
+        .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
+        .unwrap_or(0)
+}
+
+/// Tenants × tools for a partition count.
+fn grid(partitions: u64) -> (u64, u64) {
+    match partitions {
+        240 => (24, 10),
+        2_000 => (100, 20),
+        12_000 => (300, 40),
+        100_000 => (2_000, 50),
+        p => (p.div_ceil(10), 10),
+    }
+}
+
+/// One run in this process; prints one JSON line.
+async fn one(shape: &str, partitions: u64, n: u64, budget_mib: u64) {
+    let (tenants, tools) = grid(partitions);
+    let sink = Arc::new(CountingSink::default());
+    // As in a replay or a backfill (the issue's measurement): the hour of records goes
+    // through in seconds, so no buffer reaches its interval; ticks come as the
+    // runtime's would, after every batch.
+    let clock = ManualClock::new(Timestamp::from_millis(T0 + HOUR_MS));
+    let mut options = ArchiverOptions::new("mcp-archive", destination(shape));
+    if shape == "design" {
+        options.transformer = Transformer::InProcess(Arc::new(McpNormalize));
+    }
+    if budget_mib > 0 {
+        options.max_buffer_memory = (budget_mib as usize) << 20;
+    }
+    let mut archiver = Archiver::new(options, sink.clone(), Arc::new(clock.clone())).unwrap();
+    let leases = SimLeases::new();
+    let acks = SimAcks::new(leases.clone(), 1, CrashSwitch::after(None));
+    let shards: Vec<ShardId> = (0..SHARDS).map(|s| ShardId::new(format!("shardId-{s:012}"))).collect();
+    for s in &shards {
+        archiver.on_shard_open(&leases.take(s, 1)).await.unwrap();
+    }
+    let mut timed = std::time::Duration::ZERO;
+    let mut i = 0u64;
+    while i < n {
+        let end = (i + BATCH as u64).min(n);
+        let batch = RecordBatch {
+            shard_id: shards[(i / BATCH as u64) as usize % SHARDS].clone(),
+            records: (i..end).map(|j| record(j, n, tenants, tools)).collect(),
+            millis_behind_latest: Some(0),
+            child_shards: None,
+        };
+        let start = Instant::now();
+        archiver.on_batch(&batch, &acks).await.unwrap();
+        archiver.on_tick(clock.now(), &acks).await.unwrap();
+        timed += start.elapsed();
+        i = end;
+    }
+    let start = Instant::now();
+    for s in &shards {
+        archiver.on_shard_close(s, CloseReason::Shutdown, &acks).await.unwrap();
+    }
+    timed += start.elapsed();
+    let sink_s = sink.nanos.load(Ordering::Relaxed) as f64 / 1e9;
+    let line = serde_json::json!({
+        "seconds": timed.as_secs_f64() - sink_s,
+        "objects": sink.objects.load(Ordering::Relaxed),
+        "lines": sink.lines.load(Ordering::Relaxed),
+        "bytes_out": sink.bytes.load(Ordering::Relaxed),
+        "peak_rss_kib": status_kib("VmHWM:"),
+        "intent_writes": acks.intent_lease_writes(),
+    });
+    println!("{line}");
+}
+
+/// Partitions that receive records (the skew leaves some empty when records are few).
+fn active(partitions: u64, n: u64) -> u64 {
+    let (tenants, tools) = grid(partitions);
+    let mut seen = HashSet::new();
+    for i in 0..n {
+        let r = mix(i);
+        let u = (r % 1_000_003) as f64 / 1_000_003.0;
+        seen.insert((((u * u) * tenants as f64) as u64 % tenants, (r >> 20) % tools));
+    }
+    seen.len() as u64
+}
+
+/// The bytes the archiver writes for `shape`, for the plain gzip ceiling, and how
+/// many of the records become lines.
+fn output(shape: &str, n: u64, partitions: u64) -> (Vec<u8>, u64) {
+    let (tenants, tools) = grid(partitions);
+    let mut out = Vec::new();
+    let mut lines = 0;
+    for i in 0..n {
+        let r = record(i, n, tenants, tools);
+        if shape == "raw" {
+            out.extend_from_slice(&r.data);
+            out.push(b'\n');
+            lines += 1;
+        } else if let TransformOutput::Ok(line) = mcp_normalize(&r.data, r.approximate_arrival) {
+            out.extend_from_slice(&line);
+            lines += 1;
+        }
+    }
+    (out, lines)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(at) = args.iter().position(|a| a == "--one") {
+        let p = |k: usize| args[at + k].parse::<u64>().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+        rt.block_on(one(&args[at + 1], p(2), p(3), p(4)));
+        return;
+    }
+    // `cargo bench` passes --bench; `cargo test --all-targets` runs this as a smoke test.
+    let full = args.iter().any(|a| a == "--bench");
+    let n: u64 = args.iter().skip(1).find_map(|a| a.parse().ok()).unwrap_or(if full { 300_000 } else { 20_000 });
+    let cardinalities: &[u64] = if full { &[240, 2_000, 12_000, 100_000] } else { &[240, 2_000, 12_000] };
+    let me = std::env::current_exe().unwrap();
+    let run = |shape: &str, partitions: u64, budget: u64| -> serde_json::Value {
+        let out = std::process::Command::new(&me)
+            .args(["--one", shape, &partitions.to_string(), &n.to_string(), &budget.to_string()])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    println!("\n{n} records over one hour, exactly-once, one core; each run its own process");
+    println!(
+        "| events | partitions (with records) | budget | objects | objects/partition | CPU-s per 100k | peak RSS MiB | bytes out | plain gzip CPU-s per 100k |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for shape in ["design", "raw"] {
+        let (bytes, lines) = output(shape, n, 240);
+        let start = Instant::now();
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(6));
+        gz.write_all(&bytes).unwrap();
+        let plain = gz.finish().unwrap();
+        let gzip_s = start.elapsed().as_secs_f64();
+        drop(bytes);
+        let mut base = 0.0;
+        for &partitions in cardinalities {
+            let used = active(partitions, n);
+            for budget in [0u64, 16] {
+                let r = run(shape, partitions, budget);
+                let objects = r["objects"].as_u64().unwrap();
+                assert_eq!(r["lines"].as_u64().unwrap(), lines, "every record in exactly one object");
+                let per_100k = r["seconds"].as_f64().unwrap() * 100_000.0 / n as f64;
+                if partitions == cardinalities[0] && budget == 0 {
+                    base = per_100k;
+                }
+                println!(
+                    "| {} | {partitions} ({used}) | {} | {objects} | {:.2} | {per_100k:.2} ({:.1}×) | {:.0} | {} | {:.2} (one stream: {} bytes) |",
+                    if shape == "raw" { "raw nested, 250–900 B" } else { "design note, mcp-normalize" },
+                    if budget == 0 { "default".to_owned() } else { format!("{budget} MiB") },
+                    objects as f64 / used as f64,
+                    per_100k / base,
+                    r["peak_rss_kib"].as_u64().unwrap() as f64 / 1024.0,
+                    r["bytes_out"],
+                    gzip_s * 100_000.0 / n as f64,
+                    plain.len(),
+                );
+                if budget == 0 {
+                    assert!(
+                        objects <= partitions,
+                        "{objects} objects for {partitions} partitions with default settings"
+                    );
+                }
+            }
+        }
+    }
+}
