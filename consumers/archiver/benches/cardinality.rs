@@ -14,8 +14,8 @@
 
 use std::collections::HashSet;
 use std::io::Write;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use async_trait::async_trait;
@@ -114,11 +114,11 @@ fn destination(shape: &str) -> weir_archiver::firehose_config::ArchiverSettings 
     s
 }
 
-/// A create-only sink that keeps no bodies: it counts objects, bytes and lines, and
-/// the time it spends decoding (taken off the archiver's time).
+/// A sink that keeps nothing (the archiver's names are unique, so every put creates):
+/// it counts objects, bytes and lines, and the time it spends decoding (taken off the
+/// archiver's time), so that the peak RSS is the archiver's.
 #[derive(Default)]
 struct CountingSink {
-    keys: Mutex<HashSet<String>>,
     objects: AtomicU64,
     bytes: AtomicU64,
     lines: AtomicU64,
@@ -130,9 +130,6 @@ impl ObjectSink for CountingSink {
     async fn put_if_absent(&self, key: &str, body: Bytes, _: &PutOptions) -> Result<PutOutcome, SinkError> {
         let start = Instant::now();
         weir_core::ports::validate_key(key)?;
-        if !self.keys.lock().unwrap().insert(key.to_owned()) {
-            return Ok(PutOutcome::AlreadyExists);
-        }
         let mut raw = Vec::new();
         std::io::Read::read_to_end(&mut flate2::read::MultiGzDecoder::new(&body[..]), &mut raw).unwrap();
         self.lines.fetch_add(raw.iter().filter(|&&b| b == b'\n').count() as u64, Ordering::Relaxed);
@@ -199,6 +196,7 @@ async fn one(shape: &str, partitions: u64, n: u64, budget_mib: u64) {
         archiver.on_shard_open(&leases.take(s, 1)).await.unwrap();
     }
     let mut timed = std::time::Duration::ZERO;
+    let (mut peak_held, mut peak_rss_mid) = (0usize, 0u64);
     let mut i = 0u64;
     while i < n {
         let end = (i + BATCH as u64).min(n);
@@ -212,6 +210,10 @@ async fn one(shape: &str, partitions: u64, n: u64, budget_mib: u64) {
         archiver.on_batch(&batch, &acks).await.unwrap();
         archiver.on_tick(clock.now(), &acks).await.unwrap();
         timed += start.elapsed();
+        peak_held = peak_held.max(archiver.buffered_bytes());
+        if (i / BATCH as u64).is_multiple_of(50) {
+            peak_rss_mid = peak_rss_mid.max(status_kib("VmRSS:"));
+        }
         i = end;
     }
     let start = Instant::now();
@@ -226,6 +228,8 @@ async fn one(shape: &str, partitions: u64, n: u64, budget_mib: u64) {
         "lines": sink.lines.load(Ordering::Relaxed),
         "bytes_out": sink.bytes.load(Ordering::Relaxed),
         "peak_rss_kib": status_kib("VmHWM:"),
+        "peak_rss_before_close_kib": peak_rss_mid,
+        "peak_held": peak_held,
         "intent_writes": acks.intent_lease_writes(),
     });
     println!("{line}");
