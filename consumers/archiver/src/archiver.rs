@@ -121,6 +121,8 @@ pub struct Archiver {
     any_skips: bool,
     clock: Arc<dyn Clock>,
     max_backlog_bytes: u64,
+    /// When the buffer gauges were last set.
+    gauges_at: Option<Timestamp>,
 }
 
 impl Archiver {
@@ -169,6 +171,7 @@ impl Archiver {
             any_skips: false,
             clock,
             max_backlog_bytes: options.max_backlog_bytes,
+            gauges_at: None,
         })
     }
 
@@ -364,7 +367,9 @@ impl Archiver {
         let any_sealed = !sealed.is_empty();
         let (buffers, ledger, delivery) = (&mut self.buffers, &mut self.ledger, &mut self.delivery);
         let r = delivery.deliver(sealed, now, ledger, acks, buffers.deflater(), backlog).await;
-        if any_sealed {
+        // At most once a second: the gauges walk every open buffer, and with many
+        // partitions seals come often.
+        if any_sealed && self.gauges_at.is_none_or(|at| now.saturating_since(at) >= Duration::from_secs(1)) {
             self.set_buffer_gauges(now);
         }
         r
@@ -373,7 +378,8 @@ impl Archiver {
     /// The gauges of open buffers (at ticks and seals, not per batch: they sum every
     /// buffer), and the data freshness: how long the oldest record not yet durable
     /// (buffered, or sealed and waiting for the store) has been in the stream.
-    fn set_buffer_gauges(&self, now: Timestamp) {
+    fn set_buffer_gauges(&mut self, now: Timestamp) {
+        self.gauges_at = Some(now);
         metrics::gauge!(m::BUFFERED_BYTES).set(self.buffers.held_bytes() as f64);
         metrics::gauge!(m::ACTIVE_PARTITIONS).set(self.buffers.active() as f64);
         let oldest = self.buffers.oldest_arrival().into_iter().chain(self.delivery.oldest_arrival()).min();
@@ -573,8 +579,22 @@ impl Consumer for Archiver {
             self.shards.remove(shard);
             return Ok(());
         }
-        let sealed = self.buffers.holding(shard).map_err(|e| ConsumerError::with_source("cannot seal buffers", e))?;
-        let delivered = self.deliver(sealed, acks, BacklogRetry::Now).await;
+        // In chunks: with many partitions, sealing every buffer at once would hold all
+        // their objects (and their delivery state) in memory together.
+        let mut delivered = Ok(());
+        loop {
+            let sealed = self
+                .buffers
+                .holding(shard, CLOSE_CHUNK)
+                .map_err(|e| ConsumerError::with_source("cannot seal buffers", e))?;
+            if sealed.is_empty() {
+                break;
+            }
+            delivered = self.deliver(sealed, acks, BacklogRetry::Now).await;
+            if delivered.is_err() {
+                break;
+            }
+        }
         if self.ledger.has_pending(shard) {
             return Err(match delivered {
                 Err(e) => ConsumerError::with_source(format!("records of {shard} are not durable yet"), e),
@@ -589,6 +609,9 @@ impl Consumer for Archiver {
         Ok(())
     }
 }
+
+/// Buffers sealed and delivered together when a shard closes.
+const CLOSE_CHUNK: usize = 2048;
 
 /// How long [`Archiver`] waits between delivery retries at most.
 pub const MAX_RETRY_DELAY: Duration = Duration::from_secs(30);
