@@ -436,7 +436,7 @@ impl Buffers {
             .filter(|(_, b)| b.body.staged() >= MIN_COMPACT)
             .map(|(k, b)| (b.body.staged(), k.clone()))
             .collect();
-        stages.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+        stages.sort_unstable_by_key(|s| std::cmp::Reverse(s.0));
         for (_, key) in stages {
             if self.held <= target {
                 break;
@@ -449,7 +449,7 @@ impl Buffers {
         let mut sealed = Vec::new();
         if self.held > target {
             let mut largest: Vec<(usize, Box<[u8]>)> = self.open.iter().map(|(k, b)| (b.cost, k.clone())).collect();
-            largest.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+            largest.sort_unstable_by_key(|s| std::cmp::Reverse(s.0));
             for (_, key) in largest {
                 if self.held <= target {
                     break;
