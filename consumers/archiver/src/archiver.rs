@@ -365,11 +365,14 @@ impl Archiver {
     ) -> Result<(), DeliveryError> {
         let now = self.clock.now();
         let any_sealed = !sealed.is_empty();
+        // A close or a drain (delivered now) always updates the gauges.
+        let closing = matches!(backlog, BacklogRetry::Now);
         let (buffers, ledger, delivery) = (&mut self.buffers, &mut self.ledger, &mut self.delivery);
         let r = delivery.deliver(sealed, now, ledger, acks, buffers.deflater(), backlog).await;
-        // At most once a second: the gauges walk every open buffer, and with many
-        // partitions seals come often.
-        if any_sealed && self.gauges_at.is_none_or(|at| now.saturating_since(at) >= Duration::from_secs(1)) {
+        // Otherwise at most once a second: the gauges walk every open buffer, and with
+        // many partitions seals come often.
+        let stale = self.gauges_at.is_none_or(|at| now.saturating_since(at) >= Duration::from_secs(1));
+        if any_sealed && (closing || stale) {
             self.set_buffer_gauges(now);
         }
         r

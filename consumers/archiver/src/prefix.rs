@@ -344,7 +344,30 @@ impl Prefixes {
             let pattern = JavaPattern::compile(DEFAULT_TIME_PATTERN).map_err(|e| PrefixError::Rule(e.to_string()))?;
             data.segments.push(Segment::Timestamp(pattern));
         }
+        data.check_keys()?;
+        error.check_keys()?;
         Ok(Self { data, error })
+    }
+}
+
+impl Template {
+    /// Refuses a prefix whose object keys could never be valid (a `.` or `..` segment,
+    /// a leading `/`, an empty segment, a control character or backslash): evaluated
+    /// with one-letter partition values and followed by an object name, it must make a
+    /// valid key. Otherwise every object would be refused by the store and retried for
+    /// ever; the mistake is reported at start instead, naming the field.
+    fn check_keys(&self) -> Result<(), PrefixError> {
+        let keys: BTreeMap<String, String> =
+            self.partition_keys().into_iter().map(|k| (k.to_owned(), "v".to_owned())).collect();
+        let sample = Evaluation {
+            oldest_arrival: Timestamp::from_millis(1_535_365_800_000),
+            time_zone: chrono_tz::UTC,
+            partition_keys: &keys,
+            error_output_type: "processing-failed",
+        };
+        let key = format!("{}object.gz", self.evaluate(&sample)?);
+        weir_core::ports::validate_key(&key)
+            .map_err(|e| PrefixError::Rule(format!("{}: no object key it makes can be written ({e})", self.field)))
     }
 }
 
@@ -497,11 +520,14 @@ mod tests {
         assert!(invalid("a/!{timestamp:yyyy-ww}/").contains("pattern letter 'w'"));
         assert!(invalid("a/!{partitionKeyFromQuery:}/").contains("needs a key name"));
         assert!(invalid("a/!{justtext}/").contains("no namespace"));
-        // 512 characters after evaluation.
-        let long = Prefixes::new(Some(&format!("{}/", "p".repeat(498))), None, false).unwrap();
-        let err = eval(&long.data, &BTreeMap::new(), Tz::UTC).unwrap_err();
-        assert_eq!(err, PrefixError::TooLong { field: Field::Prefix, chars: 513 });
-        let ok = Prefixes::new(Some(&format!("{}/", "p".repeat(497))), None, false).unwrap();
+        // 512 characters after evaluation: a prefix that is always longer fails at start.
+        let long = Prefixes::new(Some(&format!("{}/", "p".repeat(498))), None, false).unwrap_err();
+        assert_eq!(long, PrefixError::TooLong { field: Field::Prefix, chars: 513 });
+        let keyed =
+            Template::parse(&format!("{}/!{{partitionKeyFromQuery:k}}/", "p".repeat(500)), Field::Prefix).unwrap();
+        let err = eval(&keyed, &[("k".to_owned(), "x".repeat(12))].into(), Tz::UTC).unwrap_err();
+        assert_eq!(err, PrefixError::TooLong { field: Field::Prefix, chars: 514 });
+        let ok = Prefixes::new(Some(&format!("{}/", "p".repeat(497))), Some("e/"), false).unwrap();
         assert_eq!(eval(&ok.data, &BTreeMap::new(), Tz::UTC).unwrap().chars().count(), 512);
     }
 

@@ -164,3 +164,40 @@ fn syntax_errors_say_where() {
     let e = from_json(r#"{"BufferingHints": {"SizeInMB": 5}}"#).unwrap_err().to_string();
     assert!(e.contains("SizeInMB"), "misspelt nested field named: {e}");
 }
+
+/// A prefix whose keys no store accepts fails at start, naming the field, instead of
+/// wedging a worker that retries every put for ever.
+#[test]
+fn prefixes_that_make_no_valid_key_are_refused() {
+    for (prefix, error_prefix, words) in [
+        ("a/../t=!{partitionKeyFromQuery:t}/", "e/!{firehose:error-output-type}/", "'.' or '..' segment"),
+        ("./t=!{partitionKeyFromQuery:t}/", "e/!{firehose:error-output-type}/", "'.' or '..' segment"),
+        ("/abs/t=!{partitionKeyFromQuery:t}/", "e/!{firehose:error-output-type}/", "starts with '/'"),
+        ("a//t=!{partitionKeyFromQuery:t}/", "e/!{firehose:error-output-type}/", "empty segment"),
+        ("t=!{partitionKeyFromQuery:t}/", "e/../!{firehose:error-output-type}/", "'.' or '..' segment"),
+    ] {
+        let json = format!(
+            r#"{{"Prefix": "{prefix}", "ErrorOutputPrefix": "{error_prefix}",
+                "DynamicPartitioningConfiguration": {{"Enabled": true}},
+                "ProcessingConfiguration": {{"Enabled": true, "Processors": [{{"Type": "MetadataExtraction", "Parameters": [
+                  {{"ParameterName": "MetadataExtractionQuery", "ParameterValue": "{{t: .t}}"}},
+                  {{"ParameterName": "JsonParsingEngine", "ParameterValue": "JQ-1.6"}}]}}]}}}}"#
+        );
+        let p = problems(&json);
+        let field = if error_prefix.contains("..") { "ErrorOutputPrefix" } else { "Prefix" };
+        assert!(
+            p.iter()
+                .any(|x| x.reason.contains(field) && x.reason.contains(words) && x.reason.contains("no object key")),
+            "{prefix} / {error_prefix}: {p:?}"
+        );
+    }
+    // Dots inside a segment are fine.
+    let ok = validate(&from_json(
+        r#"{"Prefix": "v1.2/a..b/t=!{partitionKeyFromQuery:t}/", "ErrorOutputPrefix": "e/!{firehose:error-output-type}/",
+            "DynamicPartitioningConfiguration": {"Enabled": true},
+            "ProcessingConfiguration": {"Enabled": true, "Processors": [{"Type": "MetadataExtraction", "Parameters": [
+              {"ParameterName": "MetadataExtractionQuery", "ParameterValue": "{t: .t}"},
+              {"ParameterName": "JsonParsingEngine", "ParameterValue": "JQ-1.6"}]}]}}"#,
+    ).unwrap());
+    assert!(ok.is_ok(), "{ok:?}");
+}

@@ -72,8 +72,17 @@ mod tests {
     use super::*;
     use std::io::Write;
 
+    /// Loads inside figment's jail, which holds a process-wide lock:
+    /// `environment_overrides_file` sets `WEIR_*` variables in its jail, and no load
+    /// here may see them.
+    #[allow(clippy::result_large_err)] // figment's Jail API returns its own error type
     fn load(path: &Path) -> Result<Config> {
-        super::load(path, crate::App::new().registry())
+        let mut out = None;
+        figment::Jail::expect_with(|_| {
+            out = Some(super::load(path, crate::App::new().registry()));
+            Ok(())
+        });
+        out.expect("the jail ran the load")
     }
 
     fn write(text: &str) -> tempfile::NamedTempFile {
@@ -134,7 +143,7 @@ mod tests {
             jail.set_env("WEIR_LOG_FORMAT", "json");
             jail.set_env("WEIR_EMULATORS_HOME", "/tmp/elsewhere");
             jail.set_env("WEIR_WORKERS", "3");
-            let c = load(f.path()).map_err(|e| format!("{e:#}"))?;
+            let c = super::load(f.path(), crate::App::new().registry()).map_err(|e| format!("{e:#}"))?;
             assert_eq!(c.worker.failover, std::time::Duration::from_secs(20));
             Ok(())
         });
