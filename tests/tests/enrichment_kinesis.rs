@@ -19,7 +19,9 @@ use weir_e2e::create_stream;
 use weir_enrichment::{Enricher, EnrichmentConfig};
 use weir_testkit::{CrashSwitch, Emulator, SimAcks, SimLeases};
 
-const RECORDS: u64 = 6_000;
+/// Records of about 2.5 KB in batches of 500: each PutRecords call is over the 1 MB a
+/// shard takes per second, so throttling does not depend on how fast the machine is.
+const RECORDS: u64 = 3_000;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_record_once_in_per_key_order_after_throttling() {
@@ -42,7 +44,7 @@ reshape = "{tenant_id, session_id, shard_id, sequence_number, n: .duration_ms}"
     let acks = SimAcks::new(leases.clone(), 1, CrashSwitch::after(None));
     let shard = ShardId::new("shardId-000000000000");
     enricher.on_shard_open(&leases.take(&shard, 1)).await.unwrap();
-    let pad = "x".repeat(600);
+    let pad = "x".repeat(2_400);
     let records: Vec<Record> = (0..RECORDS)
         .map(|i| Record {
             partition_key: format!("in-{i}"),
