@@ -11,12 +11,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use bytes::Bytes;
 use tokio::sync::Notify;
-use weir_aws::kinesis::producer::{Outgoing, Producer};
 use weir_aws::{KinesisOptions, KinesisStream};
 use weir_core::{Acks, CloseReason, Consumer, ConsumerError, RecordBatch, ShardId};
-use weir_e2e::{cpu_seconds, create_stream, kinesis};
+use weir_e2e::{cpu_seconds, create_stream, kinesis, put_kilobyte_records};
 use weir_runtime::{RuntimeConfig, TokioClock, Worker};
 use weir_testkit::{Emulator, MemoryLeaseTable};
 
@@ -77,10 +75,7 @@ async fn main() {
     let emu = Emulator::start("ferrokinesis", &[]);
     let client = kinesis(&emu.endpoint).await;
     create_stream(&client, "bench", 4).await;
-    let payload = Bytes::from(vec![b'x'; 1024]);
-    let records = (0..n).map(|i| Outgoing { id: i, partition_key: format!("k{i}"), data: payload.clone() }).collect();
-    let report = Producer::new(client.clone(), "bench").put_all(records).await;
-    assert_eq!(report.accepted.len() as u64, n, "{:?}", report.failed.first());
+    put_kilobyte_records(&client, "bench", n).await;
 
     let efo = read_all(client.clone(), "bench", Some("bench-efo"), n).await;
     let polling = read_all(client, "bench", None, n).await;

@@ -10,9 +10,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use bytes::Bytes;
-use weir_aws::kinesis::producer::{Outgoing, Producer};
-use weir_e2e::{cpu_seconds, create_stream, emulators_home, kinesis, timed, weir_command};
+use weir_e2e::{cpu_seconds, create_stream, emulators_home, kinesis, put_kilobyte_records, timed, weir_command};
 use weir_testkit::Emulator;
 
 const PROCESSOR: &str = r#"
@@ -67,10 +65,7 @@ async fn main() {
     let emu = Emulator::start("ferrokinesis", &[]);
     let client = kinesis(&emu.endpoint).await;
     create_stream(&client, "bench", 4).await;
-    let payload = Bytes::from(vec![b'x'; 1024]);
-    let records = (0..n).map(|i| Outgoing { id: i, partition_key: format!("k{i}"), data: payload.clone() }).collect();
-    let report = Producer::new(client.clone(), "bench").put_all(records).await;
-    assert_eq!(report.accepted.len() as u64, n, "{:?}", report.failed.first());
+    put_kilobyte_records(&client, "bench", n).await;
 
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("processor.py"), PROCESSOR).unwrap();

@@ -121,6 +121,16 @@ pub async fn put_wave(p: &weir_aws::kinesis::producer::Producer, name: &str, n: 
     assert_eq!(p.put_all(records).await.accepted.len() as u64, n);
 }
 
+/// Puts `n` records of 1 KB (partition keys `k<i>`) into `stream`, for the read
+/// benches, and asserts every one was accepted.
+pub async fn put_kilobyte_records(client: &aws_sdk_kinesis::Client, stream: &str, n: u64) {
+    use weir_aws::kinesis::producer::{Outgoing, Producer};
+    let payload = bytes::Bytes::from(vec![b'x'; 1024]);
+    let records = (0..n).map(|i| Outgoing { id: i, partition_key: format!("k{i}"), data: payload.clone() }).collect();
+    let report = Producer::new(client.clone(), stream).put_all(records).await;
+    assert_eq!(report.accepted.len() as u64, n, "{:?}", report.failed.first());
+}
+
 /// Creates a stream and waits until it is active.
 pub async fn create_stream(client: &aws_sdk_kinesis::Client, name: &str, shards: i32) {
     client.create_stream().stream_name(name).shard_count(shards).send().await.expect("create stream");
