@@ -188,7 +188,8 @@ pub async fn download(client: &aws_sdk_s3::Client, bucket: &str, prefix: &str, d
 /// as JSON arrays.
 pub fn duckdb(sql: &str) -> Vec<Vec<serde_json::Value>> {
     let python = emulators_home().join("duckdb-py/bin/python");
-    let script = "import duckdb, json, sys\nrows = duckdb.sql(sys.argv[1]).fetchall()\nprint(json.dumps([list(r) for r in rows], default=str))";
+    // No progress bar: over thousands of files DuckDB draws one on stdout.
+    let script = "import duckdb, json, sys\ncon = duckdb.connect()\ncon.execute('SET enable_progress_bar = false')\nrows = con.sql(sys.argv[1]).fetchall()\nprint(json.dumps([list(r) for r in rows], default=str))";
     let out = std::process::Command::new(&python)
         .args(["-c", script, sql])
         .output()

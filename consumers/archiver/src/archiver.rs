@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use futures::StreamExt;
 use weir_core::ports::ObjectSink;
 use weir_core::{
     Acks, Clock, CloseReason, Consumer, ConsumerError, Intent, RecordBatch, ShardContext, ShardId, Timestamp,
@@ -24,6 +25,7 @@ use crate::error_records::{ErrorOutputType, ErrorRecord};
 use crate::fields::FieldIndex;
 use crate::firehose_config::ArchiverSettings;
 use crate::ledger::Ledger;
+use crate::manifest;
 use crate::metrics as m;
 use crate::naming::Naming;
 use crate::partition::{KeyError, KeyQuery, QueryError};
@@ -61,6 +63,10 @@ pub struct ArchiverOptions {
     pub put_concurrency: usize,
     /// The transform stage.
     pub transformer: Transformer,
+    /// Exactly-once: when a round's intents go inline into the leases rather than into
+    /// a manifest object (the defaults keep a lease item far below DynamoDB's 400 KB;
+    /// tests lower them to exercise manifests).
+    pub inline_intents: manifest::InlineLimits,
 }
 
 impl ArchiverOptions {
@@ -77,6 +83,7 @@ impl ArchiverOptions {
             compression_level: 6,
             put_concurrency: 8,
             transformer: Transformer::None,
+            inline_intents: manifest::InlineLimits::default(),
         }
     }
 }
@@ -146,6 +153,7 @@ impl Archiver {
         };
         let naming = Naming::new(&options.name, 1, &s.file_extension, s.time_zone);
         let delivery = Delivery::new(
+            &options.name,
             sink,
             options.mode,
             naming,
@@ -153,6 +161,7 @@ impl Archiver {
             s.time_zone,
             s.compression,
             options.put_concurrency,
+            options.inline_intents,
         );
         Ok(Self {
             name: options.name.clone(),
@@ -197,8 +206,9 @@ impl Archiver {
 
     /// Resolves an earlier owner's intents for `shard` if any are open.
     async fn ensure_resolved(&mut self, shard: &ShardId) -> Result<(), ConsumerError> {
-        let Some(state) = self.shards.get_mut(shard) else { return Ok(()) };
-        let Some(intents) = state.unresolved.clone() else { return Ok(()) };
+        let Some(state) = self.shards.get(shard) else { return Ok(()) };
+        let Some(open) = state.unresolved.clone() else { return Ok(()) };
+        let intents = expand_manifests(self.delivery.sink().clone(), shard, open).await?;
         let delivery = &self.delivery;
         let own = |key: &str| delivery.wrote(key).then_some(KeyState::Written);
         let (skip, states) = resolve(delivery.sink().as_ref(), &intents, delivery.claim(), own)
@@ -207,8 +217,10 @@ impl Archiver {
         let claimed = states.values().filter(|s| **s == KeyState::Claimed).count();
         metrics::counter!(m::CLAIMS_MADE).increment(claimed as u64);
         tracing::info!(%shard, intents = intents.len(), objects = states.len(), claimed, skip_ranges = skip.len(), "resolved an earlier owner's open intents");
-        state.skip = skip;
-        state.unresolved = None;
+        if let Some(state) = self.shards.get_mut(shard) {
+            state.skip = skip;
+            state.unresolved = None;
+        }
         self.any_skips = self.shards.values().any(|s| !s.skip.is_empty());
         Ok(())
     }
@@ -391,6 +403,43 @@ impl Archiver {
     }
 }
 
+/// Replaces the intents naming manifests with the intents the manifests list. A
+/// manifest that is missing or unreadable counts as "nothing written" (its records
+/// are archived again) and is reported; a store error fails (retried).
+async fn expand_manifests(
+    sink: Arc<dyn ObjectSink>,
+    shard: &ShardId,
+    open: Vec<Intent>,
+) -> Result<Vec<Intent>, ConsumerError> {
+    let (manifests, mut intents): (Vec<Intent>, Vec<Intent>) = open.into_iter().partition(manifest::is_manifest);
+    let sink = sink.as_ref();
+    let bodies: Vec<(String, Result<Option<Bytes>, weir_core::ports::SinkError>)> = futures::stream::iter(manifests)
+        .map(|m| async move {
+            let body = sink.get(&m.target).await;
+            (m.target, body)
+        })
+        .buffer_unordered(crate::resolve::RESOLVE_CONCURRENCY)
+        .collect()
+        .await;
+    for (key, body) in bodies {
+        let listed = match body {
+            Ok(Some(body)) => manifest::read(&key, shard, &body).map_err(|e| e.to_string()),
+            Ok(None) => Err(format!("intent manifest {key} is missing")),
+            Err(e) => {
+                return Err(ConsumerError::with_source(format!("cannot read intent manifest {key}"), e));
+            }
+        };
+        match listed {
+            Ok(listed) => intents.extend(listed),
+            Err(reason) => {
+                metrics::counter!(m::MANIFESTS_UNREADABLE).increment(1);
+                tracing::error!(%shard, %reason, "the records of an open intent manifest will be archived again (they may be duplicated)");
+            }
+        }
+    }
+    Ok(intents)
+}
+
 /// Where one part of a record would go (`weir prefix eval`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Preview {
@@ -474,8 +523,11 @@ impl Consumer for Archiver {
 
     async fn on_shard_open(&mut self, shard: &ShardContext) -> Result<(), ConsumerError> {
         let mut state = ShardState::default();
-        if self.delivery.mode() == DeliveryMode::ExactlyOnce && !shard.intents.is_empty() {
-            state.unresolved = Some(shard.intents.clone());
+        if self.delivery.mode() == DeliveryMode::ExactlyOnce {
+            self.delivery.shard_opened(&shard.shard_id, &shard.intents);
+            if !shard.intents.is_empty() {
+                state.unresolved = Some(shard.intents.clone());
+            }
         }
         self.shards.insert(shard.shard_id.clone(), state);
         // A failure here is retried before the shard's first batch.
@@ -609,6 +661,17 @@ impl Consumer for Archiver {
         }
         self.ledger.forget(shard);
         self.shards.remove(shard);
+        Ok(())
+    }
+
+    async fn on_intents_passed(&mut self, shard: &ShardId, intents: &[Intent]) -> Result<(), ConsumerError> {
+        let doomed = self.delivery.intents_passed(shard, intents);
+        let delivery = &self.delivery;
+        futures::stream::iter(doomed)
+            .for_each_concurrent(crate::resolve::RESOLVE_CONCURRENCY, |key| async move {
+                delivery.delete_manifest(&key).await;
+            })
+            .await;
         Ok(())
     }
 }

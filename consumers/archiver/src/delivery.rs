@@ -15,8 +15,10 @@
 //! lease is gone, rebuilds the object without the lost shards' records and tries again
 //! under a new key. A put that fails for any other reason is retried (same key, same
 //! intents) with backoff for as long as it takes; nothing is acknowledged meanwhile.
+//! A round that puts many objects of a shard stores their intents in a manifest object
+//! and only the manifest's intent in the lease (see [`crate::manifest`]).
 
-use std::collections::{BTreeSet, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,6 +32,7 @@ use crate::body::Deflater;
 use crate::buffers::{Route, Sealed};
 use crate::firehose_config::Compression;
 use crate::ledger::Ledger;
+use crate::manifest::{self, InlineCounts};
 use crate::metrics as m;
 use crate::naming::Naming;
 use crate::prefix::{Evaluation, Prefixes};
@@ -97,6 +100,10 @@ pub struct Delivery {
     concurrency: usize,
     written: HashSet<String>,
     written_order: VecDeque<String>,
+    /// The consumer's name (manifest keys).
+    consumer: String,
+    /// Inline intents per shard lease.
+    inline: InlineCounts,
 }
 
 /// Keys this process wrote, remembered so that reopening a shard does not claim them.
@@ -126,6 +133,7 @@ impl Delivery {
     /// A delivery stage.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
+        consumer: &str,
         sink: Arc<dyn ObjectSink>,
         mode: DeliveryMode,
         naming: Naming,
@@ -133,6 +141,7 @@ impl Delivery {
         time_zone: Tz,
         compression: Compression,
         concurrency: usize,
+        inline: manifest::InlineLimits,
     ) -> Self {
         Self {
             backlog_view: Backlog::default(),
@@ -149,7 +158,20 @@ impl Delivery {
             concurrency: concurrency.max(1),
             written: HashSet::new(),
             written_order: VecDeque::new(),
+            consumer: consumer.to_owned(),
+            inline: InlineCounts::new(inline),
         }
+    }
+
+    /// A shard opened with these open intents (exactly-once).
+    pub fn shard_opened(&mut self, shard: &ShardId, intents: &[Intent]) {
+        self.inline.opened(shard, intents);
+    }
+
+    /// A checkpoint passed these intents of `shard`: returns the manifests to delete.
+    pub fn intents_passed(&mut self, shard: &ShardId, intents: &[Intent]) -> Vec<String> {
+        self.inline.passed(shard, intents);
+        intents.iter().filter(|i| manifest::is_manifest(i)).map(|i| i.target.clone()).collect()
     }
 
     /// The empty object that claims a key.
@@ -194,6 +216,7 @@ impl Delivery {
 
     /// Removes the records of `shard` from waiting objects (its lease was lost).
     pub fn forget_shard(&mut self, shard: &ShardId, deflater: &mut Deflater) -> Result<(), DeliveryError> {
+        self.inline.forget(shard);
         let lost: BTreeSet<ShardId> = [shard.clone()].into();
         let mut kept = VecDeque::new();
         for p in self.backlog.drain(..) {
@@ -381,32 +404,65 @@ impl Delivery {
         if fresh.is_empty() {
             return Ok(());
         }
-        let mut intents = Vec::new();
+        // Per shard, the intents of this round's new objects: inline when few, else
+        // one manifest.
+        let mut per_shard: BTreeMap<ShardId, Vec<Intent>> = BTreeMap::new();
         for &i in &fresh {
             let p = &ready[i];
             let key = p.key.clone().unwrap_or_default();
             let scope = p.sealed.route.scope();
             for (shard, span) in &p.sealed.spans {
-                intents.push((
-                    shard.clone(),
-                    Intent {
-                        target: key.clone(),
-                        scope: scope.clone(),
-                        first: span.first.clone(),
-                        last: span.last.clone(),
-                    },
-                ));
+                per_shard.entry(shard.clone()).or_default().push(Intent {
+                    target: key.clone(),
+                    scope: scope.clone(),
+                    first: span.first.clone(),
+                    last: span.last.clone(),
+                });
             }
+        }
+        let mut intents = Vec::new();
+        let mut inline = Vec::new();
+        let mut manifests: Vec<(ShardId, String, Bytes)> = Vec::new();
+        for (shard, list) in per_shard {
+            if self.inline.fits(&shard, list.len()) {
+                inline.push((shard.clone(), list.len()));
+                intents.extend(list.into_iter().map(|i| (shard.clone(), i)));
+                continue;
+            }
+            let key = manifest::key(&self.consumer, &shard);
+            let Some((body, intent)) = manifest::write(&key, &shard, list) else {
+                for &i in fresh.iter().rev() {
+                    ready[i].key = None;
+                }
+                return Err(IntentStep::Fail("cannot encode an intent manifest".into(), std::mem::take(ready)));
+            };
+            intents.push((shard.clone(), intent));
+            manifests.push((shard, key, body));
+        }
+        if let Err(msg) = self.put_manifests(&manifests).await {
+            for &i in fresh.iter().rev() {
+                ready[i].key = None;
+            }
+            return Err(IntentStep::Fail(msg, std::mem::take(ready)));
         }
         match log.record(intents).await {
             Ok(()) => {
                 for &i in &fresh {
                     ready[i].intents_stored = true;
                 }
+                for (shard, n) in inline {
+                    self.inline.recorded(&shard, n);
+                }
                 Ok(())
             }
             Err(IntentError::NotHeld(lost)) => {
                 let lost: BTreeSet<ShardId> = lost.into_iter().collect();
+                // No lease names the lost shards' manifests.
+                for (shard, key, _) in &manifests {
+                    if lost.contains(shard) {
+                        self.delete_manifest(key).await;
+                    }
+                }
                 tracing::warn!(?lost, "leases lost before objects were written; rebuilding them without those shards");
                 let mut rest = Vec::new();
                 for p in ready.drain(..) {
@@ -426,6 +482,39 @@ impl Delivery {
                 }
                 Err(IntentStep::Fail(msg, std::mem::take(ready)))
             }
+        }
+    }
+
+    /// Writes intent manifests, create-only, before the intents naming them.
+    async fn put_manifests(&self, manifests: &[(ShardId, String, Bytes)]) -> Result<(), String> {
+        let options = PutOptions { content_type: Some("application/gzip".into()), ..PutOptions::default() };
+        let puts: Vec<_> = manifests
+            .iter()
+            .map(|(_, key, body)| {
+                let (sink, options, key, body) = (self.sink.clone(), options.clone(), key.clone(), body.clone());
+                async move {
+                    let r = sink.put_if_absent(&key, body, &options).await;
+                    (key, r)
+                }
+            })
+            .collect();
+        let results: Vec<(String, Result<PutOutcome, SinkError>)> =
+            futures::stream::iter(puts).buffer_unordered(self.concurrency).collect().await;
+        for (key, r) in results {
+            match r {
+                Ok(PutOutcome::Created) => metrics::counter!(m::MANIFESTS).increment(1),
+                Ok(PutOutcome::AlreadyExists) => return Err(format!("intent manifest {key} exists already")),
+                Err(e) => return Err(format!("cannot write intent manifest {key}: {e}")),
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes a manifest no lease names (best effort: a leftover is only clutter).
+    pub async fn delete_manifest(&self, key: &str) {
+        match self.sink.delete(key).await {
+            Ok(()) => metrics::counter!(m::MANIFESTS_DELETED).increment(1),
+            Err(e) => tracing::warn!(key, error = %e, "cannot delete an intent manifest; it stays as clutter"),
         }
     }
 

@@ -90,6 +90,7 @@ pub mod firehose_config;
 pub mod flat_scan;
 pub mod java_time;
 pub mod ledger;
+pub mod manifest;
 pub mod mcp_normalize;
 pub mod metrics;
 pub mod naming;

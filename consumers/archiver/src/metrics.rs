@@ -34,3 +34,9 @@ pub const BUFFERED_BYTES: &str = "weir_archiver_buffered_bytes";
 pub const DATA_FRESHNESS: &str = "weir_archiver_data_freshness_seconds";
 /// Open partitions (set with [`BUFFERED_BYTES`]).
 pub const ACTIVE_PARTITIONS: &str = "weir_archiver_active_partitions";
+/// Intent manifests written (exactly-once rounds with many objects of a shard).
+pub const MANIFESTS: &str = "weir_archiver_intent_manifests_total";
+/// Intent manifests deleted after a checkpoint passed them.
+pub const MANIFESTS_DELETED: &str = "weir_archiver_intent_manifests_deleted_total";
+/// Open intents whose manifest could not be read: their records are archived again.
+pub const MANIFESTS_UNREADABLE: &str = "weir_archiver_intent_manifests_unreadable_total";

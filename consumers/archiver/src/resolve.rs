@@ -178,6 +178,10 @@ mod tests {
         async fn list(&self, prefix: &str) -> Result<Vec<weir_core::ports::ObjectMeta>, SinkError> {
             self.0.list(prefix).await
         }
+        async fn delete(&self, key: &str) -> Result<(), SinkError> {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            self.0.delete(key).await
+        }
         fn location(&self) -> String {
             "slow".into()
         }

@@ -13,6 +13,7 @@ use proptest::prelude::*;
 use support::*;
 use weir_archiver::archiver::{Archiver, ArchiverOptions};
 use weir_archiver::delivery::DeliveryMode;
+use weir_archiver::manifest::InlineLimits;
 use weir_archiver::transformer::{McpNormalize, Transformer};
 use weir_core::ports::ObjectSink;
 use weir_core::{Clock, CloseReason, Consumer, ShardId, Timestamp};
@@ -24,6 +25,20 @@ const RECORDS: u128 = 60;
 thread_local! {
     /// The buffers' memory budget of this test case (a proptest case runs on one thread).
     static BUDGET: std::cell::Cell<usize> = const { std::cell::Cell::new(usize::MAX) };
+    /// When intents go inline rather than into a manifest, (per round, per lease).
+    static INLINE: std::cell::Cell<(usize, usize)> = const { std::cell::Cell::new((16, 128)) };
+}
+
+/// Inline limits: the defaults, every intent in a manifest, or a mix.
+fn inline_limits() -> impl Strategy<Value = (usize, usize)> {
+    prop_oneof![Just((16, 128)), Just((0, 0)), Just((2, 4))]
+}
+
+/// Reports the intents checkpoints passed, as the runtime does after its writes.
+async fn report_passed(a: &mut Archiver, acks: &SimAcks) {
+    for (shard, intents) in acks.take_passed() {
+        let _ = a.on_intents_passed(&shard, &intents).await;
+    }
 }
 
 fn archiver(sink: Arc<dyn ObjectSink>, clock: &ManualClock, mode: DeliveryMode) -> Archiver {
@@ -31,6 +46,8 @@ fn archiver(sink: Arc<dyn ObjectSink>, clock: &ManualClock, mode: DeliveryMode) 
     o.mode = mode;
     o.max_active_partitions = Some(5);
     o.max_buffer_memory = BUDGET.get();
+    let (per_round, per_lease) = INLINE.get();
+    o.inline_intents = InlineLimits { per_round, per_lease };
     o.transformer = Transformer::InProcess(Arc::new(McpNormalize));
     Archiver::new(o, sink, Arc::new(clock.clone())).unwrap()
 }
@@ -81,8 +98,10 @@ async fn life(
         if a.on_batch(&batch(&shards[i], recs), &acks).await.is_ok() {
             next[i] = end;
         }
+        report_passed(&mut a, &acks).await;
         clock.advance(Duration::from_secs(20));
         let _ = a.on_tick(clock.now(), &acks).await;
+        report_passed(&mut a, &acks).await;
         if stop_early && turn == 4 {
             return Some((a, acks));
         }
@@ -93,7 +112,9 @@ async fn life(
                 return None;
             }
             clock.advance(Duration::from_secs(40));
-            if a.on_shard_close(s, CloseReason::Shutdown, &acks).await.is_ok() {
+            let closed = a.on_shard_close(s, CloseReason::Shutdown, &acks).await.is_ok();
+            report_passed(&mut a, &acks).await;
+            if closed {
                 break;
             }
         }
@@ -133,8 +154,10 @@ proptest! {
         crashes in proptest::collection::vec((0u64..60, any::<bool>(), 1usize..9), 1..5),
         final_batch in 1usize..12,
         budget in prop_oneof![Just(usize::MAX), 600usize..6000],
+        inline in inline_limits(),
     ) {
         BUDGET.set(budget);
+        INLINE.set(inline);
         let rt = tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap();
         rt.block_on(async {
             let store = Arc::new(MemoryObjectSink::new());
@@ -156,8 +179,10 @@ proptest! {
         failing_puts in 0u32..6,
         zombie_first in any::<bool>(),
         budget in prop_oneof![Just(usize::MAX), 600usize..6000],
+        inline in inline_limits(),
     ) {
         BUDGET.set(budget);
+        INLINE.set(inline);
         let rt = tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap();
         rt.block_on(async {
             let store = Arc::new(MemoryObjectSink::new());
@@ -211,4 +236,80 @@ async fn firehose_mode_is_at_least_once() {
     let archive = read_archive(&store.snapshot());
     assert!((1..=20).all(|n| archive.count[&format!("s0-{n}")] == 2), "every record twice: {:?}", archive.count);
     assert_eq!(leases.checkpoint(&shard), Some(pos(20)));
+}
+
+/// Thousands of partitions per shard: intents go into manifests, so no lease holds
+/// more than a few kilobytes of them (DynamoDB refuses items over 400 KB), owners that
+/// crash with thousands of open intents are resolved exactly, and every manifest is
+/// deleted once checkpoints pass it.
+#[tokio::test(start_paused = true)]
+async fn thousands_of_partitions_keep_leases_small() {
+    const TENANTS: u128 = 3_000;
+    const PER_SHARD: u128 = 6_000;
+    // (crash after this many operations, the put at the crash lands) per owner, then an
+    // owner that finishes.
+    for crashes in [vec![], vec![(40, true)], vec![(9, false), (400, true)]] {
+        let store = Arc::new(MemoryObjectSink::new());
+        let leases = SimLeases::new();
+        let clock = ManualClock::new(Timestamp::from_millis(T0));
+        let shards: Vec<ShardId> = (0..SHARDS).map(|s| ShardId::new(format!("shard-{s}"))).collect();
+        let owners = crashes.iter().map(|c| Some(*c)).chain([None]);
+        let mut manifests_seen = 0;
+        for (owner, crash) in owners.enumerate() {
+            let switch = CrashSwitch::after(crash.map(|(after, _)| after));
+            let apply = crash.is_some_and(|(_, apply)| apply);
+            let sink: Arc<dyn ObjectSink> = Arc::new(CrashingSink::new(store.clone(), switch.clone(), apply));
+            let acks = SimAcks::new(leases.clone(), owner as u64 + 1, switch.clone());
+            let mut o = ArchiverOptions::new("mcp-archive", settings(64 << 20));
+            o.transformer = Transformer::InProcess(Arc::new(McpNormalize));
+            o.max_buffer_memory = 4 << 20;
+            let mut a = Archiver::new(o, sink, Arc::new(clock.clone())).unwrap();
+            for s in &shards {
+                let _ = a.on_shard_open(&leases.take(s, owner as u64 + 1)).await;
+            }
+            'life: for (i, s) in shards.iter().enumerate() {
+                let mut next = leases.checkpoint(s).map_or(1, |p| p.sequence.to_string().parse::<u128>().unwrap() + 1);
+                while next <= PER_SHARD {
+                    if switch.dead() {
+                        break 'life;
+                    }
+                    let end = (next + 750).min(PER_SHARD + 1);
+                    let recs = (next..end).map(|n| record_of_tenant(i, n, TENANTS)).collect();
+                    if a.on_batch(&batch(s, recs), &acks).await.is_ok() {
+                        next = end;
+                    }
+                    report_passed(&mut a, &acks).await;
+                    manifests_seen =
+                        manifests_seen.max(store.snapshot().keys().filter(|k| k.starts_with("_weir/")).count());
+                    clock.advance(Duration::from_secs(30));
+                    let _ = a.on_tick(clock.now(), &acks).await;
+                    report_passed(&mut a, &acks).await;
+                }
+            }
+            for s in &shards {
+                if switch.dead() {
+                    break;
+                }
+                let _ = a.on_shard_close(s, CloseReason::Shutdown, &acks).await;
+                report_passed(&mut a, &acks).await;
+            }
+        }
+        let objects = store.snapshot();
+        let archive = read_archive(&objects);
+        for (i, shard) in shards.iter().enumerate() {
+            for n in 1..=PER_SHARD {
+                assert_eq!(archive.count.get(&format!("s{i}-{n}")).copied(), Some(1), "s{i}-{n} ({crashes:?})");
+            }
+            assert!(leases.intents(shard).is_empty(), "every intent passed");
+        }
+        let data_objects = objects.keys().filter(|k| k.starts_with("tool-events/")).count();
+        assert!(data_objects >= TENANTS as usize, "{data_objects} objects");
+        let (peak_intents, peak_bytes) = leases.peak_intents();
+        assert!(peak_bytes < 64 << 10, "a lease held {peak_intents} intents, {peak_bytes} bytes ({crashes:?})");
+        assert!(manifests_seen > 0, "rounds of thousands of objects go into manifests");
+        if crashes.is_empty() {
+            let left: Vec<&String> = objects.keys().filter(|k| k.starts_with("_weir/")).collect();
+            assert!(left.is_empty(), "manifests are deleted once passed: {left:?}");
+        }
+    }
 }

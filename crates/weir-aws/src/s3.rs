@@ -223,6 +223,12 @@ impl ObjectSink for S3ObjectSink {
         retry(READ_DEADLINE, || self.list_once(prefix), sink_class).await
     }
 
+    async fn delete(&self, key: &str) -> Result<(), SinkError> {
+        validate_key(key)?;
+        // Deleting is idempotent (an absent key succeeds): retried like reads.
+        retry(READ_DEADLINE, || self.delete_once(key), sink_class).await
+    }
+
     fn location(&self) -> String {
         format!("s3://{}/", self.bucket)
     }
@@ -260,6 +266,13 @@ impl S3ObjectSink {
             Err(e) if e.as_service_error().is_some_and(|s| s.is_not_found()) => Ok(None),
             Err(e) if e.raw_response().is_some_and(|r| r.status().as_u16() == 404) => Ok(None),
             Err(e) => Err(store_err(&format!("head {key}"), e)),
+        }
+    }
+
+    async fn delete_once(&self, key: &str) -> Result<(), SinkError> {
+        match self.client.delete_object().bucket(&self.bucket).key(key).send().await {
+            Ok(_) => Ok(()),
+            Err(e) => Err(store_err(&format!("delete {key}"), e)),
         }
     }
 

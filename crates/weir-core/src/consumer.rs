@@ -147,4 +147,14 @@ pub trait Consumer: Send + 'static {
         reason: CloseReason,
         acks: &dyn Acks,
     ) -> Result<(), ConsumerError>;
+
+    /// A stored checkpoint of this consumer passed these intents of `shard`: they are
+    /// gone from the lease and no owner will ever resolve them, so whatever they point
+    /// at that exists only for resolution may be deleted. Called after the checkpoint
+    /// write, possibly after the shard closed; best effort (a crash between the write
+    /// and this call leaves the intents unreported).
+    async fn on_intents_passed(&mut self, shard: &ShardId, intents: &[Intent]) -> Result<(), ConsumerError> {
+        let _ = (shard, intents);
+        Ok(())
+    }
 }

@@ -140,6 +140,18 @@ impl ObjectSink for FsObjectSink {
             .map_err(|e| io_err("list task", std::io::Error::other(e)))?
     }
 
+    async fn delete(&self, key: &str) -> Result<(), SinkError> {
+        validate_key(key)?;
+        if key.split('/').next() == Some(TMP_DIR) {
+            return Err(SinkError::InvalidKey { key: key.to_owned(), reason: "reserved prefix" });
+        }
+        match tokio::fs::remove_file(self.root.join(key)).await {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(io_err("delete object", e)),
+        }
+    }
+
     fn location(&self) -> String {
         self.root.display().to_string()
     }

@@ -17,7 +17,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use weir_core::ports::LeaseTable;
-use weir_core::{Checkpoint, ConsumerName, Lease, LeaseChange, LeaseError, LeaseMutation, ShardId, WorkerId};
+use weir_core::{Checkpoint, ConsumerName, Intent, Lease, LeaseChange, LeaseError, LeaseMutation, ShardId, WorkerId};
 
 /// Why a write was refused locally or by the store.
 #[derive(Debug, thiserror::Error)]
@@ -99,6 +99,11 @@ impl HeldLease {
     }
 
     async fn write(&self, change: LeaseChange) -> Result<Lease, HeldError> {
+        self.write_seen(change).await.map(|(_, next)| next)
+    }
+
+    /// [`HeldLease::write`], also returning the lease as stored before the write.
+    async fn write_seen(&self, change: LeaseChange) -> Result<(Lease, Lease), HeldError> {
         let mut state = self.state.lock().await;
         if !self.is_valid() {
             self.mark_lost();
@@ -109,14 +114,14 @@ impl HeldLease {
         match self.table.mutate(&LeaseMutation::on(&state, change)).await {
             Ok(next) => {
                 let still_mine = next.owner == owner_before;
-                *state = next.clone();
+                let before = std::mem::replace(&mut *state, next.clone());
                 if still_mine {
                     *self.valid_until.lock().unwrap_or_else(|p| p.into_inner()) = started + self.failover;
                 }
                 if next.handoff_to != *self.handoff.borrow() {
                     self.handoff.send_replace(next.handoff_to.clone());
                 }
-                Ok(next)
+                Ok((before, next))
             }
             Err(LeaseError::Conflict { .. }) | Err(LeaseError::NotFound(_)) => {
                 self.mark_lost();
@@ -131,14 +136,24 @@ impl HeldLease {
         self.write(LeaseChange::Renew).await.map(|_| ())
     }
 
-    /// Writes checkpoints (and the end of the shard).
+    /// Writes checkpoints (and the end of the shard). Returns, per consumer, the
+    /// intents the write dropped from the lease (the new checkpoints passed them).
     pub(crate) async fn checkpoint(
         &self,
         checkpoints: BTreeMap<ConsumerName, Checkpoint>,
         ended_with_children: Option<Vec<ShardId>>,
-    ) -> Result<Lease, HeldError> {
+    ) -> Result<BTreeMap<ConsumerName, Vec<Intent>>, HeldError> {
         metrics::counter!(crate::metrics::CHECKPOINT_WRITES).increment(1);
-        self.write(LeaseChange::Checkpoint { checkpoints, ended_with_children }).await
+        let (before, after) = self.write_seen(LeaseChange::Checkpoint { checkpoints, ended_with_children }).await?;
+        let mut passed = BTreeMap::new();
+        for (consumer, open) in before.intents {
+            let kept = after.intents.get(&consumer);
+            let gone: Vec<Intent> = open.into_iter().filter(|i| kept.is_none_or(|k| !k.contains(i))).collect();
+            if !gone.is_empty() {
+                passed.insert(consumer, gone);
+            }
+        }
+        Ok(passed)
     }
 
     /// Applies one change to each of several held leases in as few transactions as the
@@ -221,6 +236,27 @@ mod tests {
         let mine = taken_lease(table.as_ref(), "s-1", "a").await;
         let held = HeldLease::new(mine.clone(), started, table.clone(), FAILOVER);
         (table, mine, held)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_checkpoint_reports_the_intents_it_passed() {
+        let (table, _, held) = held_by_a().await;
+        let p = |n| ExtendedSequenceNumber::plain(SequenceNumber::from_u128(n));
+        let intent = |t: &str, last| Intent { target: t.into(), scope: "s".into(), first: p(1), last: p(last) };
+        let record =
+            |c: &str, intents| (held.clone(), LeaseChange::RecordIntents { consumer: ConsumerName::new(c), intents });
+        HeldLease::write_many(vec![record("c", vec![intent("a", 5), intent("b", 9)])]).await.unwrap();
+        HeldLease::write_many(vec![record("d", vec![intent("x", 5)])]).await.unwrap();
+        let passed = held.checkpoint([("c".into(), Checkpoint::At(p(6)))].into(), None).await.unwrap();
+        assert_eq!(passed, [(ConsumerName::new("c"), vec![intent("a", 5)])].into(), "only c's, only those passed");
+        let stored = table.get(&ShardId::new("s-1")).await.unwrap().unwrap();
+        assert_eq!(stored.intents[&ConsumerName::new("c")], vec![intent("b", 9)]);
+        let none = held.checkpoint([("c".into(), Checkpoint::At(p(7)))].into(), None).await.unwrap();
+        assert!(none.is_empty());
+        let end =
+            held.checkpoint([("c".into(), Checkpoint::ShardEnd), ("d".into(), Checkpoint::ShardEnd)].into(), None);
+        let end = end.await.unwrap();
+        assert_eq!(end.len(), 2, "the shard end passes every intent: {end:?}");
     }
 
     #[tokio::test(start_paused = true)]

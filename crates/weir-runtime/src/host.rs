@@ -32,6 +32,8 @@ pub(crate) enum HostCtl {
     Abandon { shard: ShardId, done: oneshot::Sender<()> },
     /// The shard worker is finished with the lane: forget it.
     Remove { shard: ShardId },
+    /// A checkpoint write dropped these intents of the consumer from the shard's lease.
+    IntentsPassed { shard: ShardId, intents: Vec<Intent> },
 }
 
 /// The shard worker's handle to a host.
@@ -148,6 +150,11 @@ pub(crate) async fn run_host(
                 Some(HostCtl::Remove { shard }) => {
                     lanes.remove(&shard);
                     acks.lanes.remove(&shard);
+                }
+                Some(HostCtl::IntentsPassed { shard, intents }) => {
+                    if let Err(e) = guarded(consumer.on_intents_passed(&shard, &intents)).await {
+                        failure(&name, &shard, &stats, &e, "on_intents_passed");
+                    }
                 }
             },
             Some((shard, msg)) = lanes.next() => match msg {

@@ -100,6 +100,13 @@ impl ObjectSink for CrashingSink {
         self.inner.list(prefix).await
     }
 
+    async fn delete(&self, key: &str) -> Result<(), SinkError> {
+        if !self.switch.step() {
+            return Err(dead());
+        }
+        self.inner.delete(key).await
+    }
+
     fn location(&self) -> String {
         self.inner.location()
     }
@@ -124,6 +131,7 @@ struct SimLease {
 #[derive(Debug, Default)]
 pub struct SimLeases {
     leases: Mutex<BTreeMap<ShardId, SimLease>>,
+    peak: Mutex<(usize, usize)>,
 }
 
 impl SimLeases {
@@ -152,6 +160,13 @@ impl SimLeases {
         self.leases.lock().unwrap_or_else(|p| p.into_inner()).get(shard).and_then(|l| l.checkpoint.clone())
     }
 
+    /// The most open intents any lease held at once, and the most bytes they took as
+    /// JSON (what a lease item would carry).
+    pub fn peak_intents(&self) -> (usize, usize) {
+        let p = self.peak.lock().unwrap_or_else(|p| p.into_inner());
+        *p
+    }
+
     /// Open intents of `shard`.
     pub fn intents(&self, shard: &ShardId) -> Vec<Intent> {
         self.leases.lock().unwrap_or_else(|p| p.into_inner()).get(shard).map(|l| l.intents.clone()).unwrap_or_default()
@@ -164,12 +179,19 @@ pub struct SimAcks {
     owner: u64,
     switch: CrashSwitch,
     lease_writes: std::sync::atomic::AtomicU64,
+    passed: Mutex<Vec<(ShardId, Vec<Intent>)>>,
 }
 
 impl SimAcks {
     /// The channel of `owner`, dying with `switch`.
     pub fn new(leases: Arc<SimLeases>, owner: u64, switch: CrashSwitch) -> Self {
-        Self { leases, owner, switch, lease_writes: Default::default() }
+        Self { leases, owner, switch, lease_writes: Default::default(), passed: Mutex::new(Vec::new()) }
+    }
+
+    /// Intents that checkpoints passed since the last call, per shard, as the runtime
+    /// reports them to `Consumer::on_intents_passed` after a checkpoint write.
+    pub fn take_passed(&self) -> Vec<(ShardId, Vec<Intent>)> {
+        std::mem::take(&mut *self.passed.lock().unwrap_or_else(|p| p.into_inner()))
     }
 }
 
@@ -193,7 +215,11 @@ impl Acks for SimAcks {
         }
         l.checkpoint = Some(position.clone());
         let cp = Checkpoint::At(position.clone());
-        l.intents.retain(|i| !i.passed_by(&cp));
+        let (gone, kept): (Vec<Intent>, Vec<Intent>) = l.intents.drain(..).partition(|i| i.passed_by(&cp));
+        l.intents = kept;
+        if !gone.is_empty() {
+            self.passed.lock().unwrap_or_else(|p| p.into_inner()).push((shard.clone(), gone));
+        }
     }
 
     fn intents(&self) -> Option<&dyn IntentLog> {
@@ -218,11 +244,18 @@ impl IntentLog for SimAcks {
             lost.dedup();
             return Err(IntentError::NotHeld(lost));
         }
-        let distinct: std::collections::BTreeSet<&ShardId> = intents.iter().map(|(s, _)| s).collect();
+        let distinct: std::collections::BTreeSet<ShardId> = intents.iter().map(|(s, _)| s.clone()).collect();
         self.lease_writes.fetch_add(distinct.len() as u64, Ordering::SeqCst);
         for (s, i) in intents {
             if let Some(l) = leases.get_mut(&s) {
                 l.intents.push(i);
+            }
+        }
+        let mut peak = self.leases.peak.lock().unwrap_or_else(|p| p.into_inner());
+        for s in distinct {
+            if let Some(l) = leases.get(&s) {
+                let bytes = serde_json::to_vec(&l.intents).map_or(0, |v| v.len());
+                *peak = (peak.0.max(l.intents.len()), peak.1.max(bytes));
             }
         }
         Ok(())

@@ -74,6 +74,12 @@ impl ObjectSink for MemoryObjectSink {
             .collect())
     }
 
+    async fn delete(&self, key: &str) -> Result<(), SinkError> {
+        validate_key(key)?;
+        self.objects.lock().unwrap_or_else(|p| p.into_inner()).remove(key);
+        Ok(())
+    }
+
     fn location(&self) -> String {
         "memory://".into()
     }

@@ -97,6 +97,9 @@ impl weir_core::ports::ObjectSink for NullSink {
     async fn list(&self, _prefix: &str) -> Result<Vec<weir_core::ports::ObjectMeta>, weir_core::ports::SinkError> {
         Ok(Vec::new())
     }
+    async fn delete(&self, _key: &str) -> Result<(), weir_core::ports::SinkError> {
+        Ok(())
+    }
     fn location(&self) -> String {
         "(nowhere)".into()
     }

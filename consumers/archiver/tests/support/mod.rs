@@ -51,6 +51,23 @@ pub fn record(shard: usize, n: u128, bad_every: u128) -> Record {
     }
 }
 
+/// An MCP event of tenant `n % tenants` (one partition per tenant in the design
+/// note's prefix), with a unique id.
+pub fn record_of_tenant(shard: usize, n: u128, tenants: u128) -> Record {
+    let id = format!("s{shard}-{n}");
+    let data = format!(
+        r#"{{"tenantId":"t{}","toolName":"search","sessionId":"{id}","ts":{},"durationMs":3,"success":true,"errorCode":null}}"#,
+        n % tenants,
+        T0 + n as i64,
+    );
+    Record {
+        partition_key: format!("pk{n}"),
+        position: pos(n),
+        approximate_arrival: Timestamp::from_millis(T0 + n as i64),
+        data: Bytes::from(data),
+    }
+}
+
 pub fn batch(shard: &ShardId, records: Vec<Record>) -> RecordBatch {
     RecordBatch { shard_id: shard.clone(), records, millis_behind_latest: Some(0), child_shards: None }
 }
@@ -73,6 +90,9 @@ pub struct Archive {
 pub fn read_archive(objects: &BTreeMap<String, Bytes>) -> Archive {
     let mut a = Archive { count: BTreeMap::new(), data_lines: vec![], error_lines: vec![], claims: 0 };
     for (key, body) in objects {
+        if key.starts_with("_weir/") {
+            continue; // intent manifests, not archive objects
+        }
         let text = gunzip(body);
         if text.is_empty() {
             a.claims += 1;

@@ -102,7 +102,8 @@ pub fn validate_key(key: &str) -> Result<(), SinkError> {
 /// Contract (checked by weir-testkit's conformance suite): a put is atomic (readers see
 /// the whole object or nothing); a put to an existing key writes nothing and returns
 /// [`PutOutcome::AlreadyExists`]; keys are validated with [`validate_key`]; `list`
-/// returns every object whose key starts with the prefix, sorted by key.
+/// returns every object whose key starts with the prefix, sorted by key; `delete` of
+/// an absent key succeeds.
 #[async_trait]
 pub trait ObjectSink: Send + Sync {
     /// Writes the object unless the key exists.
@@ -116,6 +117,10 @@ pub trait ObjectSink: Send + Sync {
 
     /// Lists objects under a prefix, sorted by key.
     async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, SinkError>;
+
+    /// Deletes an object; deleting a key that does not exist succeeds. The archiver
+    /// deletes only its own bookkeeping objects (intent manifests), never data.
+    async fn delete(&self, key: &str) -> Result<(), SinkError>;
 
     /// Where objects go, for humans (`s3://bucket/`, `/path/to/dir`).
     fn location(&self) -> String;

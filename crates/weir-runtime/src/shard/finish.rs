@@ -38,7 +38,15 @@ impl ShardWorker {
             return Ok(());
         }
         match self.held.checkpoint(changes, end).await {
-            Ok(_) => Ok(()),
+            Ok(passed) => {
+                for (consumer, intents) in passed {
+                    if let Some(lane) = self.lanes.iter().find(|l| l.host.name == consumer) {
+                        let shard = self.held.key().clone();
+                        let _ = lane.host.ctl.send(HostCtl::IntentsPassed { shard, intents });
+                    }
+                }
+                Ok(())
+            }
             Err(e) => {
                 tracing::warn!(shard = %self.held.key(), error = %e, "checkpoint write failed");
                 Err(e)

@@ -48,6 +48,27 @@ where
     lists_by_prefix(make().await, &run).await;
     concurrent_puts_one_wins(make().await, &run, quirks.atomic_concurrent_creates).await;
     large_objects_round_trip(make().await, &run).await;
+    deletes(make().await, &run).await;
+}
+
+async fn deletes(s: Arc<dyn ObjectSink>, run: &str) {
+    let key = format!("{run}/delete/a");
+    let other = format!("{run}/delete/ab");
+    s.put_if_absent(&key, Bytes::from_static(b"one"), &opts()).await.unwrap();
+    s.put_if_absent(&other, Bytes::from_static(b"two"), &opts()).await.unwrap();
+    s.delete(&key).await.unwrap();
+    assert!(s.get(&key).await.unwrap().is_none(), "deleted");
+    assert!(s.stat(&key).await.unwrap().is_none(), "deleted");
+    assert_eq!(s.get(&other).await.unwrap().unwrap(), Bytes::from_static(b"two"), "only the key itself");
+    s.delete(&key).await.unwrap();
+    s.delete(&format!("{run}/delete/never")).await.unwrap();
+    assert_eq!(
+        s.put_if_absent(&key, Bytes::from_static(b"again"), &opts()).await.unwrap(),
+        PutOutcome::Created,
+        "a deleted key can be created again"
+    );
+    let r = s.delete(&format!("{run}/../escape")).await;
+    assert!(matches!(r, Err(SinkError::InvalidKey { .. })), "escaping key accepted by delete: {r:?}");
 }
 
 fn opts() -> PutOptions {
