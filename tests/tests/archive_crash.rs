@@ -5,10 +5,12 @@
 //! - 100,000 records, at least 20 kills, two archivers on the same stream: one in
 //!   exactly-once mode, one in Firehose mode. Every record exactly once in the first, at
 //!   least once in the second, partition columns equal to the record fields.
-//! - At cardinality: 5,000 tenant partitions under a 4 MiB buffer budget (buffers are
-//!   sealed for memory between the kills), exactly once. Rounds of thousands of
-//!   objects keep their intents in manifests: a lease item stays under DynamoDB's
-//!   400 KB (moto enforces it), and manifests are deleted once checkpoints pass them.
+//! - At cardinality: 5,000 tenant partitions under a 4 MiB buffer budget with a spill
+//!   directory (buffers spill to disk, or are sealed for memory, between the kills; a
+//!   killed worker's spill files are deleted by the next start), exactly once. Rounds
+//!   of thousands of objects keep their intents in manifests: a lease item stays
+//!   under DynamoDB's 400 KB (moto enforces it), and manifests are deleted once
+//!   checkpoints pass them.
 //!   The archive is a local directory shared by the workers: moto's S3 cannot take
 //!   thousands of puts a second on a shared 2-core machine (its lease renewals then
 //!   time out), and S3 itself is covered by the first scenario and the sink suites.
@@ -263,7 +265,11 @@ async fn sigkill_storm_at_five_thousand_partitions() {
     let local = dir.path().join("archive");
     let consumer = archiver_toml(
         "archive-wide",
-        &format!("directory = \"{}\"\nmode = \"exactly-once\"\nmax_buffer_memory = 4194304", local.display()),
+        &format!(
+            "directory = \"{}\"\nmode = \"exactly-once\"\nmax_buffer_memory = 4194304\nspill_directory = \"{}\"",
+            local.display(),
+            dir.path().join("spill").display()
+        ),
         "mcp-normalize",
         "wide/tenant=!{partitionKeyFromQuery:tenantId}/dt=!{timestamp:yyyy-MM-dd}/",
         "wide-errors/!{firehose:error-output-type}/",
@@ -345,6 +351,7 @@ async fn sigkill_storm_at_five_thousand_partitions() {
         rows[0]
     );
     assert!(!log_text.contains("Item size"), "a lease item outgrew DynamoDB's limit\n{log_text}");
+    assert!(dir.path().join("spill").is_dir(), "the spill directory was set up");
     assert_eq!(rows[0][0].as_u64(), Some(RECORDS), "every record exactly once");
     assert_eq!(rows[0][1].as_u64(), Some(RECORDS));
     assert_eq!(rows[0][2].as_u64(), Some(0), "partition column equals the record field");

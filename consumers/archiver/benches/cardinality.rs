@@ -183,7 +183,7 @@ fn grid(partitions: u64) -> (u64, u64) {
 }
 
 /// One run in this process; prints one JSON line.
-async fn one(shape: &str, partitions: u64, n: u64, budget_mib: u64) {
+async fn one(shape: &str, partitions: u64, n: u64, budget_mib: u64, spill: bool) {
     let (tenants, tools) = grid(partitions);
     let sink = Arc::new(CountingSink::default());
     // As in a replay or a backfill (the measurement): the hour of records goes
@@ -196,6 +196,10 @@ async fn one(shape: &str, partitions: u64, n: u64, budget_mib: u64) {
     }
     if budget_mib > 0 {
         options.max_buffer_memory = (budget_mib as usize) << 20;
+    }
+    let spill_dir = tempfile::tempdir().unwrap();
+    if spill {
+        options.spill_directory = Some(spill_dir.path().to_path_buf());
     }
     let mut archiver = Archiver::new(options, sink.clone(), Arc::new(clock.clone())).unwrap();
     let leases = SimLeases::new();
@@ -287,7 +291,7 @@ fn main() {
     if let Some(at) = args.iter().position(|a| a == "--one") {
         let p = |k: usize| args[at + k].parse::<u64>().unwrap();
         let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
-        rt.block_on(one(&args[at + 1], p(2), p(3), p(4)));
+        rt.block_on(one(&args[at + 1], p(2), p(3), p(4), p(5) == 1));
         return;
     }
     // `cargo bench` passes --bench; `cargo test --all-targets` runs this as a smoke test.
@@ -295,9 +299,10 @@ fn main() {
     let n: u64 = args.iter().skip(1).find_map(|a| a.parse().ok()).unwrap_or(if full { 300_000 } else { 20_000 });
     let cardinalities: &[u64] = if full { &[240, 2_000, 12_000, 100_000] } else { &[240, 2_000, 12_000] };
     let me = std::env::current_exe().unwrap();
-    let run = |shape: &str, partitions: u64, budget: u64| -> serde_json::Value {
+    let run = |shape: &str, partitions: u64, budget: u64, spill: bool| -> serde_json::Value {
+        let spill = if spill { "1" } else { "0" };
         let out = std::process::Command::new(&me)
-            .args(["--one", shape, &partitions.to_string(), &n.to_string(), &budget.to_string()])
+            .args(["--one", shape, &partitions.to_string(), &n.to_string(), &budget.to_string(), spill])
             .output()
             .unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -319,8 +324,13 @@ fn main() {
         let mut base = 0.0;
         for &partitions in cardinalities {
             let used = active(partitions, n);
-            for budget in [0u64, 16] {
-                let r = run(shape, partitions, budget);
+            // The default budget, and a small one without and with a spill directory
+            // (small, but above the partitions' bookkeeping of about 1 KiB each, which
+            // no spill moves out of memory).
+            let small = (partitions / 1024 * 2).max(16);
+            let settings = [(0u64, false), (small, false), (small, true)];
+            for (budget, spill) in settings {
+                let r = run(shape, partitions, budget, spill);
                 let objects = r["objects"].as_u64().unwrap();
                 assert_eq!(r["lines"].as_u64().unwrap(), lines, "every record in exactly one object");
                 let per_100k = r["seconds"].as_f64().unwrap() * 100_000.0 / n as f64;
@@ -331,7 +341,11 @@ fn main() {
                 println!(
                     "| {} | {partitions} ({used}) | {} | {objects} | {:.2} | {per_100k:.2} ({:.1}×) | {:.0} | {} | {:.2} (one stream: {} bytes) | {} | {lease_kib:.1} KiB |",
                     if shape == "raw" { "raw nested, 250–900 B" } else { "design note, mcp-normalize" },
-                    if budget == 0 { "default".to_owned() } else { format!("{budget} MiB") },
+                    match (budget, spill) {
+                        (0, false) => "default".to_owned(),
+                        (b, true) => format!("{b} MiB + spill"),
+                        (b, false) => format!("{b} MiB"),
+                    },
                     objects as f64 / used as f64,
                     per_100k / base,
                     r["peak_rss_kib"].as_u64().unwrap() as f64 / 1024.0,
@@ -343,11 +357,16 @@ fn main() {
                 // DynamoDB refuses lease items over 400 KB: intents must stay far below.
                 assert!(lease_kib < 100.0, "a lease held {lease_kib:.0} KiB of intents");
                 // Up to 12,000 partitions the default budget holds every partition open
-                // (about 2.5 KiB each with a few records): one object each. 100,000 do
-                // not fit 256 MiB; the largest are sealed early (spilling them to disk
-                // instead is not built yet).
+                // (about 2 KiB each with a few records): one object each. Past the
+                // budget, without a spill directory the largest are sealed early; with
+                // one they spill and stay open, one object each again.
                 if budget == 0 && partitions <= 12_000 {
                     assert!(objects <= used, "{objects} objects for {used} partitions with default settings");
+                }
+                // With a spill directory, a budget just above the bookkeeping keeps all
+                // but a few buffers open.
+                if spill {
+                    assert!(objects * 100 <= used * 105, "{objects} objects for {used} partitions ({budget} MiB + spill)");
                 }
             }
         }

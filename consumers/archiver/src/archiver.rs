@@ -67,6 +67,9 @@ pub struct ArchiverOptions {
     /// a manifest object (the defaults keep a lease item far below DynamoDB's 400 KB;
     /// tests lower them to exercise manifests).
     pub inline_intents: manifest::InlineLimits,
+    /// Where buffers pushed out of memory spill their compressed bytes instead of
+    /// being sealed early (`None`: they are sealed). See [`crate::spill`].
+    pub spill_directory: Option<std::path::PathBuf>,
 }
 
 impl ArchiverOptions {
@@ -84,6 +87,7 @@ impl ArchiverOptions {
             put_concurrency: 8,
             transformer: Transformer::None,
             inline_intents: manifest::InlineLimits::default(),
+            spill_directory: None,
         }
     }
 }
@@ -97,6 +101,9 @@ pub enum BuildError {
     /// The metadata extraction query does not compile.
     #[error(transparent)]
     Query(#[from] QueryError),
+    /// The spill directory cannot be used.
+    #[error("spill_directory: {0}")]
+    Spill(#[from] crate::spill::SpillError),
 }
 
 /// Per-shard state.
@@ -170,10 +177,15 @@ impl Archiver {
             prefix_keys,
             flat_route,
             // Room for about as many partitions as the budget holds open (an entry costs
-            // about 100 bytes, an open buffer at least 1.5 KiB).
-            route_cache: std::cell::RefCell::new(RouteCache::new((options.max_buffer_memory / 1536).clamp(4, 1 << 18))),
+            // about 100 bytes, an open buffer at least OPEN_COST).
+            route_cache: std::cell::RefCell::new(RouteCache::new(
+                (options.max_buffer_memory / crate::buffers::OPEN_COST).clamp(4, 1 << 18),
+            )),
             transformer: options.transformer,
-            buffers: Buffers::new(limits),
+            buffers: match &options.spill_directory {
+                None => Buffers::new(limits),
+                Some(dir) => Buffers::new(limits).with_spill(crate::spill::Spill::open(dir, &options.name)?),
+            },
             ledger: Ledger::default(),
             delivery,
             shards: HashMap::new(),
@@ -187,6 +199,19 @@ impl Archiver {
     /// Compressed bytes held in open buffers.
     pub fn buffered_bytes(&self) -> usize {
         self.buffers.held_bytes()
+    }
+
+    /// Bytes of open buffers spilled to disk.
+    pub fn spilled_bytes(&self) -> u64 {
+        self.buffers.spilled_bytes()
+    }
+
+    /// Makes every later spill write fail (tests of the disk-full fallback).
+    #[doc(hidden)]
+    pub fn fail_spill_writes(&mut self, fail: bool) {
+        if let Some(s) = self.buffers.spill_mut() {
+            s.fail_writes(fail);
+        }
     }
 
     /// Compressed bytes in open buffers (without staged records).

@@ -8,13 +8,18 @@
 //!
 //! Memory is bounded by a budget, not by a partition count ([`Limits::memory`]). An
 //! open buffer costs what it holds: its compressed runs, its staged records (a stage
-//! grows from 1 KiB as records come, up to 64 KiB) and its bookkeeping, about
+//! grows from 256 bytes as records come, up to 64 KiB) and its bookkeeping, about
 //! [`OPEN_COST`] bytes plus 8 a record; [`Buffers::held`] is the sum, kept as buffers
 //! change. When an append takes the sum over the budget, the buffers are relieved down
 //! to three quarters of it, in two steps:
 //! 1. stages of at least [`MIN_COMPACT`] bytes are compressed now, largest first (the
 //!    object stays one valid gzip member; only its compression ratio suffers a little);
-//! 2. if that is not enough, buffers are sealed, the largest first
+//! 2. with a spill directory ([`Buffers::with_spill`]), the compressed bytes of the
+//!    largest buffers go to local disk ([`crate::spill`]); those buffers stay open and
+//!    keep growing until their size or interval hint, so object sizes follow the hints
+//!    whatever the partition count. A spill that fails (disk full, unwritable) is
+//!    logged and counted, and relief goes on with step 3;
+//! 3. if that is not enough, buffers are sealed, the largest first
 //!    ([`FlushReason::Memory`]): no buffer is sealed for memory while a larger one
 //!    stays open, so the objects memory forces out are the largest there are.
 //!
@@ -39,6 +44,7 @@ use weir_core::{ExtendedSequenceNumber, ShardId, Timestamp};
 use crate::body::{Body, BodyError, Deflater, decode};
 use crate::error_records::ErrorOutputType;
 use crate::firehose_config::Compression;
+use crate::spill::{Spill, SpillError, SpillRef};
 
 /// The partition-key values of a data buffer (empty without dynamic partitioning).
 pub type PartitionKey = BTreeMap<String, String>;
@@ -143,11 +149,11 @@ pub enum Overflow {
 }
 
 /// Bookkeeping of one open buffer, beyond its body and its 8 bytes a record: the map
-/// entry, the route's names and values, the shard slots, and outside this module its
-/// ledger entries and route cache entry. Measured (peak RSS over open partitions with
-/// 100,000 partitions in the cardinality bench), counted in [`Buffers::held`] so that
-/// many nearly empty partitions are not free.
-pub const OPEN_COST: usize = 1536;
+/// entry and key, the shard slots, and outside this module its ledger entries and route
+/// cache entry. Measured (peak RSS over open partitions with 100,000 partitions in the
+/// cardinality bench; 1,536 before buffers stopped keeping their route as a map),
+/// counted in [`Buffers::held`] so that many nearly empty partitions are not free.
+pub const OPEN_COST: usize = 768;
 
 /// The smallest stage compressed early to relieve memory: smaller ones gain little and
 /// compress worse.
@@ -187,7 +193,9 @@ struct Open {
     generation: u64,
     /// What it counts for in [`Buffers::held`], as of its last change.
     cost: usize,
-    route: Route,
+    /// A data partition (not an error output). The route itself is decoded from the
+    /// key when the buffer is sealed: kept here it would cost a map per partition.
+    is_data: bool,
     body: Body,
     raw_bytes: u64,
     opened: Timestamp,
@@ -195,12 +203,19 @@ struct Open {
     entries: Vec<(u32, u32)>,
     /// The records of `slots[i]` (`None`: none left after a rebuild).
     spans: Vec<Option<Span>>,
+    /// The body's first bytes, on disk, in order.
+    spilled: Vec<SpillRef>,
 }
 
 impl Open {
     /// Memory it holds (see [`OPEN_COST`]).
     fn measure(&self, key_len: usize) -> usize {
-        OPEN_COST + key_len + self.body.held() + self.entries.capacity() * 8 + self.spans.capacity() * 48
+        OPEN_COST
+            + key_len
+            + self.body.held()
+            + self.entries.capacity() * 8
+            + self.spans.capacity() * 48
+            + self.spilled.capacity() * 24
     }
 
     /// Whether the buffer holds records of `shard`.
@@ -307,6 +322,9 @@ pub enum BufferError {
     /// A route key that [`Route::encode`] did not write.
     #[error("not a route key")]
     RouteKey,
+    /// Spilled bytes could not be read back.
+    #[error("{0}")]
+    Spill(String),
 }
 
 /// The result of an append.
@@ -329,13 +347,31 @@ pub struct Buffers {
     held: usize,
     next_generation: u64,
     deflater: Deflater,
+    spill: Option<Spill>,
 }
 
 impl Buffers {
     /// No buffers yet.
     pub fn new(limits: Limits) -> Self {
         let deflater = Deflater::new(limits.level);
-        Self { limits, open: HashMap::default(), data_open: 0, held: 0, next_generation: 1, deflater }
+        Self { limits, open: HashMap::default(), data_open: 0, held: 0, next_generation: 1, deflater, spill: None }
+    }
+
+    /// Buffers that spill to `spill` instead of sealing for memory (see the module docs).
+    pub fn with_spill(mut self, spill: Spill) -> Self {
+        self.spill = Some(spill);
+        self
+    }
+
+    /// Bytes on disk that open buffers hold.
+    pub fn spilled_bytes(&self) -> u64 {
+        self.spill.as_ref().map_or(0, Spill::live_bytes)
+    }
+
+    /// The spill store, if any (tests inject write failures through it).
+    #[doc(hidden)]
+    pub fn spill_mut(&mut self) -> Option<&mut Spill> {
+        self.spill.as_mut()
     }
 
     /// Open buffers (data and error).
@@ -446,6 +482,20 @@ impl Buffers {
             }
             self.remeasure(&key);
         }
+        if self.held > target && self.spill.is_some() {
+            let mut largest: Vec<(usize, Box<[u8]>)> = self.open.iter().map(|(k, b)| (b.cost, k.clone())).collect();
+            largest.sort_unstable_by_key(|s| std::cmp::Reverse(s.0));
+            for (_, key) in largest {
+                if self.held <= target {
+                    break;
+                }
+                if let Err(e) = self.spill_one(&key) {
+                    metrics::counter!(crate::metrics::SPILL_FAILURES).increment(1);
+                    tracing::error!(error = %e, "cannot spill buffers to disk; sealing them early instead");
+                    break;
+                }
+            }
+        }
         let mut sealed = Vec::new();
         if self.held > target {
             let mut largest: Vec<(usize, Box<[u8]>)> = self.open.iter().map(|(k, b)| (b.cost, k.clone())).collect();
@@ -460,6 +510,30 @@ impl Buffers {
         Ok(sealed)
     }
 
+    /// Moves the compressed bytes of buffer `key` to the spill store.
+    fn spill_one(&mut self, key: &[u8]) -> Result<(), SpillError> {
+        let (Some(b), Some(spill)) = (self.open.get_mut(key), self.spill.as_mut()) else { return Ok(()) };
+        if b.body.compact(&mut self.deflater).is_err() {
+            return Ok(()); // the stage stays; sealing deals with it
+        }
+        let bytes = b.body.spill_out();
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        match spill.write(&bytes) {
+            Ok(r) => {
+                b.spilled.push(r);
+                metrics::counter!(crate::metrics::SPILLS).increment(1);
+                self.remeasure(key);
+                Ok(())
+            }
+            Err(e) => {
+                b.body.unspill(bytes);
+                Err(e)
+            }
+        }
+    }
+
     /// Opens the buffer of route `key`; returns the buffer sealed to make room.
     fn open_buffer(&mut self, key: &[u8], now: Timestamp) -> Result<Vec<Sealed>, BufferError> {
         let mut sealed = Vec::new();
@@ -472,7 +546,7 @@ impl Buffers {
                     let oldest = self
                         .open
                         .iter()
-                        .filter(|(_, b)| matches!(b.route, Route::Data(_)))
+                        .filter(|(_, b)| b.is_data)
                         .min_by_key(|(_, b)| (b.opened, b.generation))
                         .map(|(k, _)| k.clone());
                     if let Some(k) = oldest {
@@ -493,13 +567,14 @@ impl Buffers {
             Open {
                 generation,
                 cost,
-                route,
+                is_data,
                 body: Body::new(self.limits.compression),
                 raw_bytes: 0,
                 opened: now,
                 slots: Vec::new(),
                 entries: Vec::new(),
                 spans: Vec::new(),
+                spilled: Vec::new(),
             },
         );
         Ok(sealed)
@@ -583,7 +658,8 @@ impl Buffers {
         let raw = decode(sealed.compression, &sealed.body)?;
         let mut body = Body::new(sealed.compression);
         body.append(&raw, &mut self.deflater)?;
-        if matches!(sealed.route, Route::Data(_)) {
+        let is_data = matches!(sealed.route, Route::Data(_));
+        if is_data {
             self.data_open += 1;
         }
         let mut key = Vec::new();
@@ -593,13 +669,14 @@ impl Buffers {
             Open {
                 generation: sealed.generation,
                 cost: 0,
-                route: sealed.route,
+                is_data,
                 body,
                 raw_bytes: sealed.raw_bytes,
                 opened,
                 spans: sealed.slots.iter().map(|s| sealed.spans.get(s).cloned()).collect(),
                 slots: sealed.slots,
                 entries: sealed.entries,
+                spilled: Vec::new(),
             },
         );
         self.remeasure(&key);
@@ -607,18 +684,32 @@ impl Buffers {
     }
 
     fn seal(&mut self, key: &[u8], reason: FlushReason) -> Result<Sealed, BufferError> {
+        let route = Route::decode(key).ok_or(BufferError::RouteKey)?;
         let Some(b) = self.open.remove(key) else {
             return Err(BufferError::Body(BodyError("no such buffer".into())));
         };
-        if matches!(b.route, Route::Data(_)) {
+        if b.is_data {
             self.data_open -= 1;
         }
         self.held -= b.cost;
+        let spill = &mut self.spill;
+        let body = b.body.finish_with(&mut self.deflater, |out| {
+            let Some(spill) = spill.as_ref() else { return Ok(()) };
+            for r in &b.spilled {
+                spill.read(r, out).map_err(|e| BodyError(e.to_string()))?;
+            }
+            Ok(())
+        });
+        if let Some(spill) = spill.as_mut() {
+            for r in &b.spilled {
+                spill.release(r);
+            }
+        }
         Ok(Sealed {
             generation: b.generation,
             held: b.cost,
-            route: b.route,
-            body: b.body.finish(&mut self.deflater)?,
+            route,
+            body: body?,
             raw_bytes: b.raw_bytes,
             spans: b.slots.iter().zip(b.spans).filter_map(|(s, span)| Some((s.clone(), span?))).collect(),
             reason,
@@ -854,6 +945,52 @@ mod tests {
                 got.entry(f.route.scope()).or_default().push_str(&gunzip(&f.body));
             }
             prop_assert_eq!(got, expected);
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(24))]
+        /// With a spill directory: every record lands in exactly one object, memory stays
+        /// within the budget, and while the disk takes the spills no buffer is sealed
+        /// for memory (the budget here holds every partition's bookkeeping); when
+        /// spill writes fail, buffers are sealed for memory instead and nothing is lost.
+        #[test]
+        fn spilled_buffers_keep_growing(
+            ops in proptest::collection::vec((0u16..200, 1usize..6000, 0u8..20), 1..600),
+            memory in 819_200usize..1_200_000,
+            disk_fails_from in proptest::option::of(0usize..600),
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let spill = Spill::open(dir.path(), "t").unwrap();
+            let mut b = Buffers::new(budget(memory)).with_spill(spill);
+            let s = ShardId::new("s0");
+            let mut expected: BTreeMap<String, String> = BTreeMap::new();
+            let mut sealed = Vec::new();
+            for (i, (partition, len, _)) in ops.iter().enumerate() {
+                if disk_fails_from == Some(i) {
+                    b.spill_mut().unwrap().fail_writes(true);
+                }
+                let k = key(&format!("t{partition}"));
+                let body: String = if i % 2 == 0 { "x".repeat(*len) } else { (0..*len).map(|j| char::from(b'a' + ((i * 7 + j * 13) % 26) as u8)).collect() };
+                let line = format!("{i}:{body}\n");
+                expected.entry(k.scope()).or_default().push_str(&line);
+                let out = b.append(&k, line.as_bytes(), &s, &pos(i as u128 + 1), t(0), t(0)).unwrap().sealed;
+                prop_assert!(b.held_bytes() <= memory, "held {} over {memory}", b.held_bytes());
+                if disk_fails_from.is_none_or(|f| i < f) {
+                    prop_assert!(out.iter().all(|f| f.reason != FlushReason::Memory), "sealed for memory while the disk works");
+                }
+                sealed.extend(out);
+            }
+            sealed.extend(b.all().unwrap());
+            prop_assert_eq!(b.held_bytes(), 0);
+            prop_assert_eq!(b.spilled_bytes(), 0, "every spilled piece released");
+            let mut got: BTreeMap<String, String> = BTreeMap::new();
+            for f in &sealed {
+                got.entry(f.route.scope()).or_default().push_str(&gunzip(&f.body));
+            }
+            prop_assert_eq!(got, expected);
+            drop(b);
+            prop_assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "spill files deleted");
         }
     }
 

@@ -98,6 +98,7 @@ pub mod partition;
 pub mod prefix;
 pub mod resolve;
 pub mod route_cache;
+pub mod spill;
 pub mod subrecords;
 pub mod transform;
 pub mod transformer;

@@ -40,3 +40,9 @@ pub const MANIFESTS: &str = "weir_archiver_intent_manifests_total";
 pub const MANIFESTS_DELETED: &str = "weir_archiver_intent_manifests_deleted_total";
 /// Open intents whose manifest could not be read: their records are archived again.
 pub const MANIFESTS_UNREADABLE: &str = "weir_archiver_intent_manifests_unreadable_total";
+/// Bytes of open buffers spilled to local disk (`spill_directory`).
+pub const SPILLED_BYTES: &str = "weir_archiver_spilled_bytes";
+/// Buffers whose compressed bytes went to local disk to relieve memory.
+pub const SPILLS: &str = "weir_archiver_spills_total";
+/// Spills that failed (buffers were sealed early instead).
+pub const SPILL_FAILURES: &str = "weir_archiver_spill_failures_total";

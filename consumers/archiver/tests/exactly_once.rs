@@ -27,6 +27,8 @@ thread_local! {
     static BUDGET: std::cell::Cell<usize> = const { std::cell::Cell::new(usize::MAX) };
     /// When intents go inline rather than into a manifest, (per round, per lease).
     static INLINE: std::cell::Cell<(usize, usize)> = const { std::cell::Cell::new((16, 128)) };
+    /// The spill directory of this test case, if it spills.
+    static SPILL: std::cell::RefCell<Option<std::path::PathBuf>> = const { std::cell::RefCell::new(None) };
 }
 
 /// Inline limits: the defaults, every intent in a manifest, or a mix.
@@ -48,6 +50,7 @@ fn archiver(sink: Arc<dyn ObjectSink>, clock: &ManualClock, mode: DeliveryMode) 
     o.max_buffer_memory = BUDGET.get();
     let (per_round, per_lease) = INLINE.get();
     o.inline_intents = InlineLimits { per_round, per_lease };
+    o.spill_directory = SPILL.with_borrow(Clone::clone);
     o.transformer = Transformer::InProcess(Arc::new(McpNormalize));
     Archiver::new(o, sink, Arc::new(clock.clone())).unwrap()
 }
@@ -148,16 +151,20 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(96))]
 
     /// Owners crash at random points, one after another; the last one finishes. With
-    /// a small memory budget, buffers are sealed for memory between the crashes.
+    /// a small memory budget, buffers are sealed for memory (or spilled to disk)
+    /// between the crashes.
     #[test]
     fn crashes_at_any_step(
         crashes in proptest::collection::vec((0u64..60, any::<bool>(), 1usize..9), 1..5),
         final_batch in 1usize..12,
         budget in prop_oneof![Just(usize::MAX), 600usize..6000],
         inline in inline_limits(),
+        spill in any::<bool>(),
     ) {
         BUDGET.set(budget);
         INLINE.set(inline);
+        let dir = tempfile::tempdir().unwrap();
+        SPILL.set(spill.then(|| dir.path().to_path_buf()));
         let rt = tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap();
         rt.block_on(async {
             let store = Arc::new(MemoryObjectSink::new());
@@ -312,4 +319,17 @@ async fn thousands_of_partitions_keep_leases_small() {
             assert!(left.is_empty(), "manifests are deleted once passed: {left:?}");
         }
     }
+}
+
+#[test]
+fn an_unusable_spill_directory_fails_at_start_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("not-a-directory");
+    std::fs::write(&file, b"x").unwrap();
+    let mut o = ArchiverOptions::new("mcp-archive", settings(600));
+    o.spill_directory = Some(file.join("spill"));
+    let clock = ManualClock::new(Timestamp::from_millis(T0));
+    let e = Archiver::new(o, Arc::new(MemoryObjectSink::new()), Arc::new(clock)).err().expect("refused");
+    assert!(e.to_string().starts_with("spill_directory: "), "{e}");
+    assert!(e.to_string().contains("not-a-directory/spill"), "{e}");
 }

@@ -51,6 +51,12 @@ pub struct ArchiverSection {
     /// largest stages are compressed early, then the largest buffers written out.
     #[serde(default = "default_buffer_memory")]
     pub max_buffer_memory: u64,
+    /// A local directory where buffers pushed out of memory park their compressed bytes
+    /// and keep growing until their size or interval hint (default: none, they are
+    /// written out early as smaller objects). Nothing there is acknowledged before it
+    /// is in the object store; leftovers of a crash are deleted at start.
+    #[serde(default)]
+    pub spill_directory: Option<PathBuf>,
     /// Optional cap on data partitions open at once (default: none; Firehose has 500).
     #[serde(default)]
     pub max_active_partitions: Option<usize>,
@@ -204,6 +210,7 @@ pub fn build(
     };
     options.max_active_partitions = a.max_active_partitions;
     options.max_buffer_memory = usize::try_from(a.max_buffer_memory).unwrap_or(usize::MAX);
+    options.spill_directory = a.spill_directory.clone();
     options.max_backlog_bytes = a.max_backlog_bytes;
     options.compression_level = a.compression_level;
     options.transformer = match a.transform {
