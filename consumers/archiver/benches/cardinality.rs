@@ -325,9 +325,9 @@ fn main() {
         for &partitions in cardinalities {
             let used = active(partitions, n);
             // The default budget, and a small one without and with a spill directory
-            // (small, but above the partitions' bookkeeping of about 1 KiB each, which
-            // no spill moves out of memory).
-            let small = (partitions / 1024 * 2).max(16);
+            // (small, but above what no spill moves out of memory: each partition's
+            // bookkeeping, about 1 KiB, and its stage until the next relief).
+            let small = (partitions * 3 / 1024).max(16);
             let settings = [(0u64, false), (small, false), (small, true)];
             for (budget, spill) in settings {
                 let r = run(shape, partitions, budget, spill);
@@ -366,7 +366,10 @@ fn main() {
                 // With a spill directory, a budget just above the bookkeeping keeps all
                 // but a few buffers open.
                 if spill {
-                    assert!(objects * 100 <= used * 105, "{objects} objects for {used} partitions ({budget} MiB + spill)");
+                    assert!(
+                        objects * 100 <= used * 105,
+                        "{objects} objects for {used} partitions ({budget} MiB + spill)"
+                    );
                 }
             }
         }

@@ -14,6 +14,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::StreamExt;
+use tokio_util::task::AbortOnDropHandle;
 use weir_core::ports::ObjectSink;
 use weir_core::{
     Acks, Clock, CloseReason, Consumer, ConsumerError, Intent, RecordBatch, ShardContext, ShardId, Timestamp,
@@ -111,9 +112,17 @@ pub enum BuildError {
 struct ShardState {
     /// Exactly-once: an earlier owner's intents not resolved yet.
     unresolved: Option<Vec<Intent>>,
+    /// Their resolution, started when the shard opened so that the shards a worker
+    /// takes over resolve in parallel; awaited before the shard's first batch, aborted
+    /// if the shard closes first.
+    resolving: Option<AbortOnDropHandle<Resolution>>,
     /// Records already durable in an earlier owner's objects.
     skip: SkipList,
 }
+
+/// A shard's resolved intents: what to skip, what each key turned out to be, and how
+/// many intents (manifests expanded) there were.
+type Resolution = Result<(SkipList, BTreeMap<String, KeyState>, usize), ConsumerError>;
 
 /// The archiver consumer.
 pub struct Archiver {
@@ -229,19 +238,33 @@ impl Archiver {
         self.delivery.backlog_objects()
     }
 
-    /// Resolves an earlier owner's intents for `shard` if any are open.
+    /// Starts resolving an earlier owner's intents of `shard` in the background.
+    fn start_resolving(&self, shard: &ShardId, open: Vec<Intent>) -> AbortOnDropHandle<Resolution> {
+        let sink = self.delivery.sink().clone();
+        let claim = self.delivery.claim().clone();
+        let written = self.delivery.written_keys();
+        let shard = shard.clone();
+        AbortOnDropHandle::new(tokio::spawn(async move { resolve_shard(sink, &shard, open, &claim, &written).await }))
+    }
+
+    /// Waits until an earlier owner's intents for `shard` are resolved, if any are
+    /// open (resolving them now if an earlier attempt failed).
     async fn ensure_resolved(&mut self, shard: &ShardId) -> Result<(), ConsumerError> {
-        let Some(state) = self.shards.get(shard) else { return Ok(()) };
-        let Some(open) = state.unresolved.clone() else { return Ok(()) };
-        let intents = expand_manifests(self.delivery.sink().clone(), shard, open).await?;
-        let delivery = &self.delivery;
-        let own = |key: &str| delivery.wrote(key).then_some(KeyState::Written);
-        let (skip, states) = resolve(delivery.sink().as_ref(), &intents, delivery.claim(), own)
-            .await
-            .map_err(|e| ConsumerError::with_source(format!("cannot resolve open intents of {shard}"), e))?;
+        let Some(state) = self.shards.get_mut(shard) else { return Ok(()) };
+        let outcome = match state.resolving.take() {
+            Some(running) => running.await.unwrap_or_else(|e| {
+                Err(ConsumerError::msg(format!("resolving the open intents of {shard} stopped: {e}")))
+            }),
+            None => {
+                let Some(open) = state.unresolved.clone() else { return Ok(()) };
+                let (sink, claim) = (self.delivery.sink().clone(), self.delivery.claim().clone());
+                resolve_shard(sink, shard, open, &claim, &self.delivery.written_keys()).await
+            }
+        };
+        let (skip, states, intents) = outcome?;
         let claimed = states.values().filter(|s| **s == KeyState::Claimed).count();
         metrics::counter!(m::CLAIMS_MADE).increment(claimed as u64);
-        tracing::info!(%shard, intents = intents.len(), objects = states.len(), claimed, skip_ranges = skip.len(), "resolved an earlier owner's open intents");
+        tracing::info!(%shard, intents, objects = states.len(), claimed, skip_ranges = skip.len(), "resolved an earlier owner's open intents");
         if let Some(state) = self.shards.get_mut(shard) {
             state.skip = skip;
             state.unresolved = None;
@@ -428,6 +451,23 @@ impl Archiver {
     }
 }
 
+/// Resolves the open intents of `shard` (manifests expanded); `written` are keys this
+/// process wrote itself.
+async fn resolve_shard(
+    sink: Arc<dyn ObjectSink>,
+    shard: &ShardId,
+    open: Vec<Intent>,
+    claim: &Bytes,
+    written: &std::collections::HashSet<String>,
+) -> Resolution {
+    let intents = expand_manifests(sink.clone(), shard, open).await?;
+    let own = |key: &str| written.contains(key).then_some(KeyState::Written);
+    let (skip, states) = resolve(sink.as_ref(), &intents, claim, own)
+        .await
+        .map_err(|e| ConsumerError::with_source(format!("cannot resolve open intents of {shard}"), e))?;
+    Ok((skip, states, intents.len()))
+}
+
 /// Replaces the intents naming manifests with the intents the manifests list. A
 /// manifest that is missing or unreadable counts as "nothing written" (its records
 /// are archived again) and is reported; a store error fails (retried).
@@ -552,11 +592,11 @@ impl Consumer for Archiver {
             self.delivery.shard_opened(&shard.shard_id, &shard.intents);
             if !shard.intents.is_empty() {
                 state.unresolved = Some(shard.intents.clone());
+                state.resolving = Some(self.start_resolving(&shard.shard_id, shard.intents.clone()));
             }
         }
         self.shards.insert(shard.shard_id.clone(), state);
-        // A failure here is retried before the shard's first batch.
-        self.ensure_resolved(&shard.shard_id).await
+        Ok(())
     }
 
     async fn on_batch(&mut self, batch: &RecordBatch, acks: &dyn Acks) -> Result<(), ConsumerError> {

@@ -188,10 +188,10 @@ impl Body {
         }
     }
 
-    /// Takes the bytes that can leave memory: every compressed run (call
-    /// [`Body::compact`] first to include the stage), or all bytes of a `Plain` body.
-    /// They must come back, in order, ahead of everything appended later: through
-    /// [`Body::finish_with`], or [`Body::unspill`] if they could not be stored.
+    /// Takes the compressed bytes out of memory: every compressed run, or all bytes of
+    /// a `Plain` body. They must come back, in order, ahead of everything appended
+    /// later: through [`Body::finish_with`], or [`Body::unspill`] if they could not be
+    /// stored.
     pub fn spill_out(&mut self) -> Vec<u8> {
         match self {
             Body::Plain(v) => std::mem::take(v),
@@ -204,6 +204,24 @@ impl Body {
                 *runs_len = 0;
                 out
             }
+        }
+    }
+
+    /// Takes the staged (not yet compressed) bytes out of memory; they stay part of the
+    /// body and must come back through [`Body::prepend_stage`] before the stage is
+    /// compressed. Empty for `Plain` (its bytes all go through [`Body::spill_out`]).
+    pub fn take_stage(&mut self) -> Vec<u8> {
+        match self {
+            Body::Plain(_) => Vec::new(),
+            Body::Gzip { staged, .. } => std::mem::take(staged),
+        }
+    }
+
+    /// Puts staged bytes taken by [`Body::take_stage`] back in front of the stage.
+    pub fn prepend_stage(&mut self, mut raw: Vec<u8>) {
+        if let Body::Gzip { staged, .. } = self {
+            raw.extend_from_slice(staged);
+            *staged = raw;
         }
     }
 

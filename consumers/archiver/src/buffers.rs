@@ -203,8 +203,15 @@ struct Open {
     entries: Vec<(u32, u32)>,
     /// The records of `slots[i]` (`None`: none left after a rebuild).
     spans: Vec<Option<Span>>,
-    /// The body's first bytes, on disk, in order.
+    /// The body's compressed bytes on disk, in order, ahead of its runs in memory.
     spilled: Vec<SpillRef>,
+    /// Staged bytes on disk, uncompressed, in order, ahead of the stage in memory. They
+    /// are read back and compressed with it when the stage is full (so pieces compress
+    /// as well as in memory) or sealed. Never set while the body has runs in memory
+    /// (a spill moves the runs out first; a fold empties it before compressing).
+    spilled_stage: Vec<SpillRef>,
+    /// Bytes in `spilled_stage`.
+    spilled_stage_len: usize,
 }
 
 impl Open {
@@ -215,7 +222,7 @@ impl Open {
             + self.body.held()
             + self.entries.capacity() * 8
             + self.spans.capacity() * 48
-            + self.spilled.capacity() * 24
+            + (self.spilled.capacity() + self.spilled_stage.capacity()) * 24
     }
 
     /// Whether the buffer holds records of `shard`.
@@ -448,6 +455,12 @@ impl Buffers {
             sealed.append(&mut appended.sealed);
             return Ok(Appended { generation: appended.generation, sealed });
         };
+        if buffer.spilled_stage_len > 0
+            && buffer.spilled_stage_len + buffer.body.staged() + data.len() > crate::body::CHUNK
+            && let Some(spill) = self.spill.as_mut()
+        {
+            fold(buffer, spill)?;
+        }
         let generation = Self::add(buffer, data, shard, position, arrival, &mut self.deflater)?;
         let full = buffer.raw_bytes >= self.limits.size_bytes;
         let mut sealed = Vec::new();
@@ -469,7 +482,7 @@ impl Buffers {
         let mut stages: Vec<(usize, Box<[u8]>)> = self
             .open
             .iter()
-            .filter(|(_, b)| b.body.staged() >= MIN_COMPACT)
+            .filter(|(_, b)| b.body.staged() >= MIN_COMPACT && b.spilled_stage.is_empty())
             .map(|(k, b)| (b.body.staged(), k.clone()))
             .collect();
         stages.sort_unstable_by_key(|s| std::cmp::Reverse(s.0));
@@ -510,28 +523,38 @@ impl Buffers {
         Ok(sealed)
     }
 
-    /// Moves the compressed bytes of buffer `key` to the spill store.
+    /// Moves buffer `key`'s bytes to the spill store: its compressed runs as they are,
+    /// its stage uncompressed (compressed later with what follows it, see
+    /// [`Open::spilled_stage`]). On a write error the buffer is as it was.
     fn spill_one(&mut self, key: &[u8]) -> Result<(), SpillError> {
         let (Some(b), Some(spill)) = (self.open.get_mut(key), self.spill.as_mut()) else { return Ok(()) };
-        if b.body.compact(&mut self.deflater).is_err() {
-            return Ok(()); // the stage stays; sealing deals with it
-        }
-        let bytes = b.body.spill_out();
-        if bytes.is_empty() {
-            return Ok(());
-        }
-        match spill.write(&bytes) {
-            Ok(r) => {
-                b.spilled.push(r);
-                metrics::counter!(crate::metrics::SPILLS).increment(1);
-                self.remeasure(key);
-                Ok(())
-            }
-            Err(e) => {
-                b.body.unspill(bytes);
-                Err(e)
+        let runs = b.body.spill_out();
+        if !runs.is_empty() {
+            match spill.write(&runs) {
+                Ok(r) => b.spilled.push(r),
+                Err(e) => {
+                    b.body.unspill(runs);
+                    return Err(e);
+                }
             }
         }
+        let stage = b.body.take_stage();
+        if !stage.is_empty() {
+            match spill.write(&stage) {
+                Ok(r) => {
+                    b.spilled_stage_len += stage.len();
+                    b.spilled_stage.push(r);
+                }
+                Err(e) => {
+                    b.body.prepend_stage(stage);
+                    self.remeasure(key);
+                    return Err(e);
+                }
+            }
+        }
+        metrics::counter!(crate::metrics::SPILLS).increment(1);
+        self.remeasure(key);
+        Ok(())
     }
 
     /// Opens the buffer of route `key`; returns the buffer sealed to make room.
@@ -575,6 +598,8 @@ impl Buffers {
                 entries: Vec::new(),
                 spans: Vec::new(),
                 spilled: Vec::new(),
+                spilled_stage: Vec::new(),
+                spilled_stage_len: 0,
             },
         );
         Ok(sealed)
@@ -677,6 +702,8 @@ impl Buffers {
                 slots: sealed.slots,
                 entries: sealed.entries,
                 spilled: Vec::new(),
+                spilled_stage: Vec::new(),
+                spilled_stage_len: 0,
             },
         );
         self.remeasure(&key);
@@ -685,9 +712,12 @@ impl Buffers {
 
     fn seal(&mut self, key: &[u8], reason: FlushReason) -> Result<Sealed, BufferError> {
         let route = Route::decode(key).ok_or(BufferError::RouteKey)?;
-        let Some(b) = self.open.remove(key) else {
+        let Some(mut b) = self.open.remove(key) else {
             return Err(BufferError::Body(BodyError("no such buffer".into())));
         };
+        if let Some(spill) = self.spill.as_mut() {
+            fold(&mut b, spill)?;
+        }
         if b.is_data {
             self.data_open -= 1;
         }
@@ -718,6 +748,23 @@ impl Buffers {
             entries: b.entries,
         })
     }
+}
+
+/// Reads a buffer's spilled stage back in front of its stage in memory.
+fn fold(b: &mut Open, spill: &mut Spill) -> Result<(), BufferError> {
+    if b.spilled_stage.is_empty() {
+        return Ok(());
+    }
+    let mut raw = Vec::with_capacity(b.spilled_stage_len + b.body.staged());
+    for r in &b.spilled_stage {
+        spill.read(r, &mut raw).map_err(|e| BufferError::Spill(e.to_string()))?;
+    }
+    for r in b.spilled_stage.drain(..) {
+        spill.release(&r);
+    }
+    b.spilled_stage_len = 0;
+    b.body.prepend_stage(raw);
+    Ok(())
 }
 
 #[cfg(test)]

@@ -194,6 +194,11 @@ impl Delivery {
         self.written.contains(key)
     }
 
+    /// The keys this process wrote (remembered ones), as of now.
+    pub fn written_keys(&self) -> HashSet<String> {
+        self.written.clone()
+    }
+
     /// Objects waiting.
     pub fn backlog_objects(&self) -> usize {
         self.backlog.len()
