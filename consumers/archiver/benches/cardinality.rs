@@ -327,7 +327,7 @@ fn main() {
             // The default budget, and a small one without and with a spill directory
             // (small, but above what no spill moves out of memory: each partition's
             // bookkeeping, about 1 KiB, and its stage until the next relief).
-            let small = (partitions * 3 / 1024).max(16);
+            let small = (partitions * 3 / 1024).clamp(16, 192);
             let settings = [(0u64, false), (small, false), (small, true)];
             for (budget, spill) in settings {
                 let r = run(shape, partitions, budget, spill);

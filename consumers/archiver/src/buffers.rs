@@ -9,7 +9,7 @@
 //! Memory is bounded by a budget, not by a partition count ([`Limits::memory`]). An
 //! open buffer costs what it holds: its compressed runs, its staged records (a stage
 //! grows from 256 bytes as records come, up to 64 KiB) and its bookkeeping, about
-//! [`OPEN_COST`] bytes plus 8 a record; [`Buffers::held`] is the sum, kept as buffers
+//! [`OPEN_COST`] bytes plus 8 a record; [`Buffers::held_bytes`] is the sum, kept as buffers
 //! change. When an append takes the sum over the budget, the buffers are relieved down
 //! to three quarters of it, in two steps:
 //! 1. stages of at least [`MIN_COMPACT`] bytes are compressed now, largest first (the
@@ -152,7 +152,7 @@ pub enum Overflow {
 /// entry and key, the shard slots, and outside this module its ledger entries and route
 /// cache entry. Measured (peak RSS over open partitions with 100,000 partitions in the
 /// cardinality bench; 1,536 before buffers stopped keeping their route as a map),
-/// counted in [`Buffers::held`] so that many nearly empty partitions are not free.
+/// counted in [`Buffers::held_bytes`] so that many nearly empty partitions are not free.
 pub const OPEN_COST: usize = 768;
 
 /// The smallest stage compressed early to relieve memory: smaller ones gain little and
@@ -166,7 +166,7 @@ pub struct Limits {
     pub size_bytes: u64,
     /// Seal this long after the buffer's first record (zero: at every tick).
     pub interval: Duration,
-    /// Bytes every open buffer together may hold ([`Buffers::held`]).
+    /// Bytes every open buffer together may hold ([`Buffers::held_bytes`]).
     pub memory: usize,
     /// Most data partitions open at once (`None`: no count limit).
     pub max_active: Option<usize>,
@@ -191,7 +191,7 @@ pub struct Span {
 
 struct Open {
     generation: u64,
-    /// What it counts for in [`Buffers::held`], as of its last change.
+    /// What it counts for in [`Buffers::held_bytes`], as of its last change.
     cost: usize,
     /// A data partition (not an error output). The route itself is decoded from the
     /// key when the buffer is sealed: kept here it would cost a map per partition.
@@ -475,7 +475,7 @@ impl Buffers {
         Ok(Appended { generation, sealed })
     }
 
-    /// Brings [`Buffers::held`] down to three quarters of the budget: stages compressed
+    /// Brings [`Buffers::held_bytes`] down to three quarters of the budget: stages compressed
     /// largest first, then buffers sealed largest first (see the module docs).
     fn relieve(&mut self) -> Result<Vec<Sealed>, BufferError> {
         let target = self.limits.memory / 4 * 3;

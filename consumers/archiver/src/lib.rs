@@ -14,8 +14,10 @@
 //! → delimiter → the buffer of its route (found by an encoded key): one per
 //! data partition, one per error output type ([`buffers`], bodies compressed as they
 //! fill with one shared compressor, [`body`]). Buffers are sealed on size (before
-//! compression), interval (from the consumer tick, time passed in), the active
-//! partition cap, or shard close; sealed buffers become objects named
+//! compression), interval (from the consumer tick, time passed in), the memory budget
+//! (largest first, after compressing stages early and, with a spill directory,
+//! moving bytes to local disk, [`spill`]), the optional active partition cap, or shard
+//! close; sealed buffers become objects named
 //! `<prefix><name>-1-<yyyy-MM-dd-HH-mm-ss>-<uuid><ext>` ([`prefix`], [`naming`]) and
 //! are written through the `ObjectSink` port ([`delivery`]). Failures of any stage go
 //! to the error output as Firehose error records ([`error_records`]); every input
@@ -36,11 +38,15 @@
 //! of every object sealed together go in one call, one transaction per 25 leases):
 //! "records of this shard in `[first, last]` routed to partition `P` go to key `K`".
 //! Then `K` is put create-only (S3 `If-None-Match: *`). Intents disappear when the
-//! checkpoint passes them.
+//! checkpoint passes them. A round with many objects of a shard stores their intents
+//! in one create-only *manifest* object and only the manifest's intent in the lease,
+//! so a lease item stays far below DynamoDB's 400 KB at any partition count
+//! ([`manifest`]); a manifest is deleted once a checkpoint passes it.
 //!
 //! When a shard opens with open intents (an earlier owner crashed, was partitioned
 //! away, or handed over with writes in flight), the new owner resolves each key
-//! ([`resolve`]) before its first batch: it *claims* the key by putting an empty object
+//! ([`resolve`]; in a task started at open, so the shards a worker takes over resolve
+//! in parallel) before the shard's first batch: it *claims* the key by putting an empty object
 //! there create-only. If the claim lands, the earlier owner's put can never land after
 //! it, and the records are archived again from the stream. If the key holds a real
 //! object, its records are durable and are skipped when the stream delivers them again
