@@ -377,14 +377,25 @@ impl Delivery {
             partition_keys: keys,
             error_output_type: kind,
         };
-        let prefix = template.evaluate(&e).unwrap_or_else(|err| {
+        let fallback = |why: &dyn std::fmt::Display| {
             // Values were checked when the records were routed; only the length can
-            // still differ with another timestamp. Fall back to the error prefix.
-            tracing::error!(error = %err, "prefix evaluation failed at seal; using the error prefix");
+            // still differ (another timestamp, or 512 characters of multi-byte text
+            // past the stores' 1,024 bytes). A key no store accepts would be retried
+            // forever: fall back to the error prefix.
+            tracing::error!(error = %why, "no valid key for a sealed object; using the error prefix");
             let e = Evaluation { error_output_type: "prefix-evaluation-failed", ..e };
-            self.prefixes.error.evaluate(&e).unwrap_or_default()
-        });
-        format!("{prefix}{}", self.naming.name(oldest))
+            format!("{}{}", self.prefixes.error.evaluate(&e).unwrap_or_default(), self.naming.name(oldest))
+        };
+        match template.evaluate(&e) {
+            Err(err) => fallback(&err),
+            Ok(prefix) => {
+                let key = format!("{prefix}{}", self.naming.name(oldest));
+                match weir_core::ports::validate_key(&key) {
+                    Ok(()) => key,
+                    Err(err) => fallback(&err),
+                }
+            }
+        }
     }
 
     /// Chooses keys and (exactly-once) stores intents for objects that have none.

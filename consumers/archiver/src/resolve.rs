@@ -24,13 +24,21 @@ pub enum KeyState {
     Claimed,
 }
 
-/// Claims `key` unless a real object is there.
+/// Claims `key` unless a real object is there. A key the store refuses as invalid
+/// (an intent left by a configuration whose prefix could make such keys) can hold
+/// nothing and never will: it counts as claimed, so its records are archived again
+/// under the current configuration instead of the shard waiting forever.
 pub async fn claim_or_check(sink: &dyn ObjectSink, key: &str, claim: &Bytes) -> Result<KeyState, SinkError> {
-    match sink.put_if_absent(key, claim.clone(), &PutOptions::default()).await? {
-        PutOutcome::Created => Ok(KeyState::Claimed),
-        PutOutcome::AlreadyExists => {
+    match sink.put_if_absent(key, claim.clone(), &PutOptions::default()).await {
+        Ok(PutOutcome::Created) => Ok(KeyState::Claimed),
+        Ok(PutOutcome::AlreadyExists) => {
             is_claim(sink, key, claim).await.map(|c| if c { KeyState::Claimed } else { KeyState::Written })
         }
+        Err(SinkError::InvalidKey { key, reason }) => {
+            tracing::warn!(%key, reason, "an open intent names a key no object can have; its records are archived again");
+            Ok(KeyState::Claimed)
+        }
+        Err(e) => Err(e),
     }
 }
 
@@ -142,11 +150,14 @@ mod tests {
             intent("a/written.gz", "t1", 1, 5),
             intent("a/missing.gz", "t2", 2, 6),
             intent("a/claimed.gz", "t1", 7, 9),
+            // Left by a configuration whose prefix made keys the store refuses.
+            intent("a/../escape.gz", "t3", 3, 4),
         ];
         let (mut skip, states) = resolve(&sink, &intents, &claim, |_| None).await.unwrap();
         assert_eq!(states["a/written.gz"], KeyState::Written);
         assert_eq!(states["a/missing.gz"], KeyState::Claimed);
         assert_eq!(states["a/claimed.gz"], KeyState::Claimed);
+        assert_eq!(states["a/../escape.gz"], KeyState::Claimed, "an invalid key holds nothing; no retry forever");
         assert_eq!(sink.get("a/missing.gz").await.unwrap().unwrap(), claim, "the missing key is claimed");
         assert!(skip.covers("t1", &p(1)));
         assert!(!skip.covers("t2", &p(3)), "other scopes are not skipped");

@@ -96,3 +96,28 @@ async fn four_shards_with_a_thousand_open_intents_each_resolve_in_parallel() {
         assert_eq!(late, PutOutcome::AlreadyExists, "shard {s}: the missing key was claimed");
     }
 }
+
+/// A key past the stores' 1,024 bytes (512 characters of four-byte text fit the
+/// prefix's character limit) would be refused by every put and retried forever: the
+/// object goes under the error prefix instead.
+#[tokio::test]
+async fn a_key_no_store_accepts_falls_back_to_the_error_prefix() {
+    let clock = ManualClock::new(Timestamp::from_millis(T0));
+    let mut o = ArchiverOptions::new("mcp-archive", settings(1 << 20));
+    o.transformer = Transformer::InProcess(Arc::new(McpNormalize));
+    let a = Archiver::new(o, Arc::new(MemoryObjectSink::new()), Arc::new(clock)).unwrap();
+    let wide = "😀".repeat(150);
+    let data = format!(r#"{{"tenantId":"{wide}","toolName":"{wide}","sessionId":"s","ts":{T0}}}"#);
+    let record = weir_core::Record {
+        partition_key: "pk".into(),
+        position: pos(1),
+        approximate_arrival: Timestamp::from_millis(T0),
+        data: Bytes::from(data),
+    };
+    let preview = a.preview(&ShardId::new("s"), &record).await;
+    let [weir_archiver::archiver::Preview::Data { key, .. }] = preview.as_slice() else {
+        panic!("one data line expected: {preview:?}");
+    };
+    assert!(key.starts_with("tool-events-errors/prefix-evaluation-failed/"), "{key}");
+    weir_core::ports::validate_key(key).unwrap();
+}
