@@ -54,6 +54,9 @@ pub(crate) enum Command {
     /// Run a KCL MultiLangDaemon application (its `.properties` file, its record
     /// processor in Python, Node.js, ...) on weir, without a JVM.
     Multilang(crate::multilang::command::MultilangArgs),
+    /// Look at the lease table: every lease with its owner, state, checkpoints and
+    /// open intents (`list`), or one in full (`show`).
+    Leases(crate::leases::LeasesArgs),
     /// Configuration tools.
     #[command(subcommand)]
     Config(ConfigCommand),

@@ -23,6 +23,7 @@ mod firehose_check;
 mod health;
 mod http;
 mod lambda;
+mod leases;
 mod multilang;
 mod prefix_eval;
 mod put;

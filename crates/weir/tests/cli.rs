@@ -590,3 +590,94 @@ fn an_empty_listen_address_disables_the_http_endpoints() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("http.listen") && err.contains("empty to disable"), "{err}");
 }
+
+/// `weir leases list` and `show` read the table the config names and say what each
+/// lease is doing: a SQLite table with an ended parent, a held child with a consumer's
+/// checkpoint and open intents, and a child of a parent not finished yet.
+#[test]
+fn leases_list_and_show_describe_the_table() {
+    use weir_core::ports::LeaseTable;
+    use weir_core::{Checkpoint, ConsumerName, ExtendedSequenceNumber, Intent, LeaseChange, LeaseMutation};
+    use weir_testkit::fixtures::{new_lease, taken_lease};
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("leases.db");
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let t = weir_local::SqliteLeaseTable::open(&db, "ops").unwrap();
+        let seq = "49590338271490256608559692538361571095921575989136588898";
+        let at = Checkpoint::At(ExtendedSequenceNumber::plain(seq.parse().unwrap()));
+        // shardId-0: ended for every consumer.
+        let p = taken_lease(&t, "shardId-0", "worker-a").await;
+        let end = LeaseChange::Checkpoint {
+            checkpoints: [(ConsumerName::new("archive"), Checkpoint::ShardEnd)].into(),
+            ended_with_children: Some(vec!["shardId-1".into()]),
+        };
+        t.mutate(&LeaseMutation::on(&p, end)).await.unwrap();
+        // shardId-1: held by worker-b, a checkpoint and two open intents.
+        t.create_if_absent(new_lease("shardId-1", &["shardId-0"])).await.unwrap();
+        let seen = t.get(&"shardId-1".into()).await.unwrap().unwrap();
+        let held = weir_testkit::fixtures::take(&t, &seen, "worker-b").await;
+        let cp = LeaseChange::Checkpoint {
+            checkpoints: [(ConsumerName::new("archive"), at.clone())].into(),
+            ended_with_children: None,
+        };
+        let held = t.mutate(&LeaseMutation::on(&held, cp)).await.unwrap();
+        let intent = |k: &str| Intent {
+            target: k.into(),
+            scope: "manifest".into(),
+            first: ExtendedSequenceNumber::plain(seq.parse().unwrap()),
+            last: ExtendedSequenceNumber::plain(seq.parse().unwrap()),
+        };
+        let record = LeaseChange::RecordIntents {
+            consumer: ConsumerName::new("archive"),
+            intents: vec![intent("_weir/intents/a.manifest"), intent("_weir/intents/b.manifest")],
+        };
+        t.mutate(&LeaseMutation::on(&held, record)).await.unwrap();
+        // shardId-2: its parent shardId-3 is not finished.
+        t.create_if_absent(new_lease("shardId-3", &[])).await.unwrap();
+        t.create_if_absent(new_lease("shardId-2", &["shardId-3"])).await.unwrap();
+    });
+    let cfg = write_config(
+        dir.path(),
+        &format!(
+            "[leases]\npath = \"{}\"\nnamespace = \"ops\"\n[[consumers]]\ntype = \"count\"\nname = \"archive\"\n",
+            db.display()
+        ),
+    );
+    let cfg = cfg.to_str().unwrap();
+    let out = weir().args(["leases", "list", "--config", cfg]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let table = String::from_utf8_lossy(&out.stdout);
+    let line = |shard: &str| {
+        table.lines().find(|l| l.starts_with(shard)).unwrap_or_else(|| panic!("{shard}: {table}")).to_owned()
+    };
+    assert!(table.lines().next().unwrap().contains("shard") && table.contains("archive"), "{table}");
+    assert!(line("shardId-0 ").contains("ended") && line("shardId-0 ").contains("SHARD_END"), "{table}");
+    let one = line("shardId-1 ");
+    assert!(one.contains("worker-b") && one.contains("held"), "{one}");
+    assert!(one.contains("…989136588898 (2 open intents)"), "{one}");
+    assert!(line("shardId-2 ").contains("waiting for parents shardId-3"), "{table}");
+    assert!(table.contains("4 leases"), "{table}");
+
+    let out = weir().args(["leases", "list", "--config", cfg, "--json"]).output().unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let one = json.as_array().unwrap().iter().find(|l| l["key"] == "shardId-1").unwrap();
+    assert_eq!(one["state"], "held");
+    assert_eq!(one["owner"], "worker-b");
+    assert_eq!(one["intents"]["archive"].as_array().unwrap().len(), 2);
+
+    let out = weir().args(["leases", "show", "shardId-1", "--config", cfg]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&format!("checkpoint {}", "49590338271490256608559692538361571095921575989136588898")),
+        "{text}"
+    );
+    assert!(text.contains("open intent _weir/intents/b.manifest"), "{text}");
+    let out = weir().args(["leases", "show", "shardId-9", "--config", cfg]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no lease shardId-9"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -1,0 +1,249 @@
+//! `weir leases`: what the lease table says, for operators. Read-only: it opens the
+//! table the config names (SQLite or DynamoDB, namespace included) and prints every
+//! lease, or one, as a table on a terminal or as JSON for scripts.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Subcommand};
+use weir_core::{Checkpoint, ConsumerName, Lease, ShardId};
+
+use crate::plugin::Registry;
+
+/// `weir leases …`.
+#[derive(Debug, Args)]
+pub(crate) struct LeasesArgs {
+    #[command(subcommand)]
+    command: LeasesCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum LeasesCommand {
+    /// Every lease of the config's namespace: owner, fencing counter, state,
+    /// parents and children, and per consumer its checkpoint and open intents.
+    List {
+        /// The TOML config file (its `[leases]` section is used).
+        #[arg(long, short)]
+        config: PathBuf,
+        /// Only this consumer's checkpoints and intents.
+        #[arg(long)]
+        consumer: Option<String>,
+        /// JSON (one array of leases, each with its `state`) instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One lease in full: every checkpoint and every open intent.
+    Show {
+        /// The lease key (the shard id).
+        shard: String,
+        /// The TOML config file (its `[leases]` section is used).
+        #[arg(long, short)]
+        config: PathBuf,
+        /// JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Runs a `weir leases` command.
+pub(crate) async fn run(args: LeasesArgs, registry: &Registry) -> Result<()> {
+    match args.command {
+        LeasesCommand::List { config, consumer, json } => {
+            let config = crate::config::load(&config, registry)?;
+            let table = crate::run::lease_table(&config).await?;
+            let leases = table.list().await.context("cannot list the leases")?;
+            let consumer = consumer.map(ConsumerName::new);
+            print!("{}", if json { list_json(&leases)? } else { list_table(&leases, consumer.as_ref()) });
+            Ok(())
+        }
+        LeasesCommand::Show { shard, config, json } => {
+            let config = crate::config::load(&config, registry)?;
+            let table = crate::run::lease_table(&config).await?;
+            let leases = table.list().await.context("cannot list the leases")?;
+            let Some(lease) = leases.iter().find(|l| l.key.as_str() == shard) else {
+                bail!("no lease {shard} in {} (weir leases list shows them)", config.leases.describe());
+            };
+            if json {
+                println!("{}", serde_json::to_string_pretty(&with_state(lease, &leases)?)?);
+            } else {
+                print!("{}", show_text(lease, &leases));
+            }
+            Ok(())
+        }
+    }
+}
+
+/// What a lease is doing, in words.
+pub(crate) fn state(lease: &Lease, all: &[Lease]) -> String {
+    if lease.ended {
+        return "ended".into();
+    }
+    let unfinished: Vec<&str> = lease
+        .parents
+        .iter()
+        .filter(|p| all.iter().find(|l| &l.key == *p).is_some_and(|l| !l.ended))
+        .map(ShardId::as_str)
+        .collect();
+    match (&lease.owner, &lease.handoff_to) {
+        (_, _) if !unfinished.is_empty() => format!("waiting for parents {}", unfinished.join(", ")),
+        (Some(_), Some(to)) => format!("handing over to {to}"),
+        (Some(_), None) => "held".into(),
+        (None, _) => "free".into(),
+    }
+}
+
+/// A checkpoint as operators write it (`weir leases seek` takes the same forms).
+pub(crate) fn checkpoint_text(cp: &Checkpoint) -> String {
+    match cp {
+        Checkpoint::TrimHorizon => "TRIM_HORIZON".into(),
+        Checkpoint::Latest => "LATEST".into(),
+        Checkpoint::AtTimestamp(t) => chrono::DateTime::from_timestamp_millis(t.as_millis())
+            .map_or_else(|| format!("AT_TIMESTAMP {}", t.as_millis()), |d| format!("AT_TIMESTAMP {}", d.to_rfc3339())),
+        Checkpoint::At(p) => p.to_string(),
+        Checkpoint::ShardEnd => "SHARD_END".into(),
+    }
+}
+
+fn with_state(lease: &Lease, all: &[Lease]) -> Result<serde_json::Value> {
+    let mut v = serde_json::to_value(lease)?;
+    if let Some(o) = v.as_object_mut() {
+        o.insert("state".into(), state(lease, all).into());
+    }
+    Ok(v)
+}
+
+fn list_json(leases: &[Lease]) -> Result<String> {
+    let all: Vec<serde_json::Value> = leases.iter().map(|l| with_state(l, leases)).collect::<Result<_>>()?;
+    Ok(format!("{}\n", serde_json::to_string_pretty(&all)?))
+}
+
+/// Long sequence numbers shortened for a table: the last 12 digits.
+fn short(text: String) -> String {
+    let digits = text.chars().take_while(char::is_ascii_digit).count();
+    if digits > 16 { format!("…{}", &text[digits - 12..]) } else { text }
+}
+
+fn list_table(leases: &[Lease], only: Option<&ConsumerName>) -> String {
+    let mut consumers: Vec<ConsumerName> = leases
+        .iter()
+        .flat_map(|l| l.checkpoints.keys().chain(l.intents.keys()).cloned())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    if let Some(c) = only {
+        consumers.retain(|x| x == c);
+        if consumers.is_empty() {
+            consumers.push(c.clone());
+        }
+    }
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    let mut header: Vec<String> =
+        ["shard", "owner", "counter", "state", "parents", "children"].iter().map(|s| (*s).to_owned()).collect();
+    header.extend(consumers.iter().map(|c| c.to_string()));
+    rows.push(header);
+    for l in leases {
+        let list = |ids: &[ShardId]| {
+            if ids.is_empty() { "-".to_owned() } else { ids.iter().map(ShardId::as_str).collect::<Vec<_>>().join(",") }
+        };
+        let mut row = vec![
+            l.key.to_string(),
+            l.owner.as_ref().map_or("-".into(), ToString::to_string),
+            l.counter.to_string(),
+            state(l, leases),
+            list(&l.parents),
+            list(&l.children),
+        ];
+        for c in &consumers {
+            let cp = short(checkpoint_text(l.checkpoint_for(c)));
+            let open = l.intents.get(c).map_or(0, Vec::len);
+            row.push(if open > 0 { format!("{cp} ({open} open intents)") } else { cp });
+        }
+        rows.push(row);
+    }
+    let widths: Vec<usize> =
+        (0..rows[0].len()).map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0)).collect();
+    let mut out = String::new();
+    for r in &rows {
+        let cells: Vec<String> = r.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
+        out.push_str(cells.join("  ").trim_end());
+        out.push('\n');
+    }
+    out.push_str(&format!("{} leases\n", leases.len()));
+    out
+}
+
+fn show_text(l: &Lease, all: &[Lease]) -> String {
+    let mut out = String::new();
+    let mut line = |k: &str, v: String| out.push_str(&format!("{k:<10} {v}\n"));
+    let ids = |ids: &[ShardId]| ids.iter().map(ShardId::as_str).collect::<Vec<_>>().join(", ");
+    line("shard", l.key.to_string());
+    line("owner", l.owner.as_ref().map_or("-".into(), ToString::to_string));
+    line("counter", l.counter.to_string());
+    line("state", state(l, all));
+    line("initial", checkpoint_text(&l.initial));
+    line("parents", ids(&l.parents));
+    line("children", ids(&l.children));
+    if let Some(r) = &l.hash_range {
+        line("hash keys", format!("{r:?}"));
+    }
+    let mut consumers: BTreeMap<&ConsumerName, ()> = l.checkpoints.keys().map(|c| (c, ())).collect();
+    consumers.extend(l.intents.keys().map(|c| (c, ())));
+    for c in consumers.keys() {
+        out.push_str(&format!("consumer {c}\n  checkpoint {}\n", checkpoint_text(l.checkpoint_for(c))));
+        for i in l.intents.get(*c).into_iter().flatten() {
+            out.push_str(&format!("  open intent {} [{}, {}] scope {}\n", i.target, i.first, i.last, i.scope));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weir_core::{ExtendedSequenceNumber, SequenceNumber, WorkerId};
+
+    fn lease(key: &str) -> Lease {
+        Lease {
+            key: ShardId::new(key),
+            owner: None,
+            counter: 0,
+            initial: Checkpoint::TrimHorizon,
+            checkpoints: BTreeMap::new(),
+            parents: Vec::new(),
+            children: Vec::new(),
+            hash_range: None,
+            ended: false,
+            handoff_to: None,
+            intents: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn states_say_what_a_lease_waits_for() {
+        let mut parent = lease("p");
+        let mut child = lease("c");
+        child.parents = vec![ShardId::new("p")];
+        let all = vec![parent.clone(), child.clone()];
+        assert_eq!(state(&child, &all), "waiting for parents p");
+        assert_eq!(state(&parent, &all), "free");
+        parent.ended = true;
+        assert_eq!(state(&child, &[parent.clone(), child.clone()]), "free");
+        child.owner = Some(WorkerId::new("w1"));
+        assert_eq!(state(&child, &[parent.clone(), child.clone()]), "held");
+        child.handoff_to = Some(WorkerId::new("w2"));
+        assert_eq!(state(&child, &[parent.clone(), child.clone()]), "handing over to w2");
+        assert_eq!(state(&parent, &[parent.clone()]), "ended");
+    }
+
+    #[test]
+    fn long_sequence_numbers_are_shortened_in_tables_only() {
+        let seq = "49590338271490256608559692538361571095921575989136588898";
+        let cp = Checkpoint::At(ExtendedSequenceNumber::plain(SequenceNumber::parse(seq).unwrap()));
+        assert_eq!(checkpoint_text(&cp), seq);
+        assert_eq!(short(checkpoint_text(&cp)), "…989136588898");
+        let sub = Checkpoint::At(ExtendedSequenceNumber::new(SequenceNumber::parse(seq).unwrap(), 3));
+        assert_eq!(short(checkpoint_text(&sub)), "…989136588898.3", "the KPL sub-sequence stays");
+        assert_eq!(short("TRIM_HORIZON".into()), "TRIM_HORIZON");
+    }
+}
