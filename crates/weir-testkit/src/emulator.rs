@@ -25,12 +25,25 @@ impl Emulator {
     /// Starts `name` (`ferrokinesis`, `kinesis-local`, `moto`, `s3s-fs`) with extra
     /// arguments. Panics with the script's message if it cannot start: adapter tests
     /// must not silently skip.
+    ///
+    /// The free port is chosen before the emulator binds it, so another process can
+    /// take it in between (tests run in parallel): a start that fails with "address
+    /// already in use" is tried again on a new port, up to three times.
     pub fn start(name: &str, args: &[&str]) -> Emulator {
-        let out = Command::new(scripts().join("start.sh"))
-            .arg(name)
-            .args(args)
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run tests/emulators/start.sh: {e}"));
+        let mut attempt = 0;
+        let out = loop {
+            attempt += 1;
+            let out = Command::new(scripts().join("start.sh"))
+                .arg(name)
+                .args(args)
+                .output()
+                .unwrap_or_else(|e| panic!("cannot run tests/emulators/start.sh: {e}"));
+            let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+            let port_taken = said.contains("EADDRINUSE") || said.contains("Address already in use");
+            if out.status.success() || !port_taken || attempt == 3 {
+                break out;
+            }
+        };
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(
             out.status.success(),
