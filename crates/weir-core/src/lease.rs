@@ -153,6 +153,19 @@ pub enum LeaseChange {
         /// The new intents.
         intents: Vec<Intent>,
     },
+    /// An operator moves one consumer's checkpoint anywhere (backwards included:
+    /// `weir leases seek`). Refused on an ended shard, while the consumer has open
+    /// intents (their objects would be orphaned or written twice), and while a worker
+    /// holds the lease unless `force`, which also takes the lease from that worker (its
+    /// next write fails on the counter; the next owner starts at the new position).
+    Seek {
+        /// The consumer.
+        consumer: ConsumerName,
+        /// The new position.
+        to: Checkpoint,
+        /// Seek a held lease, taking it from its owner.
+        force: bool,
+    },
     /// Record consumers' durable positions; optionally mark the shard ended. Intents
     /// the new positions pass are dropped.
     Checkpoint {
@@ -232,6 +245,27 @@ impl LeaseMutation {
                     return Err(conflict());
                 }
                 next.intents.entry(consumer.clone()).or_default().extend(intents.iter().cloned());
+            }
+            LeaseChange::Seek { consumer, to, force } => {
+                let refuse =
+                    |why: String| Err(LeaseError::Invalid(format!("cannot seek {consumer} on {}: {why}", self.key)));
+                if stored.ended {
+                    return refuse("the shard has ended for every consumer".into());
+                }
+                if let Some(owner) = stored.owner.as_ref().filter(|_| !force) {
+                    return refuse(format!(
+                        "{owner} holds the lease (stop it first, or --force to take the lease from it)"
+                    ));
+                }
+                if let Some(open) = stored.intents.get(consumer).filter(|o| !o.is_empty()) {
+                    return refuse(format!(
+                        "{} open intents (objects in flight when its last owner stopped); run the consumer until its checkpoint passes them",
+                        open.len()
+                    ));
+                }
+                next.checkpoints.insert(consumer.clone(), to.clone());
+                next.owner = None;
+                next.handoff_to = None;
             }
             LeaseChange::Checkpoint { checkpoints, ended_with_children } => {
                 if stored.owner.is_none() {

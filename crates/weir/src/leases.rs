@@ -7,7 +7,9 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
-use weir_core::{Checkpoint, ConsumerName, Lease, ShardId};
+use weir_core::{
+    Checkpoint, ConsumerName, ExtendedSequenceNumber, Lease, LeaseChange, LeaseMutation, SequenceNumber, ShardId,
+};
 
 use crate::plugin::Registry;
 
@@ -33,6 +35,31 @@ enum LeasesCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Move one consumer's checkpoint (backwards too) on one lease or all: for a
+    /// backfill or a skip. Refused on leases a worker holds unless --force, on ended
+    /// shards, and where the consumer has open intents. Prints every change.
+    Seek {
+        /// The consumer whose checkpoint moves.
+        #[arg(long)]
+        consumer: String,
+        /// TRIM_HORIZON, LATEST, an RFC 3339 time (AT_TIMESTAMP), or a sequence number
+        /// (`<sequence>[.<sub-sequence>]`: processing resumes after it).
+        #[arg(long)]
+        to: String,
+        /// The lease (shard id); or --all.
+        #[arg(required_unless_present = "all", conflicts_with = "all")]
+        shard: Option<String>,
+        /// Every lease of the namespace that is not ended.
+        #[arg(long)]
+        all: bool,
+        /// Also seek leases a worker holds, taking them from it (it stops processing
+        /// them at its next lease write; the next owner starts at the new position).
+        #[arg(long)]
+        force: bool,
+        /// The TOML config file (its `[leases]` section is used).
+        #[arg(long, short)]
+        config: PathBuf,
+    },
     /// One lease in full: every checkpoint and every open intent.
     Show {
         /// The lease key (the shard id).
@@ -57,6 +84,43 @@ pub(crate) async fn run(args: LeasesArgs, registry: &Registry) -> Result<()> {
             print!("{}", if json { list_json(&leases)? } else { list_table(&leases, consumer.as_ref()) });
             Ok(())
         }
+        LeasesCommand::Seek { consumer, to, shard, all, force, config } => {
+            let to = parse_position(&to)?;
+            let config = crate::config::load(&config, registry)?;
+            let table = crate::run::lease_table(&config).await?;
+            let leases = table.list().await.context("cannot list the leases")?;
+            let chosen: Vec<&Lease> = match &shard {
+                Some(s) => match leases.iter().find(|l| l.key.as_str() == s) {
+                    Some(l) => vec![l],
+                    None => bail!("no lease {s} in {} (weir leases list shows them)", config.leases.describe()),
+                },
+                None => leases.iter().filter(|l| all && !l.ended).collect(),
+            };
+            let consumer = ConsumerName::new(consumer);
+            let mut refused = 0;
+            for l in chosen {
+                let before = checkpoint_text(l.checkpoint_for(&consumer));
+                let change = LeaseChange::Seek { consumer: consumer.clone(), to: to.clone(), force };
+                match table.mutate(&LeaseMutation::on(l, change)).await {
+                    Ok(after) => {
+                        let taken = l.owner.as_ref().map(|o| format!(" (lease taken from {o})")).unwrap_or_default();
+                        println!(
+                            "{}: {consumer} {before} -> {}{taken}",
+                            l.key,
+                            checkpoint_text(after.checkpoint_for(&consumer))
+                        );
+                    }
+                    Err(e) => {
+                        refused += 1;
+                        println!("{}: not moved: {e}", l.key);
+                    }
+                }
+            }
+            if refused > 0 {
+                bail!("{refused} leases not moved");
+            }
+            Ok(())
+        }
         LeasesCommand::Show { shard, config, json } => {
             let config = crate::config::load(&config, registry)?;
             let table = crate::run::lease_table(&config).await?;
@@ -71,6 +135,26 @@ pub(crate) async fn run(args: LeasesArgs, registry: &Registry) -> Result<()> {
             }
             Ok(())
         }
+    }
+}
+
+/// A position as `weir leases seek --to` takes it.
+pub(crate) fn parse_position(text: &str) -> Result<Checkpoint> {
+    match text {
+        "TRIM_HORIZON" => return Ok(Checkpoint::TrimHorizon),
+        "LATEST" => return Ok(Checkpoint::Latest),
+        _ => {}
+    }
+    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(text) {
+        return Ok(Checkpoint::AtTimestamp(weir_core::Timestamp::from_millis(t.timestamp_millis())));
+    }
+    let (seq, sub) = text.split_once('.').unwrap_or((text, "0"));
+    let sequence = SequenceNumber::parse(seq).ok();
+    match (sequence, sub.parse::<u64>()) {
+        (Some(sequence), Ok(sub)) => Ok(Checkpoint::At(ExtendedSequenceNumber::new(sequence, sub))),
+        _ => bail!(
+            "--to {text:?}: not TRIM_HORIZON, LATEST, an RFC 3339 time (2026-12-01T00:00:00Z) or a sequence number"
+        ),
     }
 }
 
@@ -201,7 +285,7 @@ fn show_text(l: &Lease, all: &[Lease]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use weir_core::{ExtendedSequenceNumber, SequenceNumber, WorkerId};
+    use weir_core::WorkerId;
 
     fn lease(key: &str) -> Lease {
         Lease {
@@ -234,6 +318,23 @@ mod tests {
         child.handoff_to = Some(WorkerId::new("w2"));
         assert_eq!(state(&child, &[parent.clone(), child.clone()]), "handing over to w2");
         assert_eq!(state(&parent, &[parent.clone()]), "ended");
+    }
+
+    #[test]
+    fn positions_parse_as_operators_write_them() {
+        assert_eq!(parse_position("TRIM_HORIZON").unwrap(), Checkpoint::TrimHorizon);
+        assert_eq!(parse_position("LATEST").unwrap(), Checkpoint::Latest);
+        assert_eq!(
+            parse_position("2026-12-01T00:00:00Z").unwrap(),
+            Checkpoint::AtTimestamp(weir_core::Timestamp::from_millis(1_796_083_200_000))
+        );
+        let seq = "49590338271490256608559692538361571095921575989136588898";
+        let sub = parse_position(&format!("{seq}.4")).unwrap();
+        assert_eq!(sub, Checkpoint::At(ExtendedSequenceNumber::new(SequenceNumber::parse(seq).unwrap(), 4)));
+        for bad in ["yesterday", "12abc", "", "4959.x"] {
+            let e = parse_position(bad).unwrap_err().to_string();
+            assert!(e.contains("RFC 3339"), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -680,4 +680,31 @@ fn leases_list_and_show_describe_the_table() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // seek: a free lease moves (backwards too); a held one with open intents does not,
+    // even forced; every change and refusal is printed.
+    let seek = |args: &[&str]| {
+        let mut a = vec!["leases", "seek", "--config", cfg, "--consumer", "archive"];
+        a.extend_from_slice(args);
+        let out = weir().args(&a).output().unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (ok, stdout, stderr) = seek(&["--to", "2026-12-01T00:00:00Z", "shardId-3"]);
+    assert!(ok, "{stderr}");
+    assert_eq!(stdout.trim(), "shardId-3: archive TRIM_HORIZON -> AT_TIMESTAMP 2026-12-01T00:00:00+00:00");
+    let (ok, stdout, stderr) = seek(&["--to", "TRIM_HORIZON", "--force", "shardId-1"]);
+    assert!(!ok && stderr.contains("1 leases not moved"), "{stderr}");
+    assert!(stdout.contains("shardId-1: not moved") && stdout.contains("2 open intents"), "{stdout}");
+    let (ok, stdout, _) = seek(&["--to", "LATEST", "--all"]);
+    assert!(!ok, "shardId-1 is refused");
+    assert!(stdout.contains("shardId-2: archive TRIM_HORIZON -> LATEST"), "{stdout}");
+    assert!(stdout.contains("shardId-3: archive AT_TIMESTAMP 2026-12-01T00:00:00+00:00 -> LATEST"), "{stdout}");
+    assert!(!stdout.contains("shardId-0"), "ended leases are left alone: {stdout}");
+    let (ok, _, stderr) = seek(&["--to", "yesterday", "shardId-3"]);
+    assert!(!ok && stderr.contains("--to \"yesterday\""), "{stderr}");
+    let out = weir().args(["leases", "show", "shardId-3", "--config", cfg]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("checkpoint LATEST"), "the table holds the move");
 }

@@ -41,6 +41,49 @@ where
     workers_and_listing(make().await).await;
     transactions_are_all_or_nothing(make().await).await;
     intents_are_fenced_and_pruned(make().await).await;
+    operators_seek_only_free_leases_without_intents(make().await).await;
+}
+
+async fn operators_seek_only_free_leases_without_intents(t: Arc<dyn LeaseTable>) {
+    let x = ConsumerName::new("x");
+    let seek = |to: Checkpoint, force: bool| LeaseChange::Seek { consumer: x.clone(), to, force };
+    let held = taken_lease(t.as_ref(), "s-1", "a").await;
+    let held = t.mutate(&LeaseMutation::on(&held, cps(&[("x", at(100)), ("y", at(50))]))).await.unwrap();
+    // A held lease is refused without force, and nothing changes.
+    let refused = t.mutate(&LeaseMutation::on(&held, seek(at(10), false))).await;
+    assert!(matches!(&refused, Err(LeaseError::Invalid(m)) if m.contains("a holds the lease")), "{refused:?}");
+    // Released, it can be moved backwards; other consumers keep their checkpoints.
+    let free = t.mutate(&LeaseMutation::on(&held, LeaseChange::Release)).await.unwrap();
+    let moved = t.mutate(&LeaseMutation::on(&free, seek(Checkpoint::TrimHorizon, false))).await.unwrap();
+    assert_eq!(moved.checkpoint_for(&x), &Checkpoint::TrimHorizon);
+    assert_eq!(moved.checkpoint_for(&ConsumerName::new("y")), &at(50));
+    assert_eq!(moved.counter, free.counter + 1, "a seek fences like every write");
+    // Conditional like every write: a stale view conflicts.
+    assert!(is_conflict(&t.mutate(&LeaseMutation::on(&free, seek(at(5), false))).await));
+    // Forced on a held lease: the owner loses it (its next write conflicts).
+    let b = t.mutate(&LeaseMutation::on(&moved, LeaseChange::Take { owner: WorkerId::new("b") })).await.unwrap();
+    let forced = t.mutate(&LeaseMutation::on(&b, seek(at(7), true))).await.unwrap();
+    assert_eq!((forced.owner.clone(), forced.checkpoint_for(&x)), (None, &at(7)));
+    assert!(is_conflict(&t.mutate(&LeaseMutation::on(&b, LeaseChange::Renew)).await), "the old owner is fenced");
+    // Open intents of the consumer refuse it, even forced.
+    let c = t.mutate(&LeaseMutation::on(&forced, LeaseChange::Take { owner: WorkerId::new("c") })).await.unwrap();
+    let record = LeaseChange::RecordIntents { consumer: x.clone(), intents: vec![intent("k", 8, 9)] };
+    let c = t.mutate(&LeaseMutation::on(&c, record)).await.unwrap();
+    let orphaning = t.mutate(&LeaseMutation::on(&c, seek(at(20), true))).await;
+    assert!(matches!(&orphaning, Err(LeaseError::Invalid(m)) if m.contains("1 open intents")), "{orphaning:?}");
+    // An ended shard cannot be sought.
+    let ended = t
+        .mutate(&LeaseMutation::on(
+            &c,
+            LeaseChange::Checkpoint {
+                checkpoints: [(x.clone(), Checkpoint::ShardEnd), (ConsumerName::new("y"), Checkpoint::ShardEnd)].into(),
+                ended_with_children: Some(Vec::new()),
+            },
+        ))
+        .await
+        .unwrap();
+    let after_end = t.mutate(&LeaseMutation::on(&ended, seek(at(1), true))).await;
+    assert!(matches!(&after_end, Err(LeaseError::Invalid(m)) if m.contains("ended")), "{after_end:?}");
 }
 
 fn intent(target: &str, first: u128, last: u128) -> Intent {
