@@ -42,8 +42,9 @@ enum LeasesCommand {
         /// The consumer whose checkpoint moves.
         #[arg(long)]
         consumer: String,
-        /// TRIM_HORIZON, LATEST, an RFC 3339 time (AT_TIMESTAMP), or a sequence number
-        /// (`<sequence>[.<sub-sequence>]`: processing resumes after it).
+        /// TRIM_HORIZON, LATEST (stored as AT_TIMESTAMP of now), an RFC 3339 time
+        /// (AT_TIMESTAMP), or a sequence number (`<sequence>[.<sub-sequence>]`:
+        /// processing resumes after it).
         #[arg(long)]
         to: String,
         /// The lease (shard id); or --all.
@@ -85,7 +86,15 @@ pub(crate) async fn run(args: LeasesArgs, registry: &Registry) -> Result<()> {
             Ok(())
         }
         LeasesCommand::Seek { consumer, to, shard, all, force, config } => {
-            let to = parse_position(&to)?;
+            // LATEST is stored as the time of the seek: a reader shared with a consumer
+            // that is behind starts earlier, and `LATEST` would then deliver that
+            // consumer's backlog to this one as well.
+            let to = match parse_position(&to)? {
+                Checkpoint::Latest => {
+                    Checkpoint::AtTimestamp(weir_core::Timestamp::from_millis(chrono::Utc::now().timestamp_millis()))
+                }
+                other => other,
+            };
             let config = crate::config::load(&config, registry)?;
             let table = crate::run::lease_table(&config).await?;
             let leases = table.list().await.context("cannot list the leases")?;
