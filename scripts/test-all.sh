@@ -18,8 +18,15 @@ for tool in cargo python3 node npm; do
   fi
 done
 
+stage() { echo "== $(date -u +%H:%M:%S) $*"; }
+stage "emulators"
 ./tests/emulators/install.sh
+stage "build"
 cargo build --locked -p weir -p weir-example-tool-minutes
+stage "workspace tests"
 cargo test --workspace --all-targets --locked --no-fail-fast
+stage "deploy lint"
 ./deploy/lint.sh
+stage "fleet test"
 ./tests/fleet/run.sh
+stage "done"
