@@ -65,7 +65,7 @@ pub struct DynamoDbLeaseTable {
     namespace: String,
 }
 
-fn store_err<E>(
+pub(crate) fn store_err<E>(
     what: &str,
     table: &str,
     e: aws_sdk_dynamodb::error::SdkError<E, aws_sdk_dynamodb::config::http::HttpResponse>,

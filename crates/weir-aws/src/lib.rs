@@ -13,6 +13,7 @@
 
 mod dynamodb;
 pub mod error;
+pub mod kcl_table;
 pub mod kinesis;
 mod s3;
 mod settings;

@@ -20,6 +20,7 @@
 pub mod consumer;
 pub mod ids;
 pub mod jq;
+pub mod kcl;
 pub mod kpl;
 pub mod lease;
 pub mod policy;

@@ -57,6 +57,9 @@ pub(crate) enum Command {
     /// Look at the lease table: every lease with its owner, state, checkpoints and
     /// open intents (`list`), or one in full (`show`).
     Leases(crate::leases::LeasesArgs),
+    /// Take over a stopped KCL application in place: write weir leases and
+    /// checkpoints from its DynamoDB lease table, so weir continues where it stopped.
+    ImportKcl(crate::import_kcl::ImportKclArgs),
     /// Configuration tools.
     #[command(subcommand)]
     Config(ConfigCommand),

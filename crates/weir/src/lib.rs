@@ -22,6 +22,7 @@ mod demo;
 mod firehose_check;
 mod health;
 mod http;
+mod import_kcl;
 mod lambda;
 mod leases;
 mod multilang;
