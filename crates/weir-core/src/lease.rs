@@ -51,6 +51,12 @@ impl Intent {
     }
 }
 
+/// The worker id a handoff request names to ask the owner to *release* the lease
+/// (`weir leases release`): it drains and checkpoints as for a handoff, then lets the
+/// lease go free instead of transferring it, and any worker (itself included) takes it
+/// and starts the shard afresh. No worker may use this id.
+pub const RELEASE_REQUEST: &str = "(release)";
+
 /// A shard lease as stored in the lease table.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Lease {

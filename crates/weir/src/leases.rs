@@ -9,6 +9,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use weir_core::{
     Checkpoint, ConsumerName, ExtendedSequenceNumber, Lease, LeaseChange, LeaseMutation, SequenceNumber, ShardId,
+    WorkerId,
 };
 
 use crate::plugin::Registry;
@@ -57,6 +58,16 @@ enum LeasesCommand {
         /// them at its next lease write; the next owner starts at the new position).
         #[arg(long)]
         force: bool,
+        /// The TOML config file (its `[leases]` section is used).
+        #[arg(long, short)]
+        config: PathBuf,
+    },
+    /// Ask the worker holding a lease to let it go through the normal handoff: it
+    /// drains and checkpoints, frees the lease, and a worker (maybe the same) takes
+    /// it and starts the shard afresh from its checkpoints (a stuck shard's restart).
+    Release {
+        /// The lease key (the shard id).
+        shard: String,
         /// The TOML config file (its `[leases]` section is used).
         #[arg(long, short)]
         config: PathBuf,
@@ -130,6 +141,24 @@ pub(crate) async fn run(args: LeasesArgs, registry: &Registry) -> Result<()> {
             }
             Ok(())
         }
+        LeasesCommand::Release { shard, config } => {
+            let config = crate::config::load(&config, registry)?;
+            let table = crate::run::lease_table(&config).await?;
+            let Some(lease) = table.get(&ShardId::new(shard.as_str())).await? else {
+                bail!("no lease {shard} in {} (weir leases list shows them)", config.leases.describe());
+            };
+            let Some(owner) = lease.owner.clone() else {
+                bail!("{shard} is not held by any worker: nothing to release");
+            };
+            let change = LeaseChange::RequestHandoff { to: WorkerId::new(weir_core::lease::RELEASE_REQUEST) };
+            table.mutate(&LeaseMutation::on(&lease, change)).await.with_context(|| {
+                format!("{shard}: cannot ask {owner} to release it (a handoff may be pending already)")
+            })?;
+            println!(
+                "{shard}: asked {owner} to release it; it drains, checkpoints and lets it go, and a worker takes it within worker.taker_interval"
+            );
+            Ok(())
+        }
         LeasesCommand::Show { shard, config, json } => {
             let config = crate::config::load(&config, registry)?;
             let table = crate::run::lease_table(&config).await?;
@@ -180,6 +209,7 @@ pub(crate) fn state(lease: &Lease, all: &[Lease]) -> String {
         .collect();
     match (&lease.owner, &lease.handoff_to) {
         (_, _) if !unfinished.is_empty() => format!("waiting for parents {}", unfinished.join(", ")),
+        (Some(_), Some(to)) if to.as_str() == weir_core::lease::RELEASE_REQUEST => "releasing".into(),
         (Some(_), Some(to)) => format!("handing over to {to}"),
         (Some(_), None) => "held".into(),
         (None, _) => "free".into(),
@@ -294,7 +324,6 @@ fn show_text(l: &Lease, all: &[Lease]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use weir_core::WorkerId;
 
     fn lease(key: &str) -> Lease {
         Lease {

@@ -715,4 +715,14 @@ fn leases_list_and_show_describe_the_table() {
         shown.contains("checkpoint AT_TIMESTAMP") && !shown.contains("2026-12-01T00:00:00"),
         "the table holds the move: {shown}"
     );
+    // release: asks the holder to let the lease go; a free lease has nothing to release.
+    let out = weir().args(["leases", "release", "shardId-1", "--config", cfg]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && stdout.contains("shardId-1: asked worker-b to release it"), "{stdout}");
+    let out = weir().args(["leases", "list", "--config", cfg]).output().unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.lines().any(|l| l.starts_with("shardId-1 ") && l.contains("releasing")), "{table}");
+    let out = weir().args(["leases", "release", "shardId-3", "--config", cfg]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not held by any worker"));
 }

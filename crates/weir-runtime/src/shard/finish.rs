@@ -140,8 +140,11 @@ impl ShardWorker {
                 return ShardOutcome::Lost;
             }
         }
+        // A handoff to RELEASE_REQUEST is an operator's release: the lease goes free.
         let to = match reason {
-            CloseReason::Handoff => self.held.snapshot().await.handoff_to,
+            CloseReason::Handoff => {
+                self.held.snapshot().await.handoff_to.filter(|w| w.as_str() != weir_core::lease::RELEASE_REQUEST)
+            }
             _ => None,
         };
         let handed = to.is_some();
