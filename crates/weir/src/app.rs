@@ -86,6 +86,7 @@ async fn dispatch(command: Command, registry: Arc<Registry>) -> Result<()> {
         Command::Multilang(args) => crate::multilang::command::run(args, &registry).await,
         Command::Leases(args) => crate::leases::run(args, &registry).await,
         Command::ImportKcl(args) => crate::import_kcl::run(args, &registry).await,
+        Command::Doctor(args) => crate::doctor::run(args, &registry).await,
         Command::Run { config: Some(path), until_caught_up, .. } => {
             run::run(config::load(&path, &registry)?, until_caught_up, &registry).await
         }

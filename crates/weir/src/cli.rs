@@ -57,6 +57,9 @@ pub(crate) enum Command {
     /// Look at the lease table: every lease with its owner, state, checkpoints and
     /// open intents (`list`), or one in full (`show`).
     Leases(crate::leases::LeasesArgs),
+    /// Explain why shards are not moving (watches the lease table for --observe);
+    /// exit 1 when one is stuck.
+    Doctor(crate::doctor::DoctorArgs),
     /// Take over a stopped KCL application in place: write weir leases and
     /// checkpoints from its DynamoDB lease table, so weir continues where it stopped.
     ImportKcl(crate::import_kcl::ImportKclArgs),

@@ -229,9 +229,15 @@ pub(crate) fn checkpoint_text(cp: &Checkpoint) -> String {
 }
 
 fn with_state(lease: &Lease, all: &[Lease]) -> Result<serde_json::Value> {
-    let mut v = serde_json::to_value(lease)?;
+    // Hash keys go past what a JSON number holds exactly: decimal strings.
+    let mut plain = lease.clone();
+    plain.hash_range = None;
+    let mut v = serde_json::to_value(&plain)?;
     if let Some(o) = v.as_object_mut() {
         o.insert("state".into(), state(lease, all).into());
+        let range =
+            lease.hash_range.map(|r| serde_json::json!({ "start": r.start.to_string(), "end": r.end.to_string() }));
+        o.insert("hash_range".into(), range.unwrap_or(serde_json::Value::Null));
     }
     Ok(v)
 }

@@ -19,6 +19,7 @@ mod cloudwatch;
 pub mod config;
 mod consumers;
 mod demo;
+mod doctor;
 mod firehose_check;
 mod health;
 mod http;

@@ -634,7 +634,10 @@ fn leases_list_and_show_describe_the_table() {
         };
         t.mutate(&LeaseMutation::on(&held, record)).await.unwrap();
         // shardId-2: its parent shardId-3 is not finished.
-        t.create_if_absent(new_lease("shardId-3", &[])).await.unwrap();
+        // With the whole hash key space, past what a JSON number holds.
+        let mut full = new_lease("shardId-3", &[]);
+        full.hash_range = Some(weir_core::HashKeyRange::FULL);
+        t.create_if_absent(full).await.unwrap();
         t.create_if_absent(new_lease("shardId-2", &["shardId-3"])).await.unwrap();
     });
     let cfg = write_config(
@@ -665,6 +668,8 @@ fn leases_list_and_show_describe_the_table() {
     assert_eq!(one["state"], "held");
     assert_eq!(one["owner"], "worker-b");
     assert_eq!(one["intents"]["archive"].as_array().unwrap().len(), 2);
+    let three = json.as_array().unwrap().iter().find(|l| l["key"] == "shardId-3").unwrap();
+    assert_eq!(three["hash_range"]["end"], "340282366920938463463374607431768211455", "hash keys as strings");
 
     let out = weir().args(["leases", "show", "shardId-1", "--config", cfg]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
@@ -725,4 +730,52 @@ fn leases_list_and_show_describe_the_table() {
     let out = weir().args(["leases", "release", "shardId-3", "--config", cfg]).output().unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("not held by any worker"));
+}
+
+/// `weir doctor` on a live worker says nothing is stuck; after the worker is killed it
+/// names the leases whose renewals stopped and exits 1.
+#[test]
+fn doctor_tells_a_live_fleet_from_a_dead_worker() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write_config(
+        dir.path(),
+        &format!(
+            "[worker]\nid = \"w-doomed\"\nfailover = \"20s\"\nrenew_interval = \"300ms\"\ntaker_interval = \"300ms\"\n\
+             [stream]\nrate = 200\n[leases]\npath = \"{0}/leases.db\"\n\
+             [[consumers]]\ntype = \"count\"\nname = \"count\"\n[http]\nlisten = \"\"\n",
+            dir.path().display(),
+        ),
+    );
+    let cfg = cfg.to_str().unwrap();
+    struct KillOnDrop(std::process::Child);
+    impl Drop for KillOnDrop {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut child = KillOnDrop(weir().args(["run", "--config", cfg]).stderr(Stdio::null()).spawn().unwrap());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let out = weir().args(["leases", "list", "--config", cfg, "--json"]).output().unwrap();
+        let held = serde_json::from_slice::<serde_json::Value>(&out.stdout)
+            .ok()
+            .is_some_and(|v| v.as_array().is_some_and(|a| !a.is_empty() && a.iter().all(|l| l["owner"] == "w-doomed")));
+        if held {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the worker never held every lease");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let out = weir().args(["doctor", "--config", cfg, "--observe", "1500ms"]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "a live worker is not stuck: {stdout}");
+    assert!(stdout.contains("0 stuck of"), "{stdout}");
+    child.0.kill().unwrap();
+    child.0.wait().unwrap();
+    let out = weir().args(["doctor", "--config", cfg, "--observe", "1500ms"]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("STUCK") && stdout.contains("held by w-doomed, but its counter"), "{stdout}");
+    assert!(stdout.contains("did not move in 1.5s"), "{stdout}");
 }
