@@ -68,6 +68,7 @@ fn bad_config_fails_at_start_naming_the_field() {
         ("[worker]\nrenew_interval = \"8s\"\n[[consumers]]\ntype = \"count\"\nname = \"c\"\n", "worker.renew_interval"),
         ("[leases]\nkind = \"dynamodb\"\n[[consumers]]\ntype = \"count\"\nname = \"c\"\n", "leases.table"),
         ("[stream]\nkind = \"kafka\"\n", "kafka"),
+        ("[worker]\nid = \"(release)\"\n[[consumers]]\ntype = \"count\"\nname = \"c\"\n", "worker.id"),
     ] {
         let p = write_config(dir.path(), body);
         for args in [vec!["config", "check", p.to_str().unwrap()], vec!["run", "--config", p.to_str().unwrap()]] {

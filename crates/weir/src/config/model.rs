@@ -339,6 +339,12 @@ impl Config {
         if w.queue_capacity == 0 {
             bail!("field `worker.queue_capacity`: must be at least 1");
         }
+        if w.id.as_deref().is_some_and(|id| id.is_empty() || id == weir_core::lease::RELEASE_REQUEST) {
+            bail!(
+                "field `worker.id`: must not be empty or {:?} (that id asks a worker to release a lease)",
+                weir_core::lease::RELEASE_REQUEST
+            );
+        }
         if self.stream.shards == 0 || self.stream.shards > 1024 {
             bail!("field `stream.shards`: must be between 1 and 1024");
         }
