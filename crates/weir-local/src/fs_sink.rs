@@ -146,10 +146,19 @@ impl ObjectSink for FsObjectSink {
             return Err(SinkError::InvalidKey { key: key.to_owned(), reason: "reserved prefix" });
         }
         match tokio::fs::remove_file(self.root.join(key)).await {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(io_err("delete object", e)),
+            Ok(()) => {}
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(io_err("delete object", e)),
         }
+        // Directories the key leaves empty go too (a failure means "not empty": stop).
+        let mut dir = std::path::Path::new(key).parent();
+        while let Some(d) = dir.filter(|d| !d.as_os_str().is_empty()) {
+            if tokio::fs::remove_dir(self.root.join(d)).await.is_err() {
+                break;
+            }
+            dir = d.parent();
+        }
+        Ok(())
     }
 
     fn location(&self) -> String {
@@ -174,5 +183,17 @@ mod tests {
         // No temporary files are left behind.
         let leftovers = std::fs::read_dir(root.join(TMP_DIR)).unwrap().count();
         assert_eq!(leftovers, 0);
+    }
+
+    #[tokio::test]
+    async fn deleting_the_last_object_of_a_directory_removes_the_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = FsObjectSink::new(dir.path()).unwrap();
+        let o = PutOptions::default();
+        s.put_if_absent("_weir/intents/a/s/1.manifest", Bytes::from_static(b"x"), &o).await.unwrap();
+        s.put_if_absent("_weir/other", Bytes::from_static(b"y"), &o).await.unwrap();
+        s.delete("_weir/intents/a/s/1.manifest").await.unwrap();
+        assert!(!dir.path().join("_weir/intents").exists(), "emptied directories are removed");
+        assert!(dir.path().join("_weir/other").exists(), "a directory with objects stays");
     }
 }
