@@ -320,6 +320,31 @@ Processors = {processors}
     )
 }
 
+/// The archiver the batch tests read back: consumer `archive`, the design note's
+/// `mcp-normalize`, objects under `<out>/events/tenant=…/` (see [`session_ids`]).
+pub fn tenant_archiver_toml(out: &Path) -> String {
+    archiver_toml(
+        "archive",
+        &format!("directory = \"{}\"", out.display()),
+        "mcp-normalize",
+        "events/tenant=!{partitionKeyFromQuery:tenantId}/",
+        "errors/!{firehose:error-output-type}/",
+        300,
+        &metadata_extraction("{tenantId: .tenant_id}", false),
+    )
+}
+
+/// The session ids of every line [`tenant_archiver_toml`] archived under `out`, sorted
+/// (duplicates kept).
+pub fn session_ids(out: &Path) -> Vec<String> {
+    let mut ids: Vec<String> = gz_lines(&out.join("events"))
+        .iter()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["session_id"].as_str().unwrap().to_owned())
+        .collect();
+    ids.sort();
+    ids
+}
+
 /// The archiver the replay tests and bench replay into: consumer `by-tool`, records
 /// re-partitioned by tool and day (`tool=…/dt=…/`) under directory `out`, no transform.
 pub fn by_tool_archiver_toml(out: &Path) -> String {

@@ -91,6 +91,58 @@ struct Fleet {
 }
 
 impl Fleet {
+    /// Two workers running `consumers` on `crash-events`.
+    fn two_workers(dir: &Path, kinesis: &str, moto: &str, consumers: String) -> Fleet {
+        let mut fleet = Fleet {
+            dir: dir.to_path_buf(),
+            kinesis: kinesis.to_owned(),
+            moto: moto.to_owned(),
+            workers: vec![],
+            started: 0,
+            consumers,
+        };
+        fleet.start();
+        fleet.start();
+        fleet
+    }
+
+    /// Puts `records` events (`event(i)` each) in `waves` waves, killing a random
+    /// worker at random moments while each wave is archived, `kills` times in all.
+    /// Returns the last sequence number put on each shard, and the kills.
+    async fn put_while_killing(
+        &mut self,
+        k: &aws_sdk_kinesis::Client,
+        records: u64,
+        waves: u64,
+        kills: usize,
+        event: impl Fn(u64) -> String,
+    ) -> (BTreeMap<ShardId, SequenceNumber>, usize) {
+        let producer = Producer::new(k.clone(), "crash-events");
+        let mut rng = rand::rng();
+        let mut last: BTreeMap<ShardId, SequenceNumber> = BTreeMap::new();
+        let mut killed = 0;
+        let per_wave = records / waves;
+        for wave in 0..waves {
+            let batch = (wave * per_wave..(wave + 1) * per_wave)
+                .map(|i| Outgoing { id: i, partition_key: format!("pk-{}", i % 101), data: Bytes::from(event(i)) })
+                .collect();
+            let report = producer.put_all(batch).await;
+            assert_eq!(report.accepted.len() as u64, per_wave, "{:?}", report.failed.first());
+            for a in report.accepted {
+                let e = last.entry(a.shard).or_insert(a.sequence.clone());
+                if a.sequence > *e {
+                    *e = a.sequence;
+                }
+            }
+            while killed < (wave as usize + 1) * kills / waves as usize {
+                tokio::time::sleep(Duration::from_millis(rng.random_range(1500..4000))).await;
+                self.kill_one(&mut rng);
+                killed += 1;
+            }
+        }
+        (last, killed)
+    }
+
     fn start(&mut self) {
         self.started += 1;
         let id = format!("worker-{}", self.started);
@@ -135,55 +187,22 @@ async fn sigkill_storm_exactly_once_and_at_least_once() {
     let s3c = s3(&moto.endpoint).await;
     s3c.create_bucket().bucket("weir-crash").send().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let mut fleet = Fleet {
-        dir: dir.path().to_path_buf(),
-        kinesis: fk.endpoint.clone(),
-        moto: moto.endpoint.clone(),
-        workers: vec![],
-        started: 0,
-        consumers: format!(
-            "{}\n{}",
-            archiver("archive-eo", "exactly-once", "eo"),
-            archiver("archive-fh", "firehose", "fh")
-        ),
-    };
-    fleet.start();
-    fleet.start();
-    let producer = Producer::new(k.clone(), "crash-events");
-    let mut rng = rand::rng();
-    let mut last: BTreeMap<ShardId, SequenceNumber> = BTreeMap::new();
-    let mut kills = 0;
-    let per_wave = RECORDS / WAVES;
-    for wave in 0..WAVES {
-        let records = (wave * per_wave..(wave + 1) * per_wave)
-            .map(|i| Outgoing {
-                id: i,
-                partition_key: format!("pk-{}", i % 101),
-                data: Bytes::from(format!(
-                    r#"{{"tenantId":"t-{}","toolName":"tool-{}","sessionId":"r{i}","ts":{},"durationMs":{},"success":{}}}"#,
-                    i % 7,
-                    i % 5,
-                    1_764_400_000_000u64 + i,
-                    i % 900,
-                    i % 11 != 0
-                )),
-            })
-            .collect();
-        let report = producer.put_all(records).await;
-        assert_eq!(report.accepted.len() as u64, per_wave, "{:?}", report.failed.first());
-        for a in report.accepted {
-            let e = last.entry(a.shard).or_insert(a.sequence.clone());
-            if a.sequence > *e {
-                *e = a.sequence;
-            }
-        }
-        // Kill at random moments while the wave is being archived.
-        while kills < (wave as usize + 1) * (MIN_KILLS + 2) / WAVES as usize {
-            tokio::time::sleep(Duration::from_millis(rng.random_range(1500..4000))).await;
-            fleet.kill_one(&mut rng);
-            kills += 1;
-        }
-    }
+    let consumers =
+        format!("{}\n{}", archiver("archive-eo", "exactly-once", "eo"), archiver("archive-fh", "firehose", "fh"));
+    let mut fleet = Fleet::two_workers(dir.path(), &fk.endpoint, &moto.endpoint, consumers);
+    // Kill at random moments while each wave is being archived.
+    let (last, kills) = fleet
+        .put_while_killing(&k, RECORDS, WAVES, MIN_KILLS + 2, |i| {
+            format!(
+                r#"{{"tenantId":"t-{}","toolName":"tool-{}","sessionId":"r{i}","ts":{},"durationMs":{},"success":{}}}"#,
+                i % 7,
+                i % 5,
+                1_764_400_000_000u64 + i,
+                i % 900,
+                i % 11 != 0
+            )
+        })
+        .await;
     eprintln!("{kills} kills; waiting for both archivers to finish");
 
     let leases =
@@ -276,49 +295,18 @@ async fn sigkill_storm_at_five_thousand_partitions() {
         30,
         &metadata_extraction("{tenantId: .tenant_id}", false),
     );
-    let mut fleet = Fleet {
-        dir: dir.path().to_path_buf(),
-        kinesis: fk.endpoint.clone(),
-        moto: moto.endpoint.clone(),
-        workers: vec![],
-        started: 0,
-        consumers: consumer,
-    };
-    fleet.start();
-    fleet.start();
-    let producer = Producer::new(k.clone(), "crash-events");
-    let mut rng = rand::rng();
-    let mut last: BTreeMap<ShardId, SequenceNumber> = BTreeMap::new();
-    let mut kills = 0;
-    let per_wave = RECORDS / WAVES;
-    for wave in 0..WAVES {
-        let records = (wave * per_wave..(wave + 1) * per_wave)
-            .map(|i| Outgoing {
-                id: i,
-                partition_key: format!("pk-{}", i % 101),
-                data: Bytes::from(format!(
-                    r#"{{"tenantId":"t-{}","toolName":"tool-{}","sessionId":"r{i}","ts":{},"durationMs":{},"success":true}}"#,
-                    i * 7919 % TENANTS,
-                    i % 5,
-                    1_764_400_000_000u64 + i,
-                    i % 900,
-                )),
-            })
-            .collect();
-        let report = producer.put_all(records).await;
-        assert_eq!(report.accepted.len() as u64, per_wave, "{:?}", report.failed.first());
-        for a in report.accepted {
-            let e = last.entry(a.shard).or_insert(a.sequence.clone());
-            if a.sequence > *e {
-                *e = a.sequence;
-            }
-        }
-        while kills < (wave as usize + 1) * KILLS / WAVES as usize {
-            tokio::time::sleep(Duration::from_millis(rng.random_range(1500..4000))).await;
-            fleet.kill_one(&mut rng);
-            kills += 1;
-        }
-    }
+    let mut fleet = Fleet::two_workers(dir.path(), &fk.endpoint, &moto.endpoint, consumer);
+    let (last, kills) = fleet
+        .put_while_killing(&k, RECORDS, WAVES, KILLS, |i| {
+            format!(
+                r#"{{"tenantId":"t-{}","toolName":"tool-{}","sessionId":"r{i}","ts":{},"durationMs":{},"success":true}}"#,
+                i * 7919 % TENANTS,
+                i % 5,
+                1_764_400_000_000u64 + i,
+                i % 900,
+            )
+        })
+        .await;
     eprintln!("{kills} kills; waiting for the archiver to finish");
     let leases =
         DynamoDbLeaseTable::open(dynamodb(&moto.endpoint).await, "weir-crash-leases", "crash", true).await.unwrap();

@@ -8,9 +8,7 @@ use std::process::Output;
 use std::time::Duration;
 
 use weir_aws::kinesis::producer::Producer;
-use weir_e2e::{
-    archiver_toml, create_stream, gz_lines, kinesis, metadata_extraction, put_wave, weir_command, worker_toml,
-};
+use weir_e2e::{create_stream, kinesis, put_wave, session_ids, tenant_archiver_toml, weir_command, worker_toml};
 use weir_testkit::Emulator;
 
 const STREAM: &str = "batch-events";
@@ -22,15 +20,7 @@ fn config(dir: &Path, kinesis: &str) -> std::path::PathBuf {
          [aws]\nkinesis_endpoint_url = \"{kinesis}\"\n[http]\nlisten = \"\"\n{archiver}",
         worker = worker_toml(None),
         leases = dir.join("leases.db").display(),
-        archiver = archiver_toml(
-            "archive",
-            &format!("directory = \"{}\"", dir.join("out").display()),
-            "mcp-normalize",
-            "events/tenant=!{partitionKeyFromQuery:tenantId}/",
-            "errors/!{firehose:error-output-type}/",
-            300,
-            &metadata_extraction("{tenantId: .tenant_id}", false),
-        ),
+        archiver = tenant_archiver_toml(&dir.join("out")),
     );
     std::fs::write(&cfg, text).unwrap();
     cfg
@@ -41,15 +31,6 @@ fn timed(args: &[&str], limit: Duration) -> (Output, Duration) {
     let mut cmd = weir_command();
     cmd.args(args);
     weir_e2e::timed(cmd, limit)
-}
-
-fn sessions(dir: &Path) -> Vec<String> {
-    let mut ids: Vec<String> = gz_lines(&dir.join("events"))
-        .iter()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["session_id"].as_str().unwrap().to_owned())
-        .collect();
-    ids.sort();
-    ids
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -69,7 +50,7 @@ async fn until_caught_up_exits_with_checkpoints_and_to_now_ends_the_window() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("caught up: every shard read to the start (3000 records processed)"), "{stdout}");
-    let first = sessions(&out_dir);
+    let first = session_ids(&out_dir);
     assert_eq!(first.len(), 3_000);
     assert_eq!(first.iter().collect::<std::collections::BTreeSet<_>>().len(), 3_000, "none twice");
 
@@ -78,7 +59,7 @@ async fn until_caught_up_exits_with_checkpoints_and_to_now_ends_the_window() {
     let (out, _) = timed(&["run", "--config", cfg, "--until-caught-up"], Duration::from_secs(60));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success() && stdout.contains("(500 records processed)"), "{stdout}");
-    let all = sessions(&out_dir);
+    let all = session_ids(&out_dir);
     assert_eq!(all.len(), 3_500);
     assert_eq!(all.iter().filter(|s| s.starts_with("second-")).count(), 500);
 
@@ -86,7 +67,7 @@ async fn until_caught_up_exits_with_checkpoints_and_to_now_ends_the_window() {
     let (out, took) = timed(&["run", "--config", cfg, "--until-caught-up"], Duration::from_secs(60));
     assert!(String::from_utf8_lossy(&out.stdout).contains("(0 records processed)"));
     assert!(took < Duration::from_secs(20), "a caught-up stream takes {took:?}");
-    assert_eq!(sessions(&out_dir).len(), 3_500);
+    assert_eq!(session_ids(&out_dir).len(), 3_500);
 
     // `replay --to now`: the window ends when the command starts.
     let hour_ago = (std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis()
@@ -112,7 +93,7 @@ async fn until_caught_up_exits_with_checkpoints_and_to_now_ends_the_window() {
     );
     let log = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{log}");
-    assert_eq!(sessions(&out_dir.join("again")).len(), 3_500, "every record up to now, once");
+    assert_eq!(session_ids(&out_dir.join("again")).len(), 3_500, "every record up to now, once");
     assert_eq!(log.matches("window end reached").count(), 2, "each shard says why it stopped: {log}");
     assert!(!log.contains("shard end read"), "open shards are not reported closed: {log}");
 }

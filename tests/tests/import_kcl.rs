@@ -13,9 +13,7 @@ use aws_sdk_dynamodb::types::{
 };
 use bytes::Bytes;
 use weir_aws::kinesis::producer::{Outgoing, Producer};
-use weir_e2e::{
-    archiver_toml, create_stream, dynamodb, gz_lines, kinesis, metadata_extraction, weir_command, worker_toml,
-};
+use weir_e2e::{create_stream, dynamodb, kinesis, session_ids, tenant_archiver_toml, weir_command, worker_toml};
 use weir_testkit::Emulator;
 
 const STREAM: &str = "kcl-events";
@@ -28,15 +26,7 @@ fn config(dir: &Path, kinesis: &str, moto: &str) -> std::path::PathBuf {
          [leases]\nkind = \"dynamodb\"\ntable = \"weir-leases\"\ncreate_table = true\nnamespace = \"moved\"\n\
          [aws]\nkinesis_endpoint_url = \"{kinesis}\"\ndynamodb_endpoint_url = \"{moto}\"\n[http]\nlisten = \"\"\n{archiver}",
         worker = worker_toml(None),
-        archiver = archiver_toml(
-            "archive",
-            &format!("directory = \"{}\"", dir.join("out").display()),
-            "mcp-normalize",
-            "events/tenant=!{partitionKeyFromQuery:tenantId}/",
-            "errors/!{firehose:error-output-type}/",
-            300,
-            &metadata_extraction("{tenantId: .tenant_id}", false),
-        ),
+        archiver = tenant_archiver_toml(&dir.join("out")),
     );
     std::fs::write(&cfg, text).unwrap();
     cfg
@@ -178,11 +168,7 @@ async fn weir_continues_where_the_kcl_application_stopped() {
     cmd.args(["run", "--config", cfg, "--until-caught-up"]);
     let (out, _) = weir_e2e::timed(cmd, Duration::from_secs(90));
     assert!(out.status.success(), "{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    let lines = gz_lines(&dir.path().join("out").join("events"));
-    let got: Vec<String> = lines
-        .iter()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["session_id"].as_str().unwrap().to_owned())
-        .collect();
+    let got = session_ids(&dir.path().join("out"));
     let unique: BTreeSet<String> = got.iter().cloned().collect();
     assert_eq!(got.len(), unique.len(), "no record twice");
     assert_eq!(unique, expected, "exactly the records after the KCL checkpoints");

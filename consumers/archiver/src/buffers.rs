@@ -952,6 +952,26 @@ mod tests {
         }
     }
 
+    /// Record `i` of `len` bytes and a newline: half compress well (`x` repeated), half
+    /// poorly (letters in a long cycle).
+    fn mixed_line(i: usize, len: usize) -> String {
+        let body: String = if i.is_multiple_of(2) {
+            "x".repeat(len)
+        } else {
+            (0..len).map(|j| char::from(b'a' + ((i * 7 + j * 13) % 26) as u8)).collect()
+        };
+        format!("{i}:{body}\n")
+    }
+
+    /// What the objects hold, per route.
+    fn contents(sealed: &[Sealed]) -> BTreeMap<String, String> {
+        let mut got: BTreeMap<String, String> = BTreeMap::new();
+        for f in sealed {
+            got.entry(f.route.scope()).or_default().push_str(&gunzip(&f.body));
+        }
+        got
+    }
+
     fn budget(memory: usize) -> Limits {
         Limits { memory, max_active: None, ..limits(1 << 30, 3600, 1, Overflow::FlushOldest) }
     }
@@ -973,9 +993,7 @@ mod tests {
             let mut sealed = Vec::new();
             for (i, (partition, len)) in ops.iter().enumerate() {
                 let k = key(&format!("t{partition}"));
-                // Compressible and not: half the records are digits of i repeated.
-                let body: String = if i % 2 == 0 { "x".repeat(*len) } else { (0..*len).map(|j| char::from(b'a' + ((i * 7 + j * 13) % 26) as u8)).collect() };
-                let line = format!("{i}:{body}\n");
+                let line = mixed_line(i, *len);
                 expected.entry(k.scope()).or_default().push_str(&line);
                 let out = b.append(&k, line.as_bytes(), &s, &pos(i as u128 + 1), t(0), t(0)).unwrap().sealed;
                 prop_assert!(b.held_bytes() <= memory, "held {} over {memory}", b.held_bytes());
@@ -987,11 +1005,7 @@ mod tests {
             }
             sealed.extend(b.all().unwrap());
             prop_assert_eq!(b.held_bytes(), 0);
-            let mut got: BTreeMap<String, String> = BTreeMap::new();
-            for f in &sealed {
-                got.entry(f.route.scope()).or_default().push_str(&gunzip(&f.body));
-            }
-            prop_assert_eq!(got, expected);
+            prop_assert_eq!(contents(&sealed), expected);
         }
     }
 
@@ -1018,8 +1032,7 @@ mod tests {
                     b.spill_mut().unwrap().fail_writes(true);
                 }
                 let k = key(&format!("t{partition}"));
-                let body: String = if i % 2 == 0 { "x".repeat(*len) } else { (0..*len).map(|j| char::from(b'a' + ((i * 7 + j * 13) % 26) as u8)).collect() };
-                let line = format!("{i}:{body}\n");
+                let line = mixed_line(i, *len);
                 expected.entry(k.scope()).or_default().push_str(&line);
                 let out = b.append(&k, line.as_bytes(), &s, &pos(i as u128 + 1), t(0), t(0)).unwrap().sealed;
                 prop_assert!(b.held_bytes() <= memory, "held {} over {memory}", b.held_bytes());
@@ -1031,11 +1044,7 @@ mod tests {
             sealed.extend(b.all().unwrap());
             prop_assert_eq!(b.held_bytes(), 0);
             prop_assert_eq!(b.spilled_bytes(), 0, "every spilled piece released");
-            let mut got: BTreeMap<String, String> = BTreeMap::new();
-            for f in &sealed {
-                got.entry(f.route.scope()).or_default().push_str(&gunzip(&f.body));
-            }
-            prop_assert_eq!(got, expected);
+            prop_assert_eq!(contents(&sealed), expected);
             drop(b);
             prop_assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "spill files deleted");
         }
