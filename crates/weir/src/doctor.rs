@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
 use weir_core::{Checkpoint, ConsumerName, Lease};
 
@@ -39,12 +39,11 @@ pub(crate) struct Finding {
 
 /// Runs `weir doctor`.
 pub(crate) async fn run(args: DoctorArgs, registry: &Registry) -> Result<()> {
-    let config = crate::config::load(&args.config, registry)?;
-    let table = crate::run::lease_table(&config).await?;
-    let before = table.list().await.context("cannot list the leases")?;
+    let (config, table) = crate::leases::open_table(&args.config, registry).await?;
+    let before = crate::leases::list(table.as_ref()).await?;
     println!("{} leases in {}; watching {:?}", before.len(), config.leases.describe(), args.observe);
     tokio::time::sleep(args.observe).await;
-    let after = table.list().await.context("cannot list the leases")?;
+    let after = crate::leases::list(table.as_ref()).await?;
     let consumers: Vec<ConsumerName> = config.consumers.iter().map(|c| ConsumerName::new(c.name.as_str())).collect();
     let findings = diagnose(&before, &after, args.observe, &consumers);
     let stuck = findings.iter().filter(|f| f.stuck).count();
@@ -137,23 +136,13 @@ pub(crate) fn diagnose(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::BTreeMap;
     use weir_core::{ExtendedSequenceNumber, SequenceNumber, ShardId, WorkerId};
 
     fn lease(key: &str, owner: Option<&str>, counter: u64) -> Lease {
-        Lease {
-            key: ShardId::new(key),
-            owner: owner.map(WorkerId::new),
-            counter,
-            initial: Checkpoint::TrimHorizon,
-            checkpoints: BTreeMap::new(),
-            parents: Vec::new(),
-            children: Vec::new(),
-            hash_range: None,
-            ended: false,
-            handoff_to: None,
-            intents: BTreeMap::new(),
-        }
+        let mut l = weir_testkit::fixtures::new_lease(key, &[]).into_lease();
+        l.owner = owner.map(WorkerId::new);
+        l.counter = counter;
+        l
     }
 
     fn at(n: u128) -> Checkpoint {

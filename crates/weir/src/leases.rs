@@ -2,8 +2,9 @@
 //! table the config names (SQLite or DynamoDB, namespace included) and prints every
 //! lease, or one, as a table on a terminal or as JSON for scripts.
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
@@ -12,6 +13,9 @@ use weir_core::{
     WorkerId,
 };
 
+use weir_core::ports::LeaseTable;
+
+use crate::config::Config;
 use crate::plugin::Registry;
 
 /// `weir leases …`.
@@ -89,9 +93,8 @@ enum LeasesCommand {
 pub(crate) async fn run(args: LeasesArgs, registry: &Registry) -> Result<()> {
     match args.command {
         LeasesCommand::List { config, consumer, json } => {
-            let config = crate::config::load(&config, registry)?;
-            let table = crate::run::lease_table(&config).await?;
-            let leases = table.list().await.context("cannot list the leases")?;
+            let (_, table) = open_table(&config, registry).await?;
+            let leases = list(table.as_ref()).await?;
             let consumer = consumer.map(ConsumerName::new);
             print!("{}", if json { list_json(&leases)? } else { list_table(&leases, consumer.as_ref()) });
             Ok(())
@@ -106,14 +109,10 @@ pub(crate) async fn run(args: LeasesArgs, registry: &Registry) -> Result<()> {
                 }
                 other => other,
             };
-            let config = crate::config::load(&config, registry)?;
-            let table = crate::run::lease_table(&config).await?;
-            let leases = table.list().await.context("cannot list the leases")?;
+            let (config, table) = open_table(&config, registry).await?;
+            let leases = list(table.as_ref()).await?;
             let chosen: Vec<&Lease> = match &shard {
-                Some(s) => match leases.iter().find(|l| l.key.as_str() == s) {
-                    Some(l) => vec![l],
-                    None => bail!("no lease {s} in {} (weir leases list shows them)", config.leases.describe()),
-                },
+                Some(s) => vec![leases.iter().find(|l| l.key.as_str() == s).ok_or_else(|| no_lease(s, &config))?],
                 None => leases.iter().filter(|l| all && !l.ended).collect(),
             };
             let consumer = ConsumerName::new(consumer);
@@ -142,11 +141,8 @@ pub(crate) async fn run(args: LeasesArgs, registry: &Registry) -> Result<()> {
             Ok(())
         }
         LeasesCommand::Release { shard, config } => {
-            let config = crate::config::load(&config, registry)?;
-            let table = crate::run::lease_table(&config).await?;
-            let Some(lease) = table.get(&ShardId::new(shard.as_str())).await? else {
-                bail!("no lease {shard} in {} (weir leases list shows them)", config.leases.describe());
-            };
+            let (config, table) = open_table(&config, registry).await?;
+            let lease = table.get(&ShardId::new(shard.as_str())).await?.ok_or_else(|| no_lease(&shard, &config))?;
             let Some(owner) = lease.owner.clone() else {
                 bail!("{shard} is not held by any worker: nothing to release");
             };
@@ -160,12 +156,9 @@ pub(crate) async fn run(args: LeasesArgs, registry: &Registry) -> Result<()> {
             Ok(())
         }
         LeasesCommand::Show { shard, config, json } => {
-            let config = crate::config::load(&config, registry)?;
-            let table = crate::run::lease_table(&config).await?;
-            let leases = table.list().await.context("cannot list the leases")?;
-            let Some(lease) = leases.iter().find(|l| l.key.as_str() == shard) else {
-                bail!("no lease {shard} in {} (weir leases list shows them)", config.leases.describe());
-            };
+            let (config, table) = open_table(&config, registry).await?;
+            let leases = list(table.as_ref()).await?;
+            let lease = leases.iter().find(|l| l.key.as_str() == shard).ok_or_else(|| no_lease(&shard, &config))?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&with_state(lease, &leases)?)?);
             } else {
@@ -174,6 +167,22 @@ pub(crate) async fn run(args: LeasesArgs, registry: &Registry) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// The config at `path` and the lease table it names.
+pub(crate) async fn open_table(path: &Path, registry: &Registry) -> Result<(Config, Arc<dyn LeaseTable>)> {
+    let config = crate::config::load(path, registry)?;
+    let table = crate::run::lease_table(&config).await?;
+    Ok((config, table))
+}
+
+/// Every lease of the table.
+pub(crate) async fn list(table: &dyn LeaseTable) -> Result<Vec<Lease>> {
+    table.list().await.context("cannot list the leases")
+}
+
+fn no_lease(shard: &str, config: &Config) -> anyhow::Error {
+    anyhow::anyhow!("no lease {shard} in {} (weir leases list shows them)", config.leases.describe())
 }
 
 /// A position as `weir leases seek --to` takes it.
@@ -257,7 +266,7 @@ fn list_table(leases: &[Lease], only: Option<&ConsumerName>) -> String {
     let mut consumers: Vec<ConsumerName> = leases
         .iter()
         .flat_map(|l| l.checkpoints.keys().chain(l.intents.keys()).cloned())
-        .collect::<std::collections::BTreeSet<_>>()
+        .collect::<BTreeSet<_>>()
         .into_iter()
         .collect();
     if let Some(c) = only {
@@ -316,11 +325,10 @@ fn show_text(l: &Lease, all: &[Lease]) -> String {
     if let Some(r) = &l.hash_range {
         line("hash keys", format!("{r:?}"));
     }
-    let mut consumers: BTreeMap<&ConsumerName, ()> = l.checkpoints.keys().map(|c| (c, ())).collect();
-    consumers.extend(l.intents.keys().map(|c| (c, ())));
-    for c in consumers.keys() {
+    let consumers: BTreeSet<&ConsumerName> = l.checkpoints.keys().chain(l.intents.keys()).collect();
+    for c in consumers {
         out.push_str(&format!("consumer {c}\n  checkpoint {}\n", checkpoint_text(l.checkpoint_for(c))));
-        for i in l.intents.get(*c).into_iter().flatten() {
+        for i in l.intents.get(c).into_iter().flatten() {
             out.push_str(&format!("  open intent {} [{}, {}] scope {}\n", i.target, i.first, i.last, i.scope));
         }
     }
@@ -332,19 +340,7 @@ mod tests {
     use super::*;
 
     fn lease(key: &str) -> Lease {
-        Lease {
-            key: ShardId::new(key),
-            owner: None,
-            counter: 0,
-            initial: Checkpoint::TrimHorizon,
-            checkpoints: BTreeMap::new(),
-            parents: Vec::new(),
-            children: Vec::new(),
-            hash_range: None,
-            ended: false,
-            handoff_to: None,
-            intents: BTreeMap::new(),
-        }
+        weir_testkit::fixtures::new_lease(key, &[]).into_lease()
     }
 
     #[test]
