@@ -210,19 +210,6 @@ impl Archiver {
         self.buffers.held_bytes()
     }
 
-    /// Bytes of open buffers spilled to disk.
-    pub fn spilled_bytes(&self) -> u64 {
-        self.buffers.spilled_bytes()
-    }
-
-    /// Makes every later spill write fail (tests of the disk-full fallback).
-    #[doc(hidden)]
-    pub fn fail_spill_writes(&mut self, fail: bool) {
-        if let Some(s) = self.buffers.spill_mut() {
-            s.fail_writes(fail);
-        }
-    }
-
     /// Compressed bytes in open buffers (without staged records).
     pub fn compressed_bytes(&self) -> usize {
         self.buffers.compressed_bytes()
