@@ -146,9 +146,19 @@ impl HeldLease {
         metrics::counter!(crate::metrics::CHECKPOINT_WRITES).increment(1);
         let (before, after) = self.write_seen(LeaseChange::Checkpoint { checkpoints, ended_with_children }).await?;
         let mut passed = BTreeMap::new();
+        // A checkpoint only drops intents and keeps the rest in order: one walk.
         for (consumer, open) in before.intents {
-            let kept = after.intents.get(&consumer);
-            let gone: Vec<Intent> = open.into_iter().filter(|i| kept.is_none_or(|k| !k.contains(i))).collect();
+            let mut kept = after.intents.get(&consumer).into_iter().flatten().peekable();
+            let gone: Vec<Intent> = open
+                .into_iter()
+                .filter(|i| {
+                    let stays = kept.peek() == Some(&i);
+                    if stays {
+                        kept.next();
+                    }
+                    !stays
+                })
+                .collect();
             if !gone.is_empty() {
                 passed.insert(consumer, gone);
             }
