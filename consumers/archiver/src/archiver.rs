@@ -445,7 +445,7 @@ async fn resolve_shard(
     shard: &ShardId,
     open: Vec<Intent>,
     claim: &Bytes,
-    written: &std::collections::HashSet<String>,
+    written: &std::collections::HashSet<Arc<str>>,
 ) -> Resolution {
     let intents = expand_manifests(sink.clone(), shard, open).await?;
     let own = |key: &str| written.contains(key).then_some(KeyState::Written);
@@ -689,14 +689,9 @@ impl Consumer for Archiver {
         // In chunks: with many partitions, sealing every buffer at once would hold all
         // their objects (and their delivery state) in memory together.
         let mut delivered = Ok(());
-        loop {
-            let sealed = self
-                .buffers
-                .holding(shard, CLOSE_CHUNK)
-                .map_err(|e| ConsumerError::with_source("cannot seal buffers", e))?;
-            if sealed.is_empty() {
-                break;
-            }
+        for keys in self.buffers.holding(shard).chunks(CLOSE_CHUNK) {
+            let sealed =
+                self.buffers.seal_keys(keys).map_err(|e| ConsumerError::with_source("cannot seal buffers", e))?;
             delivered = self.deliver(sealed, acks, BacklogRetry::Now).await;
             if delivered.is_err() {
                 break;

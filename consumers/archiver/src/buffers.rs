@@ -199,6 +199,9 @@ struct Open {
     body: Body,
     raw_bytes: u64,
     opened: Timestamp,
+    /// Arrival of its oldest record (the freshness gauge reads it from every buffer at
+    /// each tick: one field, not a walk through the spans).
+    oldest_arrival: Option<Timestamp>,
     slots: Vec<ShardId>,
     entries: Vec<(u32, u32)>,
     /// The records of `slots[i]` (`None`: none left after a rebuild).
@@ -399,7 +402,7 @@ impl Buffers {
 
     /// Arrival of the oldest record in any open buffer.
     pub fn oldest_arrival(&self) -> Option<Timestamp> {
-        self.open.values().flat_map(|b| b.spans.iter().flatten()).map(|s| s.oldest_arrival).min()
+        self.open.values().filter_map(|b| b.oldest_arrival).min()
     }
 
     /// Compressed bytes in open buffers.
@@ -594,6 +597,7 @@ impl Buffers {
                 body: Body::new(self.limits.compression),
                 raw_bytes: 0,
                 opened: now,
+                oldest_arrival: None,
                 slots: Vec::new(),
                 entries: Vec::new(),
                 spans: Vec::new(),
@@ -626,6 +630,7 @@ impl Buffers {
             }
         };
         buffer.entries.push((slot as u32, data.len() as u32));
+        buffer.oldest_arrival = Some(buffer.oldest_arrival.map_or(arrival, |t| t.min(arrival)));
         match &mut buffer.spans[slot] {
             Some(span) => {
                 span.last = position.clone();
@@ -650,11 +655,21 @@ impl Buffers {
         due.iter().map(|k| self.seal(k, FlushReason::Interval)).collect()
     }
 
-    /// Up to `limit` buffers holding records of `shard` (before the shard closes).
-    pub fn holding(&mut self, shard: &ShardId, limit: usize) -> Result<Vec<Sealed>, BufferError> {
-        let keys: Vec<Box<[u8]>> =
-            self.open.iter().filter(|(_, b)| b.holds(shard)).map(|(k, _)| k.clone()).take(limit).collect();
-        keys.iter().map(|k| self.seal(k, FlushReason::Requested)).collect()
+    /// The keys of the buffers holding records of `shard` (before the shard closes:
+    /// found once, then sealed in chunks with [`Buffers::seal_keys`]).
+    pub fn holding(&self, shard: &ShardId) -> Vec<Box<[u8]>> {
+        self.open.iter().filter(|(_, b)| b.holds(shard)).map(|(k, _)| k.clone()).collect()
+    }
+
+    /// Seals the buffers of `keys` that are still open.
+    pub fn seal_keys(&mut self, keys: &[Box<[u8]>]) -> Result<Vec<Sealed>, BufferError> {
+        let mut sealed = Vec::with_capacity(keys.len());
+        for k in keys {
+            if self.open.contains_key(k) {
+                sealed.push(self.seal(k, FlushReason::Requested)?);
+            }
+        }
+        Ok(sealed)
     }
 
     /// Every buffer.
@@ -698,6 +713,7 @@ impl Buffers {
                 body,
                 raw_bytes: sealed.raw_bytes,
                 opened,
+                oldest_arrival: sealed.spans.values().map(|s| s.oldest_arrival).min(),
                 spans: sealed.slots.iter().map(|s| sealed.spans.get(s).cloned()).collect(),
                 slots: sealed.slots,
                 entries: sealed.entries,

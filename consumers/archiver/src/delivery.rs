@@ -98,8 +98,10 @@ pub struct Delivery {
     retry_at: Option<Timestamp>,
     retry_delay: Duration,
     concurrency: usize,
-    written: HashSet<String>,
-    written_order: VecDeque<String>,
+    /// Keys this process wrote (the newest [`REMEMBERED_KEYS`]), shared with their
+    /// order of writing.
+    written: HashSet<Arc<str>>,
+    written_order: VecDeque<Arc<str>>,
     /// The consumer's name (manifest keys).
     consumer: String,
     /// Inline intents per shard lease.
@@ -195,7 +197,7 @@ impl Delivery {
     }
 
     /// The keys this process wrote (remembered ones), as of now.
-    pub fn written_keys(&self) -> HashSet<String> {
+    pub fn written_keys(&self) -> HashSet<Arc<str>> {
         self.written.clone()
     }
 
@@ -292,16 +294,15 @@ impl Delivery {
                 .buffer_unordered(self.concurrency)
                 .collect::<Vec<_>>()
                 .await;
+            // Counted per round, not per object (a round can hold 100,000 objects).
+            let mut durable = Durable::default();
             for (p, outcome) in results {
                 match outcome {
                     PutResult::Durable => {
-                        if let Some(k) = &p.key {
-                            self.remember(k.clone());
+                        if let Some(k) = p.key {
+                            self.remember(k);
                         }
-                        metrics::counter!(m::OBJECTS, "route" => route_label(&p.sealed.route)).increment(1);
-                        metrics::counter!(m::OBJECT_BYTES).increment(p.sealed.body.len() as u64);
-                        metrics::counter!(m::RECORDS_ARCHIVED, "route" => route_label(&p.sealed.route))
-                            .increment(p.sealed.records());
+                        durable.add(&p.sealed);
                         settle(ledger, &p.sealed);
                     }
                     PutResult::Claimed => {
@@ -316,6 +317,7 @@ impl Delivery {
                     }
                 }
             }
+            durable.count();
             work = again;
         }
         self.backlog.extend(work);
@@ -350,6 +352,7 @@ impl Delivery {
     }
 
     fn remember(&mut self, key: String) {
+        let key: Arc<str> = key.into();
         if self.written.insert(key.clone()) {
             self.written_order.push_back(key);
             if self.written_order.len() > REMEMBERED_KEYS
@@ -384,12 +387,15 @@ impl Delivery {
             // forever: fall back to the error prefix.
             tracing::error!(error = %why, "no valid key for a sealed object; using the error prefix");
             let e = Evaluation { error_output_type: "prefix-evaluation-failed", ..e };
-            format!("{}{}", self.prefixes.error.evaluate(&e).unwrap_or_default(), self.naming.name(oldest))
+            let mut key = self.prefixes.error.evaluate(&e).unwrap_or_default();
+            self.naming.push_name(&mut key, oldest);
+            key
         };
         match template.evaluate(&e) {
             Err(err) => fallback(&err),
             Ok(prefix) => {
-                let key = format!("{prefix}{}", self.naming.name(oldest));
+                let mut key = prefix;
+                self.naming.push_name(&mut key, oldest);
                 match weir_core::ports::validate_key(&key) {
                     Ok(()) => key,
                     Err(err) => fallback(&err),
@@ -535,8 +541,13 @@ impl Delivery {
     }
 
     async fn put(&self, p: Pending) -> (Pending, PutResult) {
-        let Some(key) = p.key.clone() else {
-            return (p, PutResult::Failed(SinkError::InvalidKey { key: String::new(), reason: "no key chosen" }));
+        let outcome = self.put_one(&p).await;
+        (p, outcome)
+    }
+
+    async fn put_one(&self, p: &Pending) -> PutResult {
+        let Some(key) = p.key.as_deref() else {
+            return PutResult::Failed(SinkError::InvalidKey { key: String::new(), reason: "no key chosen" });
         };
         let options = PutOptions {
             content_type: Some(match self.compression {
@@ -546,17 +557,16 @@ impl Delivery {
             content_encoding: None,
             metadata: [("weir-records".to_owned(), p.sealed.records().to_string())].into(),
         };
-        let outcome = match self.sink.put_if_absent(&key, p.sealed.body.clone(), &options).await {
+        match self.sink.put_if_absent(key, p.sealed.body.clone(), &options).await {
             Ok(PutOutcome::Created) => PutResult::Durable,
             // Our own earlier attempt (its answer lost), or a claim by a new owner.
-            Ok(PutOutcome::AlreadyExists) => match is_claim(self.sink.as_ref(), &key, &self.claim).await {
+            Ok(PutOutcome::AlreadyExists) => match is_claim(self.sink.as_ref(), key, &self.claim).await {
                 Ok(true) => PutResult::Claimed,
                 Ok(false) => PutResult::Durable,
                 Err(e) => PutResult::Failed(e),
             },
             Err(e) => PutResult::Failed(e),
-        };
-        (p, outcome)
+        }
     }
 }
 
@@ -577,9 +587,35 @@ fn settle(ledger: &mut Ledger, sealed: &Sealed) {
     }
 }
 
-fn route_label(r: &Route) -> &'static str {
-    match r {
-        Route::Data(_) => "data",
-        Route::Error(_) => "error",
+/// Objects made durable in one round, for the metrics.
+#[derive(Default)]
+struct Durable {
+    /// (objects, records) of the data route and of the error route.
+    data: (u64, u64),
+    error: (u64, u64),
+    bytes: u64,
+}
+
+impl Durable {
+    fn add(&mut self, sealed: &Sealed) {
+        let route = match sealed.route {
+            Route::Data(_) => &mut self.data,
+            Route::Error(_) => &mut self.error,
+        };
+        route.0 += 1;
+        route.1 += sealed.records();
+        self.bytes += sealed.body.len() as u64;
+    }
+
+    fn count(&self) {
+        for (label, (objects, records)) in [("data", self.data), ("error", self.error)] {
+            if objects > 0 {
+                metrics::counter!(m::OBJECTS, "route" => label).increment(objects);
+                metrics::counter!(m::RECORDS_ARCHIVED, "route" => label).increment(records);
+            }
+        }
+        if self.bytes > 0 {
+            metrics::counter!(m::OBJECT_BYTES).increment(self.bytes);
+        }
     }
 }

@@ -146,16 +146,21 @@ impl JavaPattern {
 
     /// The text of this pattern at `instant` in time zone `tz`.
     pub fn format(&self, instant: Timestamp, tz: Tz) -> String {
+        let mut out = String::new();
+        self.format_into(&mut out, instant, tz);
+        out
+    }
+
+    /// [`JavaPattern::format`], appended to `out`.
+    pub fn format_into(&self, out: &mut String, instant: Timestamp, tz: Tz) {
         let utc = Utc.timestamp_millis_opt(instant.as_millis()).single().unwrap_or_default();
         let t = utc.with_timezone(&tz);
-        let mut out = String::new();
         for item in &self.items {
             match item {
                 Item::Literal(s) => out.push_str(s),
-                Item::Field { letter, count } => field(&mut out, &t, *letter, *count),
+                Item::Field { letter, count } => field(out, &t, *letter, *count),
             }
         }
-        out
     }
 }
 

@@ -16,12 +16,17 @@ use weir_core::{ExtendedSequenceNumber, ShardId};
 struct ShardLedger {
     /// Last record fully processed (routed to buffers, dropped or skipped).
     finished: Option<ExtendedSequenceNumber>,
-    /// Pending generations by (first position, generation), oldest first: the position
-    /// finished before each one's first record. Kept in order so that the durable
-    /// position, asked after every batch, is not a search through every open buffer.
-    pending: BTreeMap<(ExtendedSequenceNumber, u64), Option<ExtendedSequenceNumber>>,
-    /// The first position of each pending generation (its place in `pending`).
-    firsts: HashMap<u64, ExtendedSequenceNumber, foldhash::fast::RandomState>,
+    /// Pending generations in the order they took their first record of the shard
+    /// (records of a shard arrive in stream order, so this is the order of their first
+    /// positions): the position finished before each one's first record. Kept in order
+    /// so that the durable position, asked after every batch, is not a search through
+    /// every open buffer; keyed by a counter rather than by position so that settling
+    /// one of 100,000 objects is not a walk comparing sequence numbers.
+    pending: BTreeMap<u64, Option<ExtendedSequenceNumber>>,
+    /// The place in `pending` of each pending generation.
+    firsts: HashMap<u64, u64, foldhash::fast::RandomState>,
+    /// Generations opened so far (the next place in `pending`).
+    opened: u64,
     /// Last position acknowledged.
     acked: Option<ExtendedSequenceNumber>,
 }
@@ -30,11 +35,12 @@ impl ShardLedger {
     /// `generation` took its first record of this shard at `first`, right after
     /// `previous` (`None`: after the last record finished before); nothing if it is
     /// pending already.
-    fn open(&mut self, generation: u64, first: &ExtendedSequenceNumber, previous: Option<&ExtendedSequenceNumber>) {
+    fn open(&mut self, generation: u64, previous: Option<&ExtendedSequenceNumber>) {
         if let std::collections::hash_map::Entry::Vacant(e) = self.firsts.entry(generation) {
-            e.insert(first.clone());
+            e.insert(self.opened);
             let before = previous.cloned().or_else(|| self.finished.clone());
-            self.pending.insert((first.clone(), generation), before);
+            self.pending.insert(self.opened, before);
+            self.opened += 1;
         }
     }
 
@@ -58,8 +64,8 @@ impl Ledger {
     /// `finished` for that record). Record by record, the reference model of
     /// [`Ledger::batch`], which the archiver uses.
     #[cfg(test)]
-    pub fn buffered(&mut self, shard: &ShardId, position: &ExtendedSequenceNumber, generation: u64) {
-        self.shards.entry(shard.clone()).or_default().open(generation, position, None);
+    pub fn buffered(&mut self, shard: &ShardId, _position: &ExtendedSequenceNumber, generation: u64) {
+        self.shards.entry(shard.clone()).or_default().open(generation, None);
     }
 
     /// Every part of the record at `position` is routed (with `buffered`, the
@@ -86,7 +92,7 @@ impl Ledger {
             while let Some(&&(record, generation)) = placed.peek()
                 && record == i
             {
-                l.open(generation, position, previous);
+                l.open(generation, previous);
                 placed.next();
             }
             previous = Some(position);
@@ -99,9 +105,9 @@ impl Ledger {
     /// `generation` is durable (or, with `durable == false`, abandoned) for `shard`.
     pub fn settle(&mut self, shard: &ShardId, generation: u64) {
         if let Some(l) = self.shards.get_mut(shard)
-            && let Some(first) = l.firsts.remove(&generation)
+            && let Some(place) = l.firsts.remove(&generation)
         {
-            l.pending.remove(&(first, generation));
+            l.pending.remove(&place);
         }
     }
 

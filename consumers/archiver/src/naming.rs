@@ -27,20 +27,30 @@ impl Naming {
 
     /// A fresh name for an object whose oldest record arrived at `oldest`.
     pub fn name(&self, oldest: Timestamp) -> String {
+        let mut out = String::new();
+        self.push_name(&mut out, oldest);
+        out
+    }
+
+    /// [`Naming::name`], appended to `out` (a key's prefix), without a string of its
+    /// own: an archiver at 100,000 partitions names 100,000 objects at a time.
+    pub fn push_name(&self, out: &mut String, oldest: Timestamp) {
+        use std::fmt::Write;
         let id: u128 = rand::random();
-        let h = format!("{id:032x}");
-        format!(
-            "{}-{}-{}-{}-{}-{}-{}-{}{}",
-            self.stream,
-            self.version,
-            self.pattern.format(oldest, self.time_zone),
-            &h[0..8],
-            &h[8..12],
-            &h[12..16],
-            &h[16..20],
-            &h[20..32],
+        out.reserve(self.stream.len() + self.extension.len() + 64);
+        let _ = write!(out, "{}-{}-", self.stream, self.version);
+        self.pattern.format_into(out, oldest, self.time_zone);
+        // A UUID's 8-4-4-4-12 hex groups.
+        let _ = write!(
+            out,
+            "-{:08x}-{:04x}-{:04x}-{:04x}-{:012x}{}",
+            (id >> 96) as u32,
+            (id >> 80) as u16,
+            (id >> 64) as u16,
+            (id >> 48) as u16,
+            id & 0xffff_ffff_ffff,
             self.extension
-        )
+        );
     }
 }
 

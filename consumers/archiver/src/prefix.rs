@@ -264,11 +264,12 @@ fn random_string() -> String {
 impl Template {
     /// Evaluates the prefix for one object.
     pub fn evaluate(&self, e: &Evaluation<'_>) -> Result<String, PrefixError> {
-        let mut out = String::new();
+        // Room for the object name the caller appends.
+        let mut out = String::with_capacity(256);
         for s in &self.segments {
             match s {
                 Segment::Literal(text) => out.push_str(text),
-                Segment::Timestamp(p) => out.push_str(&p.format(e.oldest_arrival, e.time_zone)),
+                Segment::Timestamp(p) => p.format_into(&mut out, e.oldest_arrival, e.time_zone),
                 Segment::RandomString => out.push_str(&random_string()),
                 Segment::ErrorOutputType => out.push_str(e.error_output_type),
                 Segment::KeyFromQuery(k) | Segment::KeyFromLambda(k) => {

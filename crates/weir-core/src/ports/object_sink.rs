@@ -80,13 +80,12 @@ pub fn validate_key(key: &str) -> Result<(), SinkError> {
     if key.chars().any(|c| c.is_control() || c == '\\') {
         return bad("contains a control character or backslash");
     }
-    let segments: Vec<&str> = key.split('/').collect();
-    let last = segments.len() - 1;
-    for (i, seg) in segments.iter().enumerate() {
-        if *seg == "." || *seg == ".." {
+    let mut segments = key.split('/').peekable();
+    while let Some(seg) = segments.next() {
+        if seg == "." || seg == ".." {
             return bad("contains a '.' or '..' segment");
         }
-        if seg.is_empty() && i != last {
+        if seg.is_empty() && segments.peek().is_some() {
             return bad("contains an empty segment");
         }
     }
