@@ -330,19 +330,69 @@ impl LeaseTable for DynamoDbLeaseTable {
         Ok(())
     }
 
-    async fn heartbeat(&self, worker: &WorkerId) -> Result<(), LeaseError> {
-        self.client
+    async fn heartbeat(&self, worker: &WorkerId, instance: &str) -> Result<(), LeaseError> {
+        let r = self
+            .client
             .update_item()
             .table_name(&self.table)
             .set_key(Some(self.key(format!("worker#{worker}"))))
-            .update_expression("SET #counter = if_not_exists(#counter, :zero) + :one")
+            .update_expression("SET #counter = if_not_exists(#counter, :zero) + :one, #instance = :me")
+            .condition_expression("attribute_not_exists(#instance) OR #instance = :empty OR #instance = :me")
             .expression_attribute_names("#counter", "counter")
+            .expression_attribute_names("#instance", "instance")
             .expression_attribute_values(":zero", AttributeValue::N("0".into()))
             .expression_attribute_values(":one", AttributeValue::N("1".into()))
+            .expression_attribute_values(":me", AttributeValue::S(instance.to_owned()))
+            .expression_attribute_values(":empty", AttributeValue::S(String::new()))
             .send()
-            .await
-            .map_err(|e| store_err("update (heartbeat)", &self.table, e))?;
-        Ok(())
+            .await;
+        match r {
+            Ok(_) => Ok(()),
+            Err(e) if e.as_service_error().is_some_and(|s| s.is_conditional_check_failed_exception()) => {
+                let holder = self
+                    .client
+                    .get_item()
+                    .table_name(&self.table)
+                    .set_key(Some(self.key(format!("worker#{worker}"))))
+                    .consistent_read(true)
+                    .send()
+                    .await
+                    .map_err(|e| store_err("get (worker)", &self.table, e))?
+                    .item
+                    .and_then(|i| i.get("instance").and_then(|v| v.as_s().ok()).cloned())
+                    .unwrap_or_default();
+                Err(LeaseError::WorkerIdInUse { worker: worker.clone(), instance: holder })
+            }
+            Err(e) => Err(store_err("update (heartbeat)", &self.table, e)),
+        }
+    }
+
+    async fn claim_worker(&self, seen: &WorkerHeartbeat, instance: &str) -> Result<bool, LeaseError> {
+        let same_instance = if seen.instance.is_empty() {
+            "(attribute_not_exists(#instance) OR #instance = :seen_instance)"
+        } else {
+            "#instance = :seen_instance"
+        };
+        let r = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(self.key(format!("worker#{}", seen.worker))))
+            .update_expression("SET #counter = #counter + :one, #instance = :me")
+            .condition_expression(format!("#counter = :seen_counter AND {same_instance}"))
+            .expression_attribute_names("#counter", "counter")
+            .expression_attribute_names("#instance", "instance")
+            .expression_attribute_values(":one", AttributeValue::N("1".into()))
+            .expression_attribute_values(":me", AttributeValue::S(instance.to_owned()))
+            .expression_attribute_values(":seen_counter", AttributeValue::N(seen.counter.to_string()))
+            .expression_attribute_values(":seen_instance", AttributeValue::S(seen.instance.clone()))
+            .send()
+            .await;
+        match r {
+            Ok(_) => Ok(true),
+            Err(e) if e.as_service_error().is_some_and(|s| s.is_conditional_check_failed_exception()) => Ok(false),
+            Err(e) => Err(store_err("update (claim worker)", &self.table, e)),
+        }
     }
 
     async fn list_workers(&self) -> Result<Vec<WorkerHeartbeat>, LeaseError> {
@@ -353,19 +403,29 @@ impl LeaseTable for DynamoDbLeaseTable {
             .filter_map(|item| {
                 let id = item.get("sk")?.as_s().ok()?.strip_prefix("worker#")?.to_owned();
                 let counter = item.get("counter")?.as_n().ok()?.parse().ok()?;
-                Some(WorkerHeartbeat { worker: WorkerId::new(id), counter })
+                let instance = item.get("instance").and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
+                Some(WorkerHeartbeat { worker: WorkerId::new(id), counter, instance })
             })
             .collect())
     }
 
-    async fn remove_worker(&self, worker: &WorkerId) -> Result<(), LeaseError> {
-        self.client
+    async fn remove_worker(&self, worker: &WorkerId, instance: &str) -> Result<(), LeaseError> {
+        let r = self
+            .client
             .delete_item()
             .table_name(&self.table)
             .set_key(Some(self.key(format!("worker#{worker}"))))
+            .condition_expression("attribute_not_exists(#instance) OR #instance = :empty OR #instance = :me")
+            .expression_attribute_names("#instance", "instance")
+            .expression_attribute_values(":me", AttributeValue::S(instance.to_owned()))
+            .expression_attribute_values(":empty", AttributeValue::S(String::new()))
             .send()
-            .await
-            .map_err(|e| store_err("delete (worker)", &self.table, e))?;
-        Ok(())
+            .await;
+        match r {
+            // Another process took the id over: its record stays.
+            Ok(_) => Ok(()),
+            Err(e) if e.as_service_error().is_some_and(|s| s.is_conditional_check_failed_exception()) => Ok(()),
+            Err(e) => Err(store_err("delete (worker)", &self.table, e)),
+        }
     }
 }

@@ -341,6 +341,14 @@ pub enum LeaseError {
     /// No lease with this key.
     #[error("lease {0} does not exist")]
     NotFound(ShardId),
+    /// The worker's heartbeat record belongs to another process with the same id.
+    #[error("worker id {worker} is in use by another process (instance {instance})")]
+    WorkerIdInUse {
+        /// The worker id.
+        worker: WorkerId,
+        /// The instance that holds the record.
+        instance: String,
+    },
     /// A request the store cannot take (too many mutations, the same lease twice).
     #[error("invalid lease request: {0}")]
     Invalid(String),

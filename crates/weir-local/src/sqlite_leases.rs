@@ -52,9 +52,19 @@ impl SqliteLeaseTable {
                 namespace TEXT NOT NULL,
                 worker TEXT NOT NULL,
                 counter INTEGER NOT NULL,
+                instance TEXT NOT NULL DEFAULT '',
                 PRIMARY KEY (namespace, worker));",
         )
         .map_err(|e| store_err("create tables", e))?;
+        // Databases of a weir without worker instances: add the column.
+        let has_instance = conn
+            .prepare("SELECT 1 FROM pragma_table_info('workers') WHERE name = 'instance'")
+            .and_then(|mut s| s.exists([]))
+            .map_err(|e| store_err("read the workers table", e))?;
+        if !has_instance {
+            conn.execute_batch("ALTER TABLE workers ADD COLUMN instance TEXT NOT NULL DEFAULT ''")
+                .map_err(|e| store_err("add workers.instance", e))?;
+        }
         Ok(Self { conn: Arc::new(Mutex::new(conn)), namespace: namespace.into(), path })
     }
 
@@ -189,16 +199,43 @@ impl LeaseTable for SqliteLeaseTable {
         .await
     }
 
-    async fn heartbeat(&self, worker: &WorkerId) -> Result<(), LeaseError> {
-        let worker = worker.clone();
+    async fn heartbeat(&self, worker: &WorkerId, instance: &str) -> Result<(), LeaseError> {
+        let (worker, instance) = (worker.clone(), instance.to_owned());
         self.with(move |c, ns| {
-            c.execute(
-                "INSERT INTO workers (namespace, worker, counter) VALUES (?1, ?2, 1)
-                 ON CONFLICT (namespace, worker) DO UPDATE SET counter = counter + 1",
-                params![ns, worker.as_str()],
-            )
-            .map_err(|e| store_err("heartbeat", e))?;
+            let changed = c
+                .execute(
+                    "INSERT INTO workers (namespace, worker, counter, instance) VALUES (?1, ?2, 1, ?3)
+                     ON CONFLICT (namespace, worker) DO UPDATE SET counter = counter + 1, instance = excluded.instance
+                     WHERE workers.instance = '' OR workers.instance = excluded.instance",
+                    params![ns, worker.as_str(), instance],
+                )
+                .map_err(|e| store_err("heartbeat", e))?;
+            if changed == 0 {
+                let holder: String = c
+                    .query_row(
+                        "SELECT instance FROM workers WHERE namespace = ?1 AND worker = ?2",
+                        params![ns, worker.as_str()],
+                        |r| r.get(0),
+                    )
+                    .map_err(|e| store_err("read worker", e))?;
+                return Err(LeaseError::WorkerIdInUse { worker, instance: holder });
+            }
             Ok(())
+        })
+        .await
+    }
+
+    async fn claim_worker(&self, seen: &WorkerHeartbeat, instance: &str) -> Result<bool, LeaseError> {
+        let (seen, instance) = (seen.clone(), instance.to_owned());
+        self.with(move |c, ns| {
+            let changed = c
+                .execute(
+                    "UPDATE workers SET counter = counter + 1, instance = ?3
+                     WHERE namespace = ?1 AND worker = ?2 AND counter = ?4 AND instance = ?5",
+                    params![ns, seen.worker.as_str(), instance, seen.counter as i64, seen.instance],
+                )
+                .map_err(|e| store_err("claim worker", e))?;
+            Ok(changed == 1)
         })
         .await
     }
@@ -206,13 +243,14 @@ impl LeaseTable for SqliteLeaseTable {
     async fn list_workers(&self) -> Result<Vec<WorkerHeartbeat>, LeaseError> {
         self.with(|c, ns| {
             let mut stmt = c
-                .prepare("SELECT worker, counter FROM workers WHERE namespace = ?1 ORDER BY worker")
+                .prepare("SELECT worker, counter, instance FROM workers WHERE namespace = ?1 ORDER BY worker")
                 .map_err(|e| store_err("prepare workers", e))?;
             let rows = stmt
                 .query_map(params![ns], |r| {
                     Ok(WorkerHeartbeat {
                         worker: WorkerId::new(r.get::<_, String>(0)?),
                         counter: u64::try_from(r.get::<_, i64>(1)?).unwrap_or(0),
+                        instance: r.get(2)?,
                     })
                 })
                 .map_err(|e| store_err("workers", e))?;
@@ -221,11 +259,14 @@ impl LeaseTable for SqliteLeaseTable {
         .await
     }
 
-    async fn remove_worker(&self, worker: &WorkerId) -> Result<(), LeaseError> {
-        let worker = worker.clone();
+    async fn remove_worker(&self, worker: &WorkerId, instance: &str) -> Result<(), LeaseError> {
+        let (worker, instance) = (worker.clone(), instance.to_owned());
         self.with(move |c, ns| {
-            c.execute("DELETE FROM workers WHERE namespace = ?1 AND worker = ?2", params![ns, worker.as_str()])
-                .map_err(|e| store_err("remove worker", e))?;
+            c.execute(
+                "DELETE FROM workers WHERE namespace = ?1 AND worker = ?2 AND (instance = '' OR instance = ?3)",
+                params![ns, worker.as_str(), instance],
+            )
+            .map_err(|e| store_err("remove worker", e))?;
             Ok(())
         })
         .await
@@ -249,6 +290,29 @@ mod tests {
             async move { Arc::new(t) as Arc<dyn LeaseTable> }
         })
         .await;
+    }
+
+    /// A database written by a weir without worker instances gains the column; its
+    /// records are claimable by the first heartbeat.
+    #[tokio::test]
+    async fn an_older_database_gains_worker_instances() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("leases.db");
+        let old = Connection::open(&path).unwrap();
+        old.execute_batch(
+            "CREATE TABLE workers (namespace TEXT NOT NULL, worker TEXT NOT NULL, counter INTEGER NOT NULL,
+                PRIMARY KEY (namespace, worker));
+             INSERT INTO workers VALUES ('app', 'w1', 7);",
+        )
+        .unwrap();
+        drop(old);
+        let t = SqliteLeaseTable::open(&path, "app").unwrap();
+        let w = WorkerId::new("w1");
+        assert_eq!(t.list_workers().await.unwrap()[0].instance, "");
+        t.heartbeat(&w, "a").await.unwrap();
+        let now = t.list_workers().await.unwrap().remove(0);
+        assert_eq!((now.counter, now.instance.as_str()), (8, "a"));
+        assert!(matches!(t.heartbeat(&w, "b").await, Err(LeaseError::WorkerIdInUse { .. })));
     }
 
     /// Two connections (as two processes would have) race for one lease: one wins.

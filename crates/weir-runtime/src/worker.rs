@@ -11,6 +11,14 @@
 //! Shutdown (cancel the token): shard workers flush their consumers within
 //! `shutdown_timeout`, checkpoint and release their leases; then the renewer and the
 //! hosts stop and the worker's heartbeat record is removed.
+//!
+//! One worker id, one process: the worker draws a random instance token at start and
+//! its heartbeat record carries it (see [`weir_core::ports::WorkerHeartbeat`]). A
+//! record of another instance at start is watched for `failover`: if it moves, a live
+//! process has this id and the worker refuses to start
+//! ([`WorkerError::DuplicateWorkerId`]); if not, its process is gone (a crash) and the
+//! worker takes the record over. A running worker whose record was taken over by
+//! another process stops at its next heartbeat and returns the same error.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -21,7 +29,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use weir_core::policy::{Observations, leases_to_create, plan_takes};
 use weir_core::ports::{LeaseTable, ShardReader, StreamCatalog};
-use weir_core::{Clock, Consumer, ConsumerName, LeaseChange, LeaseError, LeaseMutation, ShardId};
+use weir_core::{Clock, Consumer, ConsumerName, LeaseChange, LeaseError, LeaseMutation, ShardId, WorkerId};
 
 use crate::config::{ConfigError, RuntimeConfig};
 use crate::held_lease::HeldLease;
@@ -44,6 +52,16 @@ pub enum WorkerError {
     /// The lease table failed at startup.
     #[error("lease table unavailable at startup: {0}")]
     Lease(#[source] LeaseError),
+    /// Another live process runs with this worker id.
+    #[error(
+        "worker id {worker} is in use by another running process (instance {instance}); give each process its own `worker.id`, or leave it unset for a unique one"
+    )]
+    DuplicateWorkerId {
+        /// The worker id.
+        worker: WorkerId,
+        /// The other process's instance.
+        instance: String,
+    },
 }
 
 type HeldMap = Arc<Mutex<BTreeMap<ShardId, Arc<HeldLease>>>>;
@@ -90,8 +108,12 @@ impl Worker {
     /// Runs until `shutdown` is cancelled, then drains gracefully.
     pub async fn run(mut self, shutdown: CancellationToken) -> Result<(), WorkerError> {
         let me = self.config.worker_id.clone();
-        self.table.heartbeat(&me).await.map_err(WorkerError::Lease)?;
-        tracing::info!(worker = %me, consumers = self.consumers.len(), "worker starting");
+        let instance = format!("{:032x}", rand::random::<u128>());
+        tokio::select! {
+            registered = register(self.table.as_ref(), &me, &instance, self.config.failover) => registered?,
+            _ = shutdown.cancelled() => return Ok(()),
+        }
+        tracing::info!(worker = %me, instance, consumers = self.consumers.len(), "worker starting");
 
         let mut host_tasks = JoinSet::new();
         let mut hosts = Vec::new();
@@ -116,6 +138,8 @@ impl Worker {
             shard_ended: shard_ended.clone(),
         };
         let mut coordinator = Coordinator {
+            instance: instance.clone(),
+            displaced: None,
             table: self.table.clone(),
             catalog: self.catalog.clone(),
             config: self.config.clone(),
@@ -141,6 +165,9 @@ impl Worker {
                 _ = sync.tick() => coordinator.sync_shards().await,
                 _ = tokio::time::sleep_until(next_take) => {
                     let new_leases = coordinator.cycle(&held).await;
+                    if coordinator.displaced.is_some() {
+                        break;
+                    }
                     // While a requested handoff is pending, look again soon: the lease
                     // is idle between the transfer and its adoption here.
                     next_take = Instant::now() + if coordinator.pending_steals.is_empty() {
@@ -172,8 +199,12 @@ impl Worker {
         while renewer.join_next().await.is_some() {}
         drop(deps);
         while host_tasks.join_next().await.is_some() {}
-        if let Err(e) = self.table.remove_worker(&me).await {
+        if let Err(e) = self.table.remove_worker(&me, &instance).await {
             tracing::warn!(worker = %me, error = %e, "could not remove worker record");
+        }
+        if let Some(holder) = coordinator.displaced {
+            tracing::error!(worker = %me, other = holder, "another process took over this worker id; stopped");
+            return Err(WorkerError::DuplicateWorkerId { worker: me, instance: holder });
         }
         tracing::info!(worker = %me, "worker stopped");
         Ok(())
@@ -204,7 +235,47 @@ async fn renew_loop(held: HeldMap, every: std::time::Duration, stop: Cancellatio
     }
 }
 
+/// Makes the heartbeat record of `me` this process's (see the module documentation).
+async fn register(
+    table: &dyn LeaseTable,
+    me: &WorkerId,
+    instance: &str,
+    failover: std::time::Duration,
+) -> Result<(), WorkerError> {
+    loop {
+        let holder = match table.heartbeat(me, instance).await {
+            Ok(()) => return Ok(()),
+            Err(LeaseError::WorkerIdInUse { instance, .. }) => instance,
+            Err(e) => return Err(WorkerError::Lease(e)),
+        };
+        let listed = table.list_workers().await.map_err(WorkerError::Lease)?;
+        let Some(seen) = listed.into_iter().find(|w| w.worker == *me) else { continue };
+        tracing::warn!(
+            worker = %me, other = holder, wait = ?failover,
+            "another process has this worker id's record; waiting to see whether it is alive"
+        );
+        tokio::time::sleep(failover).await;
+        let listed = table.list_workers().await.map_err(WorkerError::Lease)?;
+        match listed.into_iter().find(|w| w.worker == *me) {
+            None => continue,
+            Some(now) if now != seen => {
+                return Err(WorkerError::DuplicateWorkerId { worker: me.clone(), instance: now.instance });
+            }
+            Some(_) => {
+                if table.claim_worker(&seen, instance).await.map_err(WorkerError::Lease)? {
+                    tracing::info!(worker = %me, previous = seen.instance, "took over the record of a stopped process");
+                    return Ok(());
+                }
+            }
+        }
+    }
+}
+
 struct Coordinator {
+    /// This process's instance token.
+    instance: String,
+    /// Set when another process took over this worker id (its instance).
+    displaced: Option<String>,
     table: Arc<dyn LeaseTable>,
     catalog: Arc<dyn StreamCatalog>,
     config: Arc<RuntimeConfig>,
@@ -250,8 +321,13 @@ impl Coordinator {
         let me = self.config.worker_id.clone();
         let started = Instant::now();
         let now = self.clock.now();
-        if let Err(e) = self.table.heartbeat(&me).await {
-            tracing::warn!(error = %e, "heartbeat failed");
+        match self.table.heartbeat(&me, &self.instance).await {
+            Ok(()) => {}
+            Err(LeaseError::WorkerIdInUse { instance, .. }) => {
+                self.displaced = Some(instance);
+                return Vec::new();
+            }
+            Err(e) => tracing::warn!(error = %e, "heartbeat failed"),
         }
         let (leases, workers) = match (self.table.list().await, self.table.list_workers().await) {
             (Ok(l), Ok(w)) => (l, w),

@@ -86,14 +86,17 @@ impl LeaseTable for CheckingTable {
     async fn delete(&self, key: &ShardId) -> Result<(), LeaseError> {
         self.inner.delete(key).await
     }
-    async fn heartbeat(&self, w: &WorkerId) -> Result<(), LeaseError> {
-        self.inner.heartbeat(w).await
+    async fn heartbeat(&self, w: &WorkerId, instance: &str) -> Result<(), LeaseError> {
+        self.inner.heartbeat(w, instance).await
+    }
+    async fn claim_worker(&self, seen: &WorkerHeartbeat, instance: &str) -> Result<bool, LeaseError> {
+        self.inner.claim_worker(seen, instance).await
     }
     async fn list_workers(&self) -> Result<Vec<WorkerHeartbeat>, LeaseError> {
         self.inner.list_workers().await
     }
-    async fn remove_worker(&self, w: &WorkerId) -> Result<(), LeaseError> {
-        self.inner.remove_worker(w).await
+    async fn remove_worker(&self, w: &WorkerId, instance: &str) -> Result<(), LeaseError> {
+        self.inner.remove_worker(w, instance).await
     }
 }
 

@@ -62,16 +62,20 @@ impl LeaseTable for FaultyLeaseTable {
         self.check()?;
         self.inner.delete(key).await
     }
-    async fn heartbeat(&self, worker: &WorkerId) -> Result<(), LeaseError> {
+    async fn heartbeat(&self, worker: &WorkerId, instance: &str) -> Result<(), LeaseError> {
         self.check()?;
-        self.inner.heartbeat(worker).await
+        self.inner.heartbeat(worker, instance).await
+    }
+    async fn claim_worker(&self, seen: &WorkerHeartbeat, instance: &str) -> Result<bool, LeaseError> {
+        self.check()?;
+        self.inner.claim_worker(seen, instance).await
     }
     async fn list_workers(&self) -> Result<Vec<WorkerHeartbeat>, LeaseError> {
         self.check()?;
         self.inner.list_workers().await
     }
-    async fn remove_worker(&self, worker: &WorkerId) -> Result<(), LeaseError> {
+    async fn remove_worker(&self, worker: &WorkerId, instance: &str) -> Result<(), LeaseError> {
         self.check()?;
-        self.inner.remove_worker(worker).await
+        self.inner.remove_worker(worker, instance).await
     }
 }

@@ -20,7 +20,8 @@ pub struct MemoryLeaseTable {
 #[derive(Debug, Default)]
 struct State {
     leases: BTreeMap<ShardId, Lease>,
-    workers: BTreeMap<WorkerId, u64>,
+    /// Counter and instance of each worker record.
+    workers: BTreeMap<WorkerId, (u64, String)>,
 }
 
 impl MemoryLeaseTable {
@@ -92,17 +93,43 @@ impl LeaseTable for MemoryLeaseTable {
         Ok(())
     }
 
-    async fn heartbeat(&self, worker: &WorkerId) -> Result<(), LeaseError> {
-        *self.check()?.workers.entry(worker.clone()).or_insert(0) += 1;
+    async fn heartbeat(&self, worker: &WorkerId, instance: &str) -> Result<(), LeaseError> {
+        let mut s = self.check()?;
+        let (counter, owner) = s.workers.entry(worker.clone()).or_insert((0, instance.to_owned()));
+        if !owner.is_empty() && owner != instance {
+            return Err(LeaseError::WorkerIdInUse { worker: worker.clone(), instance: owner.clone() });
+        }
+        *counter += 1;
+        *owner = instance.to_owned();
         Ok(())
     }
 
-    async fn list_workers(&self) -> Result<Vec<WorkerHeartbeat>, LeaseError> {
-        Ok(self.check()?.workers.iter().map(|(w, c)| WorkerHeartbeat { worker: w.clone(), counter: *c }).collect())
+    async fn claim_worker(&self, seen: &WorkerHeartbeat, instance: &str) -> Result<bool, LeaseError> {
+        let mut s = self.check()?;
+        match s.workers.get_mut(&seen.worker) {
+            Some((counter, owner)) if *counter == seen.counter && *owner == seen.instance => {
+                *counter += 1;
+                *owner = instance.to_owned();
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
     }
 
-    async fn remove_worker(&self, worker: &WorkerId) -> Result<(), LeaseError> {
-        self.check()?.workers.remove(worker);
+    async fn list_workers(&self) -> Result<Vec<WorkerHeartbeat>, LeaseError> {
+        Ok(self
+            .check()?
+            .workers
+            .iter()
+            .map(|(w, (c, i))| WorkerHeartbeat { worker: w.clone(), counter: *c, instance: i.clone() })
+            .collect())
+    }
+
+    async fn remove_worker(&self, worker: &WorkerId, instance: &str) -> Result<(), LeaseError> {
+        let mut s = self.check()?;
+        if s.workers.get(worker).is_some_and(|(_, owner)| owner.is_empty() || owner == instance) {
+            s.workers.remove(worker);
+        }
         Ok(())
     }
 }

@@ -158,7 +158,7 @@ mod tests {
     }
 
     fn hb(w: &str, c: u64) -> WorkerHeartbeat {
-        WorkerHeartbeat { worker: WorkerId::new(w), counter: c }
+        WorkerHeartbeat { worker: WorkerId::new(w), counter: c, instance: String::new() }
     }
 
     const F: Duration = Duration::from_secs(10);

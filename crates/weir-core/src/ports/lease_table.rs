@@ -5,12 +5,20 @@ use crate::lease::{Lease, LeaseError, LeaseMutation, NewLease};
 
 /// A worker's liveness record. Liveness is judged by the observer's own clock: a worker
 /// whose `counter` has not changed for the failover time is gone.
+///
+/// A record belongs to one *instance*: a random token each process draws at start. Two
+/// processes configured with the same worker id would otherwise renew, adopt and
+/// release each other's leases as their own; with instances the second one sees the
+/// record of a live process and refuses to start.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkerHeartbeat {
     /// The worker.
     pub worker: WorkerId,
     /// Incremented by every heartbeat.
     pub counter: u64,
+    /// The process that owns the record (empty: written by a weir without instances,
+    /// claimable by any).
+    pub instance: String,
 }
 
 /// Durable, strongly consistent store of shard leases and worker heartbeats, scoped to
@@ -44,12 +52,22 @@ pub trait LeaseTable: Send + Sync {
     /// Deletes a lease unconditionally (operators' `leases reset`, cleanup).
     async fn delete(&self, key: &ShardId) -> Result<(), LeaseError>;
 
-    /// Records a heartbeat of `worker` (creating its record if needed).
-    async fn heartbeat(&self, worker: &WorkerId) -> Result<(), LeaseError>;
+    /// Records a heartbeat of `worker` by `instance`: creates the record when there is
+    /// none, else increments its counter, conditionally on the record belonging to
+    /// `instance` (or to no instance). A record of another instance is left alone and
+    /// the answer is [`LeaseError::WorkerIdInUse`].
+    async fn heartbeat(&self, worker: &WorkerId, instance: &str) -> Result<(), LeaseError>;
+
+    /// Gives the record `seen` to `instance` (counter incremented), conditionally on the
+    /// stored record still being `seen` (same instance, same counter): how a process
+    /// takes over the id of a process that stopped without removing its record.
+    /// Returns whether it did.
+    async fn claim_worker(&self, seen: &WorkerHeartbeat, instance: &str) -> Result<bool, LeaseError>;
 
     /// Every worker record.
     async fn list_workers(&self) -> Result<Vec<WorkerHeartbeat>, LeaseError>;
 
-    /// Removes a worker record (graceful shutdown).
-    async fn remove_worker(&self, worker: &WorkerId) -> Result<(), LeaseError>;
+    /// Removes the record of `worker` if it belongs to `instance` (graceful shutdown;
+    /// a record another process took over stays).
+    async fn remove_worker(&self, worker: &WorkerId, instance: &str) -> Result<(), LeaseError>;
 }

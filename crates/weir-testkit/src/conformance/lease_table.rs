@@ -39,6 +39,7 @@ where
     handoff_flow(make().await).await;
     release_and_end(make().await).await;
     workers_and_listing(make().await).await;
+    worker_instances(make().await).await;
     transactions_are_all_or_nothing(make().await).await;
     intents_are_fenced_and_pruned(make().await).await;
     operators_seek_only_free_leases_without_intents(make().await).await;
@@ -284,12 +285,45 @@ async fn workers_and_listing(t: Arc<dyn LeaseTable>) {
     assert_eq!(keys.len(), 150, "list must return every lease (paging)");
     assert_eq!(keys[149], "shard-0149");
     let w = WorkerId::new("w1");
-    t.heartbeat(&w).await.unwrap();
+    t.heartbeat(&w, "a").await.unwrap();
     let first = t.list_workers().await.unwrap();
-    t.heartbeat(&w).await.unwrap();
+    t.heartbeat(&w, "a").await.unwrap();
     let second = t.list_workers().await.unwrap();
     assert_eq!(first.len(), 1);
+    assert_eq!(first[0].instance, "a");
     assert!(second[0].counter > first[0].counter, "heartbeat must change the counter");
-    t.remove_worker(&w).await.unwrap();
+    t.remove_worker(&w, "a").await.unwrap();
     assert!(t.list_workers().await.unwrap().is_empty());
+}
+
+/// A worker record belongs to one instance: another process with the same id is
+/// refused, takes the record over only while it is unchanged, and removing it by
+/// another instance leaves it.
+async fn worker_instances(t: Arc<dyn LeaseTable>) {
+    let w = WorkerId::new("w1");
+    t.heartbeat(&w, "a").await.unwrap();
+    match t.heartbeat(&w, "b").await {
+        Err(LeaseError::WorkerIdInUse { worker, instance }) => {
+            assert_eq!((worker, instance.as_str()), (w.clone(), "a"));
+        }
+        other => panic!("a second instance's heartbeat must be refused, got {other:?}"),
+    }
+    let seen = t.list_workers().await.unwrap().remove(0);
+    assert_eq!((seen.instance.as_str(), seen.counter), ("a", 1), "a refused heartbeat changes nothing");
+    t.remove_worker(&w, "b").await.unwrap();
+    assert_eq!(t.list_workers().await.unwrap().len(), 1, "another instance cannot remove the record");
+    // The record changed since it was seen: no claim.
+    t.heartbeat(&w, "a").await.unwrap();
+    assert!(!t.claim_worker(&seen, "b").await.unwrap(), "a claim on a changed record must fail");
+    let seen = t.list_workers().await.unwrap().remove(0);
+    assert!(t.claim_worker(&seen, "b").await.unwrap(), "a claim on an unchanged record succeeds");
+    let now = t.list_workers().await.unwrap().remove(0);
+    assert_eq!(now.instance, "b");
+    assert!(now.counter > seen.counter, "a claim changes the counter");
+    assert!(!t.claim_worker(&seen, "c").await.unwrap(), "a record is claimed once");
+    assert!(matches!(t.heartbeat(&w, "a").await, Err(LeaseError::WorkerIdInUse { .. })), "the old instance is out");
+    t.heartbeat(&w, "b").await.unwrap();
+    t.remove_worker(&w, "b").await.unwrap();
+    assert!(t.list_workers().await.unwrap().is_empty());
+    assert!(!t.claim_worker(&now, "c").await.unwrap(), "no claim on a removed record");
 }

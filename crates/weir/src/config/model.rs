@@ -53,7 +53,9 @@ pub struct AwsSection {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct WorkerSection {
-    /// Unique id of this process; default `<hostname>-<pid>-<random>`.
+    /// Unique id of this process; default `<hostname>-<pid>-<random>`. A second
+    /// process started with the id of a running one refuses to start; a process
+    /// restarted after a crash with the same id waits `failover` before it starts.
     pub id: Option<String>,
     /// A lease not renewed for this long may be taken by another worker.
     #[serde(with = "humantime_serde")]
