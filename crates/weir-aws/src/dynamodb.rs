@@ -330,6 +330,27 @@ impl LeaseTable for DynamoDbLeaseTable {
         Ok(())
     }
 
+    async fn delete_ended(&self, seen: &Lease) -> Result<bool, LeaseError> {
+        let r = self
+            .client
+            .delete_item()
+            .table_name(&self.table)
+            .set_key(Some(self.key(format!("lease#{}", seen.key))))
+            .condition_expression("#counter = :counter AND #ended = :ended AND attribute_not_exists(#owner)")
+            .expression_attribute_names("#counter", "counter")
+            .expression_attribute_names("#ended", "ended")
+            .expression_attribute_names("#owner", "owner")
+            .expression_attribute_values(":counter", AttributeValue::N(seen.counter.to_string()))
+            .expression_attribute_values(":ended", AttributeValue::Bool(true))
+            .send()
+            .await;
+        match r {
+            Ok(_) => Ok(true),
+            Err(e) if e.as_service_error().is_some_and(|s| s.is_conditional_check_failed_exception()) => Ok(false),
+            Err(e) => Err(store_err("delete (ended lease)", &self.table, e)),
+        }
+    }
+
     async fn heartbeat(&self, worker: &WorkerId, instance: &str) -> Result<(), LeaseError> {
         let r = self
             .client

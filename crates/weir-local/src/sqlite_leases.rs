@@ -199,6 +199,30 @@ impl LeaseTable for SqliteLeaseTable {
         .await
     }
 
+    async fn delete_ended(&self, seen: &Lease) -> Result<bool, LeaseError> {
+        let (key, counter) = (seen.key.clone(), i64::try_from(seen.counter).unwrap_or(i64::MAX));
+        self.with(move |c, ns| {
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate).map_err(|e| store_err("begin", e))?;
+            let body: Option<String> = tx
+                .query_row(
+                    "SELECT body FROM leases WHERE namespace = ?1 AND lease_key = ?2 AND counter = ?3 AND owner IS NULL",
+                    params![ns, key.as_str(), counter],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(|e| store_err("read for delete", e))?;
+            let Some(body) = body else { return Ok(false) };
+            if !decode(&body)?.ended {
+                return Ok(false);
+            }
+            tx.execute("DELETE FROM leases WHERE namespace = ?1 AND lease_key = ?2", params![ns, key.as_str()])
+                .map_err(|e| store_err("delete", e))?;
+            tx.commit().map_err(|e| store_err("commit", e))?;
+            Ok(true)
+        })
+        .await
+    }
+
     async fn heartbeat(&self, worker: &WorkerId, instance: &str) -> Result<(), LeaseError> {
         let (worker, instance) = (worker.clone(), instance.to_owned());
         self.with(move |c, ns| {

@@ -86,6 +86,9 @@ impl LeaseTable for CheckingTable {
     async fn delete(&self, key: &ShardId) -> Result<(), LeaseError> {
         self.inner.delete(key).await
     }
+    async fn delete_ended(&self, seen: &Lease) -> Result<bool, LeaseError> {
+        self.inner.delete_ended(seen).await
+    }
     async fn heartbeat(&self, w: &WorkerId, instance: &str) -> Result<(), LeaseError> {
         self.inner.heartbeat(w, instance).await
     }

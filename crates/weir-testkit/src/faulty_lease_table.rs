@@ -62,6 +62,10 @@ impl LeaseTable for FaultyLeaseTable {
         self.check()?;
         self.inner.delete(key).await
     }
+    async fn delete_ended(&self, seen: &Lease) -> Result<bool, LeaseError> {
+        self.check()?;
+        self.inner.delete_ended(seen).await
+    }
     async fn heartbeat(&self, worker: &WorkerId, instance: &str) -> Result<(), LeaseError> {
         self.check()?;
         self.inner.heartbeat(worker, instance).await

@@ -93,6 +93,16 @@ impl LeaseTable for MemoryLeaseTable {
         Ok(())
     }
 
+    async fn delete_ended(&self, seen: &Lease) -> Result<bool, LeaseError> {
+        let mut s = self.check()?;
+        let unchanged =
+            s.leases.get(&seen.key).is_some_and(|l| l.counter == seen.counter && l.ended && l.owner.is_none());
+        if unchanged {
+            s.leases.remove(&seen.key);
+        }
+        Ok(unchanged)
+    }
+
     async fn heartbeat(&self, worker: &WorkerId, instance: &str) -> Result<(), LeaseError> {
         let mut s = self.check()?;
         let (counter, owner) = s.workers.entry(worker.clone()).or_insert((0, instance.to_owned()));

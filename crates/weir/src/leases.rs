@@ -13,6 +13,7 @@ use weir_core::{
     WorkerId,
 };
 
+use weir_core::policy::Cleanup;
 use weir_core::ports::LeaseTable;
 
 use crate::config::Config;
@@ -75,6 +76,19 @@ enum LeasesCommand {
         /// The TOML config file (its `[leases]` section is used).
         #[arg(long, short)]
         config: PathBuf,
+    },
+    /// Delete ended leases nothing depends on any more: the stream no longer lists
+    /// the shard (its retention passed; a listed shard without a lease would be read
+    /// again) and every child has started for every consumer. Each delete is
+    /// conditional on the lease being unchanged, ended and free. Prints every lease
+    /// deleted or kept, and why.
+    DeleteEnded {
+        /// The TOML config file (its `[leases]` and `[stream]` sections are used).
+        #[arg(long, short)]
+        config: PathBuf,
+        /// Only print what would be deleted.
+        #[arg(long)]
+        dry_run: bool,
     },
     /// One lease in full: every checkpoint and every open intent.
     Show {
@@ -153,6 +167,40 @@ pub(crate) async fn run(args: LeasesArgs, registry: &Registry) -> Result<()> {
             println!(
                 "{shard}: asked {owner} to release it; it drains, checkpoints and lets it go, and a worker takes it within worker.taker_interval"
             );
+            Ok(())
+        }
+        LeasesCommand::DeleteEnded { config, dry_run } => {
+            let (config, table) = open_table(&config, registry).await?;
+            let catalog = crate::run::stream_catalog(&config).await?;
+            let listed =
+                catalog.list_shards().await.map_err(|e| anyhow::anyhow!("cannot list the stream's shards: {e}"))?;
+            let listed = listed.into_iter().map(|s| s.id).collect();
+            let leases = list(table.as_ref()).await?;
+            let (mut deleted, mut kept) = (0, 0);
+            for (key, verdict) in weir_core::policy::ended_lease_cleanup(&leases, &listed) {
+                let Some(lease) = leases.iter().find(|l| l.key == key) else { continue };
+                match verdict {
+                    Cleanup::Keep(why) => {
+                        kept += 1;
+                        println!("{key}: kept: {why}");
+                    }
+                    Cleanup::Delete if dry_run => {
+                        deleted += 1;
+                        println!("{key}: would be deleted");
+                    }
+                    Cleanup::Delete => {
+                        if table.delete_ended(lease).await? {
+                            deleted += 1;
+                            println!("{key}: deleted");
+                        } else {
+                            kept += 1;
+                            println!("{key}: kept: it changed since it was read");
+                        }
+                    }
+                }
+            }
+            let verb = if dry_run { "would be deleted" } else { "deleted" };
+            println!("{deleted} ended leases {verb}, {kept} kept");
             Ok(())
         }
         LeasesCommand::Show { shard, config, json } => {

@@ -134,6 +134,25 @@ pub(crate) async fn wire_stream(config: &Config, clock: Arc<TokioClock>) -> Resu
     })
 }
 
+/// The shard list of the stream the config names, for commands that only read it
+/// (no enhanced fan-out consumer is registered). The in-process stream exists only
+/// inside the process that runs it.
+pub(crate) async fn stream_catalog(config: &Config) -> Result<Arc<dyn StreamCatalog>> {
+    match config.stream.kind {
+        StreamKind::Memory => anyhow::bail!(
+            "stream.kind = \"memory\": the in-process stream lives only inside `weir run`; this command needs a Kinesis stream's shard list"
+        ),
+        StreamKind::Kinesis => {
+            let aws = &config.aws;
+            let client = aws_sdk_kinesis::Client::new(&sdk(aws, &aws.kinesis_endpoint_url).await);
+            let stream = KinesisStream::open(client, &config.stream.name, KinesisOptions::default())
+                .await
+                .map_err(|e| anyhow::anyhow!("stream {}: {e}", config.stream.name))?;
+            Ok(Arc::new(stream))
+        }
+    }
+}
+
 pub(crate) async fn wire(config: &Config, clock: Arc<TokioClock>) -> Result<Wired> {
     let (reader, catalog, memory) = wire_stream(config, clock).await?;
     let table = lease_table(config).await?;

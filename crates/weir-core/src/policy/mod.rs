@@ -1,7 +1,9 @@
 //! Pure decisions of the lease coordinator, testable without I/O.
 
+mod cleanup;
 mod create;
 mod take;
 
+pub use cleanup::{Cleanup, ended_lease_cleanup};
 pub use create::leases_to_create;
 pub use take::{Observations, TakePlan, plan_takes};

@@ -49,8 +49,12 @@ pub trait LeaseTable: Send + Sync {
     /// intents over the leases of every shard an object holds. At most 25 mutations.
     async fn mutate_all(&self, mutations: &[LeaseMutation]) -> Result<Vec<Lease>, LeaseError>;
 
-    /// Deletes a lease unconditionally (operators' `leases reset`, cleanup).
+    /// Deletes a lease unconditionally (tests, cleanup of a namespace).
     async fn delete(&self, key: &ShardId) -> Result<(), LeaseError>;
+
+    /// Deletes the lease `seen` if the stored one is still it (same counter), ended
+    /// and held by no worker (`weir leases delete-ended`). Returns whether it did.
+    async fn delete_ended(&self, seen: &Lease) -> Result<bool, LeaseError>;
 
     /// Records a heartbeat of `worker` by `instance`: creates the record when there is
     /// none, else increments its counter, conditionally on the record belonging to

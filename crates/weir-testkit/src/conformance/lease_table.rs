@@ -272,8 +272,17 @@ async fn release_and_end(t: Arc<dyn LeaseTable>) {
     assert!(stored.ended);
     assert_eq!(stored.children, vec![ShardId::new("s-2"), ShardId::new("s-3")]);
     assert_eq!(stored.counter, released.counter);
-    t.delete(&ShardId::new("s-1")).await.unwrap();
+    // delete_ended: only the ended lease as seen, held by nobody.
+    assert!(!t.delete_ended(&ended).await.unwrap(), "a changed lease (released since) is not deleted");
+    let open = taken_lease(t.as_ref(), "s-9", "a").await;
+    let freed = t.mutate(&LeaseMutation::on(&open, LeaseChange::Release)).await.unwrap();
+    assert!(!t.delete_ended(&freed).await.unwrap(), "a lease not ended is not deleted");
+    assert!(t.get(&ShardId::new("s-9")).await.unwrap().is_some());
+    assert!(t.delete_ended(&stored).await.unwrap());
     assert!(t.get(&ShardId::new("s-1")).await.unwrap().is_none());
+    assert!(!t.delete_ended(&stored).await.unwrap(), "deleted once");
+    t.delete(&ShardId::new("s-9")).await.unwrap();
+    assert!(t.get(&ShardId::new("s-9")).await.unwrap().is_none());
 }
 
 async fn workers_and_listing(t: Arc<dyn LeaseTable>) {
