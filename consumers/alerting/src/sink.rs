@@ -10,6 +10,7 @@ use async_trait::async_trait;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use weir_core::redact;
 
 use crate::engine::Alert;
 
@@ -98,20 +99,20 @@ impl AlertSink for WebhookSink {
     }
     async fn send(&self, a: &Alert) -> Result<(), SendError> {
         let body = serde_json::to_vec(a).map_err(SendError::permanent)?;
-        let resp = self
-            .client
-            .post(&self.url)
-            .header("content-type", "application/json")
-            .body(body)
-            .send()
-            .await
-            .map_err(|e| SendError { message: format!("webhook {}: {e}", self.url), retryable: true })?;
+        let resp =
+            self.client.post(&self.url).header("content-type", "application/json").body(body).send().await.map_err(
+                |e| SendError {
+                    // The URL (often holding a token) never goes into a message.
+                    message: format!("webhook {}: {}", redact::url(&self.url), e.without_url()),
+                    retryable: true,
+                },
+            )?;
         let status = resp.status();
         if status.is_success() {
             return Ok(());
         }
         let retryable = status.is_server_error() || status.as_u16() == 429 || status.as_u16() == 408;
-        Err(SendError { message: format!("webhook {} answered {status}", self.url), retryable })
+        Err(SendError { message: format!("webhook {} answered {status}", redact::url(&self.url)), retryable })
     }
 }
 
@@ -136,7 +137,10 @@ impl AlertSink for SnsSink {
     async fn send(&self, a: &Alert) -> Result<(), SendError> {
         let body = serde_json::to_string(a).map_err(SendError::permanent)?;
         let subject: String = format!("[{}] {}", a.state, a.rule).chars().take(100).collect();
-        self.publisher.publish(&self.topic, &subject, &body).await
+        self.publisher
+            .publish(&self.topic, &subject, &body)
+            .await
+            .map_err(|e| SendError { message: redact::scrub(&e.message, &self.topic, &redact::arn(&self.topic)), ..e })
     }
 }
 

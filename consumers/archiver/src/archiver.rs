@@ -277,7 +277,7 @@ impl Archiver {
             }
             Outcome::Failed(f) => {
                 let mut rec = ErrorRecord::new(raw, arrival, now, f.code, f.message);
-                rec.lambda_arn = self.transformer.lambda_arn().map(str::to_owned);
+                rec.lambda_arn = self.transformer.lambda_arn();
                 Some(error_line(ErrorOutputType::ProcessingFailed, rec, key))
             }
             Outcome::Ok { data, partition_keys, fields } => {

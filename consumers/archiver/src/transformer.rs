@@ -149,10 +149,12 @@ impl<'a> Part<'a> {
 }
 
 impl Transformer {
-    /// The ARN to put in error records, when a Lambda is involved.
-    pub fn lambda_arn(&self) -> Option<&str> {
+    /// The ARN to put in error records, when a Lambda is involved, without its
+    /// account and function name ([`weir_core::redact::arn`]): error records are read
+    /// by more people than the config.
+    pub fn lambda_arn(&self) -> Option<String> {
         match self {
-            Transformer::Lambda(l) => Some(&l.settings.arn),
+            Transformer::Lambda(l) => Some(weir_core::redact::arn(&l.settings.arn)),
             _ => None,
         }
     }
@@ -234,15 +236,31 @@ impl LambdaTransform {
                 }
                 Err(e) if e.retryable && attempt < self.settings.retries => {
                     attempt += 1;
-                    tracing::warn!(function = %self.settings.arn, attempt, error = %e, "transform invocation failed; retrying");
+                    let (function, error) = self.shown(&e);
+                    tracing::warn!(function, attempt, error, "transform invocation failed; retrying");
                     tokio::time::sleep(delay).await;
                     delay = (delay * 2).min(Duration::from_secs(5));
                 }
                 Err(e) => {
-                    return fail_all(parts.len(), e.code, format!("{} (after {} attempts)", e.message, attempt + 1));
+                    let message = weir_core::redact::scrub(
+                        &e.message,
+                        &self.settings.arn,
+                        &weir_core::redact::arn(&self.settings.arn),
+                    );
+                    return fail_all(parts.len(), e.code, format!("{message} (after {} attempts)", attempt + 1));
                 }
             }
         }
+    }
+}
+
+impl LambdaTransform {
+    /// The function and an invocation error as logs and error records show them: the
+    /// ARN redacted, also where the SDK's message quotes it.
+    fn shown(&self, e: &InvokeError) -> (String, String) {
+        let function = weir_core::redact::arn(&self.settings.arn);
+        let error = weir_core::redact::scrub(&e.to_string(), &self.settings.arn, &function);
+        (function, error)
     }
 }
 

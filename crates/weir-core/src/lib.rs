@@ -27,6 +27,7 @@ pub mod policy;
 pub mod ports;
 pub mod position;
 pub mod record;
+pub mod redact;
 pub mod sequence;
 pub mod time;
 

@@ -13,8 +13,11 @@ pub(crate) struct Cli {
     /// Log format.
     #[arg(long, global = true, value_enum, default_value = "human", env = "WEIR_LOG_FORMAT")]
     pub log_format: telemetry::LogFormat,
-    /// Log filter (tracing `EnvFilter` syntax), e.g. `info` or `weir_runtime=debug`;
-    /// default `info`, and `warn` for `demo`, which tells its own story on stdout.
+    /// Log filter: a level (`debug`) sets weir's own logs, while libraries stay at
+    /// `info` at most (the AWS SDK's debug lines quote access key ids and requests);
+    /// anything else is a tracing `EnvFilter` directive list used as written, e.g.
+    /// `info,weir_runtime=debug,aws_smithy_runtime=debug`. Default `info`, and `warn`
+    /// for `demo`, which tells its own story on stdout.
     #[arg(long, global = true, env = "WEIR_LOG")]
     pub log_level: Option<String>,
     #[command(subcommand)]
