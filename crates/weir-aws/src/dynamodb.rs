@@ -22,7 +22,7 @@ use aws_sdk_dynamodb::types::{
     AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType, Put, ScalarAttributeType, TableStatus,
     TransactWriteItem,
 };
-use weir_core::ports::{LeaseTable, WorkerHeartbeat};
+use weir_core::ports::{LeaseTable, NamespaceMeta, WorkerHeartbeat};
 use weir_core::{Lease, LeaseError, LeaseMutation, NewLease, ShardId, WorkerId};
 
 use crate::error::{ErrorClass, classify, describe};
@@ -413,6 +413,48 @@ impl LeaseTable for DynamoDbLeaseTable {
             Ok(_) => Ok(true),
             Err(e) if e.as_service_error().is_some_and(|s| s.is_conditional_check_failed_exception()) => Ok(false),
             Err(e) => Err(store_err("update (claim worker)", &self.table, e)),
+        }
+    }
+
+    async fn namespace_meta(&self) -> Result<Option<NamespaceMeta>, LeaseError> {
+        let item = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(self.key("meta".into())))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| store_err("get (namespace)", &self.table, e))?
+            .item;
+        Ok(item.map(|i| NamespaceMeta {
+            stream: i.get("stream").and_then(|v| v.as_s().ok()).cloned().unwrap_or_default(),
+            format: i.get("format").and_then(|v| v.as_n().ok()).and_then(|n| n.parse().ok()).unwrap_or(u32::MAX),
+        }))
+    }
+
+    async fn put_namespace_meta(
+        &self,
+        meta: &NamespaceMeta,
+        expected: Option<&NamespaceMeta>,
+    ) -> Result<bool, LeaseError> {
+        let mut item = self.key("meta".into());
+        item.insert("stream".into(), AttributeValue::S(meta.stream.clone()));
+        item.insert("format".into(), AttributeValue::N(meta.format.to_string()));
+        let put = self.client.put_item().table_name(&self.table).set_item(Some(item));
+        let put = match expected {
+            None => put.condition_expression("attribute_not_exists(pk)"),
+            Some(old) => put
+                .condition_expression("#stream = :stream AND #format = :format")
+                .expression_attribute_names("#stream", "stream")
+                .expression_attribute_names("#format", "format")
+                .expression_attribute_values(":stream", AttributeValue::S(old.stream.clone()))
+                .expression_attribute_values(":format", AttributeValue::N(old.format.to_string())),
+        };
+        match put.send().await {
+            Ok(_) => Ok(true),
+            Err(e) if e.as_service_error().is_some_and(|s| s.is_conditional_check_failed_exception()) => Ok(false),
+            Err(e) => Err(store_err("put (namespace)", &self.table, e)),
         }
     }
 

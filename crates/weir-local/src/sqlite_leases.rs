@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
-use weir_core::ports::{LeaseTable, WorkerHeartbeat};
+use weir_core::ports::{LeaseTable, NamespaceMeta, WorkerHeartbeat};
 use weir_core::{Lease, LeaseError, LeaseMutation, NewLease, ShardId, WorkerId};
 
 /// Lease table stored in a SQLite database file, scoped to a namespace.
@@ -53,7 +53,11 @@ impl SqliteLeaseTable {
                 worker TEXT NOT NULL,
                 counter INTEGER NOT NULL,
                 instance TEXT NOT NULL DEFAULT '',
-                PRIMARY KEY (namespace, worker));",
+                PRIMARY KEY (namespace, worker));
+             CREATE TABLE IF NOT EXISTS namespaces (
+                namespace TEXT NOT NULL PRIMARY KEY,
+                stream TEXT NOT NULL,
+                format INTEGER NOT NULL);",
         )
         .map_err(|e| store_err("create tables", e))?;
         // Databases of a weir without worker instances: add the column.
@@ -259,6 +263,40 @@ impl LeaseTable for SqliteLeaseTable {
                     params![ns, seen.worker.as_str(), instance, seen.counter as i64, seen.instance],
                 )
                 .map_err(|e| store_err("claim worker", e))?;
+            Ok(changed == 1)
+        })
+        .await
+    }
+
+    async fn namespace_meta(&self) -> Result<Option<NamespaceMeta>, LeaseError> {
+        self.with(|c, ns| {
+            c.query_row("SELECT stream, format FROM namespaces WHERE namespace = ?1", params![ns], |r| {
+                Ok(NamespaceMeta { stream: r.get(0)?, format: u32::try_from(r.get::<_, i64>(1)?).unwrap_or(u32::MAX) })
+            })
+            .optional()
+            .map_err(|e| store_err("read namespace", e))
+        })
+        .await
+    }
+
+    async fn put_namespace_meta(
+        &self,
+        meta: &NamespaceMeta,
+        expected: Option<&NamespaceMeta>,
+    ) -> Result<bool, LeaseError> {
+        let (meta, expected) = (meta.clone(), expected.cloned());
+        self.with(move |c, ns| {
+            let changed = match &expected {
+                None => c.execute(
+                    "INSERT INTO namespaces (namespace, stream, format) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING",
+                    params![ns, meta.stream, meta.format],
+                ),
+                Some(old) => c.execute(
+                    "UPDATE namespaces SET stream = ?2, format = ?3 WHERE namespace = ?1 AND stream = ?4 AND format = ?5",
+                    params![ns, meta.stream, meta.format, old.stream, old.format],
+                ),
+            }
+            .map_err(|e| store_err("write namespace", e))?;
             Ok(changed == 1)
         })
         .await

@@ -10,7 +10,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use common::{config, stream_data};
 use proptest::prelude::*;
-use weir_core::ports::{LeaseTable, WorkerHeartbeat};
+use weir_core::ports::{LeaseTable, NamespaceMeta, WorkerHeartbeat};
 use weir_core::{
     Checkpoint, Consumer, ExtendedSequenceNumber, Lease, LeaseChange, LeaseError, LeaseMutation, NewLease, ShardId,
     WorkerId,
@@ -94,6 +94,16 @@ impl LeaseTable for CheckingTable {
     }
     async fn claim_worker(&self, seen: &WorkerHeartbeat, instance: &str) -> Result<bool, LeaseError> {
         self.inner.claim_worker(seen, instance).await
+    }
+    async fn namespace_meta(&self) -> Result<Option<NamespaceMeta>, LeaseError> {
+        self.inner.namespace_meta().await
+    }
+    async fn put_namespace_meta(
+        &self,
+        meta: &NamespaceMeta,
+        expected: Option<&NamespaceMeta>,
+    ) -> Result<bool, LeaseError> {
+        self.inner.put_namespace_meta(meta, expected).await
     }
     async fn list_workers(&self) -> Result<Vec<WorkerHeartbeat>, LeaseError> {
         self.inner.list_workers().await

@@ -2,7 +2,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
-use weir_core::ports::{LeaseTable, WorkerHeartbeat};
+use weir_core::ports::{LeaseTable, NamespaceMeta, WorkerHeartbeat};
 use weir_core::{Lease, LeaseError, LeaseMutation, NewLease, ShardId, WorkerId};
 
 /// One worker's view of a shared lease table that can be cut off (a network partition
@@ -73,6 +73,18 @@ impl LeaseTable for FaultyLeaseTable {
     async fn claim_worker(&self, seen: &WorkerHeartbeat, instance: &str) -> Result<bool, LeaseError> {
         self.check()?;
         self.inner.claim_worker(seen, instance).await
+    }
+    async fn namespace_meta(&self) -> Result<Option<NamespaceMeta>, LeaseError> {
+        self.check()?;
+        self.inner.namespace_meta().await
+    }
+    async fn put_namespace_meta(
+        &self,
+        meta: &NamespaceMeta,
+        expected: Option<&NamespaceMeta>,
+    ) -> Result<bool, LeaseError> {
+        self.check()?;
+        self.inner.put_namespace_meta(meta, expected).await
     }
     async fn list_workers(&self) -> Result<Vec<WorkerHeartbeat>, LeaseError> {
         self.check()?;

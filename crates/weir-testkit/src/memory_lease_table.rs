@@ -3,7 +3,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
-use weir_core::ports::{LeaseTable, WorkerHeartbeat};
+use weir_core::ports::{LeaseTable, NamespaceMeta, WorkerHeartbeat};
 use weir_core::{Lease, LeaseError, LeaseMutation, NewLease, ShardId, WorkerId};
 
 /// An in-memory lease table with the same conditional semantics as DynamoDB: every
@@ -20,6 +20,7 @@ pub struct MemoryLeaseTable {
 #[derive(Debug, Default)]
 struct State {
     leases: BTreeMap<ShardId, Lease>,
+    meta: Option<NamespaceMeta>,
     /// Counter and instance of each worker record.
     workers: BTreeMap<WorkerId, (u64, String)>,
 }
@@ -124,6 +125,23 @@ impl LeaseTable for MemoryLeaseTable {
             }
             _ => Ok(false),
         }
+    }
+
+    async fn namespace_meta(&self) -> Result<Option<NamespaceMeta>, LeaseError> {
+        Ok(self.check()?.meta.clone())
+    }
+
+    async fn put_namespace_meta(
+        &self,
+        meta: &NamespaceMeta,
+        expected: Option<&NamespaceMeta>,
+    ) -> Result<bool, LeaseError> {
+        let mut s = self.check()?;
+        if s.meta.as_ref() != expected {
+            return Ok(false);
+        }
+        s.meta = Some(meta.clone());
+        Ok(true)
     }
 
     async fn list_workers(&self) -> Result<Vec<WorkerHeartbeat>, LeaseError> {

@@ -27,6 +27,7 @@ mod import_kcl;
 mod lambda;
 mod leases;
 mod multilang;
+mod namespace;
 mod prefix_eval;
 mod put;
 mod replay;

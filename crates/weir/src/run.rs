@@ -208,6 +208,7 @@ pub async fn run(config: Config, until_caught_up: bool, registry: &Registry) -> 
     let worker_id = config.worker.id.clone().unwrap_or_else(default_worker_id);
     let clock = Arc::new(TokioClock::new());
     let wired = wire(&config, clock.clone()).await?;
+    crate::namespace::claim(wired.table.as_ref(), &config.stream.name, &config.leases.namespace).await?;
     let catch_up = until_caught_up.then(|| crate::catch_up::CatchUp {
         table: wired.table.clone(),
         catalog: wired.catalog.clone(),

@@ -780,3 +780,46 @@ fn doctor_tells_a_live_fleet_from_a_dead_worker() {
     assert!(stdout.contains("STUCK") && stdout.contains("held by w-doomed, but its counter"), "{stdout}");
     assert!(stdout.contains("did not move in 1.5s"), "{stdout}");
 }
+
+/// A namespace another stream's application uses, or one a newer weir wrote, stops
+/// `weir run` at start with the reason, before any lease is touched.
+#[test]
+fn run_refuses_a_namespace_of_another_stream_or_a_newer_weir() {
+    use weir_core::ports::{LEASE_FORMAT, LeaseTable, NamespaceMeta};
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("leases.db");
+    let cfg = write_config(
+        dir.path(),
+        &format!(
+            "[stream]\nname = \"mcp-events\"\nrate = 10\n[leases]\npath = \"{}\"\nnamespace = \"shared\"\n\
+             [[consumers]]\ntype = \"count\"\nname = \"count\"\n[http]\nlisten = \"\"\n",
+            db.display()
+        ),
+    );
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let table = weir_local::SqliteLeaseTable::open(&db, "shared").unwrap();
+    let orders = NamespaceMeta { stream: "orders".into(), format: LEASE_FORMAT };
+    assert!(rt.block_on(table.put_namespace_meta(&orders, None)).unwrap());
+    let run = || {
+        let mut child = weir().args(["run", "--config"]).arg(&cfg).stderr(Stdio::piped()).spawn().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while child.try_wait().unwrap().is_none() {
+            assert!(Instant::now() < deadline, "weir run did not stop at start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let mut err = String::new();
+        child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+        (child.wait().unwrap(), err)
+    };
+    let (status, err) = run();
+    assert!(!status.success());
+    assert!(err.contains("lease namespace \"shared\" belongs to stream \"orders\", not \"mcp-events\""), "{err}");
+    assert!(rt.block_on(table.list()).unwrap().is_empty(), "no lease created");
+
+    let newer = NamespaceMeta { stream: "mcp-events".into(), format: LEASE_FORMAT + 1 };
+    assert!(rt.block_on(table.put_namespace_meta(&newer, Some(&orders))).unwrap());
+    let (status, err) = run();
+    assert!(!status.success());
+    assert!(err.contains("was written by a newer weir"), "{err}");
+    assert!(rt.block_on(table.list()).unwrap().is_empty(), "no lease created");
+}

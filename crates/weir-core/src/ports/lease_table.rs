@@ -3,6 +3,21 @@ use async_trait::async_trait;
 use crate::ids::{ShardId, WorkerId};
 use crate::lease::{Lease, LeaseError, LeaseMutation, NewLease};
 
+/// The newest lease format this weir writes. A namespace whose record names a newer one
+/// was written by a newer weir, whose fields this one would drop when rewriting a lease.
+pub const LEASE_FORMAT: u32 = 1;
+
+/// What a namespace belongs to: written by the first worker of an application, checked
+/// by every later one, so that two applications given the same namespace (a copied
+/// config, a shared table) fail at start instead of taking each other's leases.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NamespaceMeta {
+    /// The stream whose shards the namespace's leases are.
+    pub stream: String,
+    /// The newest lease format written into the namespace ([`LEASE_FORMAT`]).
+    pub format: u32,
+}
+
 /// A worker's liveness record. Liveness is judged by the observer's own clock: a worker
 /// whose `counter` has not changed for the failover time is gone.
 ///
@@ -67,6 +82,17 @@ pub trait LeaseTable: Send + Sync {
     /// takes over the id of a process that stopped without removing its record.
     /// Returns whether it did.
     async fn claim_worker(&self, seen: &WorkerHeartbeat, instance: &str) -> Result<bool, LeaseError>;
+
+    /// The namespace's record, if one was written.
+    async fn namespace_meta(&self) -> Result<Option<NamespaceMeta>, LeaseError>;
+
+    /// Writes the namespace's record, conditionally on the stored one being `expected`
+    /// (`None`: no record). Returns whether it did.
+    async fn put_namespace_meta(
+        &self,
+        meta: &NamespaceMeta,
+        expected: Option<&NamespaceMeta>,
+    ) -> Result<bool, LeaseError>;
 
     /// Every worker record.
     async fn list_workers(&self) -> Result<Vec<WorkerHeartbeat>, LeaseError>;

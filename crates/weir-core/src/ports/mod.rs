@@ -7,7 +7,7 @@ mod object_sink;
 mod reader;
 mod stream_writer;
 
-pub use lease_table::{LeaseTable, WorkerHeartbeat};
+pub use lease_table::{LEASE_FORMAT, LeaseTable, NamespaceMeta, WorkerHeartbeat};
 pub use object_sink::{ObjectMeta, ObjectSink, PutOptions, PutOutcome, SinkError, validate_key};
 pub use reader::{ReadError, ReadMode, ShardInfo, ShardReader, ShardSubscription, StreamCatalog};
 pub use stream_writer::{OutRecord, StreamWriter, WriteError, waves};

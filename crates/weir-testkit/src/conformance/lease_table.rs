@@ -2,7 +2,7 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
 
-use weir_core::ports::LeaseTable;
+use weir_core::ports::{LeaseTable, NamespaceMeta};
 use weir_core::{
     Checkpoint, ConsumerName, ExtendedSequenceNumber, Intent, LeaseChange, LeaseError, LeaseMutation, SequenceNumber,
     ShardId, WorkerId,
@@ -40,6 +40,7 @@ where
     release_and_end(make().await).await;
     workers_and_listing(make().await).await;
     worker_instances(make().await).await;
+    namespace_record(make().await).await;
     transactions_are_all_or_nothing(make().await).await;
     intents_are_fenced_and_pruned(make().await).await;
     operators_seek_only_free_leases_without_intents(make().await).await;
@@ -303,6 +304,23 @@ async fn workers_and_listing(t: Arc<dyn LeaseTable>) {
     assert!(second[0].counter > first[0].counter, "heartbeat must change the counter");
     t.remove_worker(&w, "a").await.unwrap();
     assert!(t.list_workers().await.unwrap().is_empty());
+}
+
+/// The namespace record is created once and changed only from what was read.
+async fn namespace_record(t: Arc<dyn LeaseTable>) {
+    assert_eq!(t.namespace_meta().await.unwrap(), None);
+    let first = NamespaceMeta { stream: "orders".into(), format: 1 };
+    assert!(t.put_namespace_meta(&first, None).await.unwrap());
+    assert_eq!(t.namespace_meta().await.unwrap(), Some(first.clone()));
+    let other = NamespaceMeta { stream: "mcp-events".into(), format: 1 };
+    assert!(!t.put_namespace_meta(&other, None).await.unwrap(), "created once");
+    let stale = NamespaceMeta { stream: "orders".into(), format: 0 };
+    let newer = NamespaceMeta { stream: "orders".into(), format: 2 };
+    assert!(!t.put_namespace_meta(&newer, Some(&stale)).await.unwrap(), "changed only from what is stored");
+    assert!(t.put_namespace_meta(&newer, Some(&first)).await.unwrap());
+    assert_eq!(t.namespace_meta().await.unwrap(), Some(newer));
+    assert!(t.list().await.unwrap().is_empty(), "the record is not a lease");
+    assert!(t.list_workers().await.unwrap().is_empty(), "nor a worker");
 }
 
 /// A worker record belongs to one instance: another process with the same id is
