@@ -38,7 +38,12 @@ pub fn install_recorders(cloudwatch: crate::cloudwatch::EmfRecorder) -> Result<P
     Ok(handle)
 }
 
-/// Serves the endpoints until `shutdown`.
+/// How long open HTTP connections may finish after shutdown starts.
+const DRAIN_CONNECTIONS: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Serves the endpoints until `shutdown`; connections still open
+/// [`DRAIN_CONNECTIONS`] later are closed. Each connection is its own task: slow or
+/// stuck clients hold neither the other requests nor the worker.
 pub async fn serve(
     addr: SocketAddr,
     metrics: PrometheusHandle,
@@ -72,9 +77,22 @@ pub async fn serve(
     let addr = listener.local_addr().unwrap_or(addr);
     tracing::info!(%addr, "serving /metrics, /healthz, /readyz");
     Ok(tokio::spawn(async move {
-        let served = axum::serve(listener, app).with_graceful_shutdown(shutdown.cancelled_owned()).await;
-        if let Err(e) = served {
-            tracing::error!(error = %e, "http server failed");
+        use std::future::IntoFuture;
+        let served = axum::serve(listener, app).with_graceful_shutdown(shutdown.clone().cancelled_owned());
+        // Graceful shutdown waits for open connections, and a client that never
+        // finishes its request would keep the process alive after the worker drained:
+        // they get DRAIN_CONNECTIONS, then are closed.
+        let deadline = async {
+            shutdown.cancelled().await;
+            tokio::time::sleep(DRAIN_CONNECTIONS).await;
+        };
+        tokio::select! {
+            served = served.into_future() => {
+                if let Err(e) = served {
+                    tracing::error!(error = %e, "http server failed");
+                }
+            }
+            _ = deadline => tracing::info!("closed http connections still open at shutdown"),
         }
     }))
 }

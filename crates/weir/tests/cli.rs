@@ -242,6 +242,40 @@ fn run_serves_health_and_metrics_and_drains_on_sigterm() {
     }
     assert!(metrics.contains("weir_records_delivered_total{consumer=\"files\"}"), "{metrics}");
     assert!(metrics.contains("weir_leases_held"), "{metrics}");
+    // Slow and oversized requests hold neither the endpoints nor the worker: 100
+    // connections stuck in their request line, one with a megabyte of headers.
+    let mut slow: Vec<TcpStream> = (0..100)
+        .map(|_| {
+            let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+            s.write_all(b"GET /metr").unwrap();
+            s
+        })
+        .collect();
+    let mut huge = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    huge.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let _ = write!(huge, "GET /metrics HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n", "a".repeat(1 << 20));
+    let mut answer = String::new();
+    let _ = huge.read_to_string(&mut answer);
+    assert!(answer.is_empty() || answer.starts_with("HTTP/1.1 431"), "a megabyte of headers: {answer:.200}");
+    let delivered = |m: &str| -> f64 {
+        m.lines()
+            .find(|l| l.starts_with("weir_records_delivered_total{consumer=\"count\"}"))
+            .and_then(|l| l.split_whitespace().last()?.parse().ok())
+            .unwrap_or(0.0)
+    };
+    let asked = Instant::now();
+    let (code, before) = get(port, "/metrics").unwrap();
+    assert_eq!(code, 200);
+    assert!(asked.elapsed() < Duration::from_secs(2), "/metrics took {:?} beside slow clients", asked.elapsed());
+    loop {
+        let now = get(port, "/metrics").unwrap().1;
+        if delivered(&now) > delivered(&before) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the worker stopped delivering beside slow clients");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    slow.truncate(100); // still open while the worker drains
     let kill = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
     assert!(kill.success());
     let deadline = Instant::now() + Duration::from_secs(30);
