@@ -334,6 +334,22 @@ pub fn tenant_archiver_toml(out: &Path) -> String {
     )
 }
 
+/// `dir/weir.toml` for a batch job: the Kinesis stream `stream` at `kinesis`, SQLite
+/// leases in `dir` (namespace `namespace`), no HTTP endpoints, and
+/// [`tenant_archiver_toml`] writing under `dir/out`.
+pub fn kinesis_batch_config(dir: &Path, kinesis: &str, stream: &str, namespace: &str) -> std::path::PathBuf {
+    let cfg = dir.join("weir.toml");
+    let text = format!(
+        "{worker}\n[stream]\nkind = \"kinesis\"\nname = \"{stream}\"\n[leases]\npath = \"{leases}\"\nnamespace = \"{namespace}\"\n\
+         [aws]\nkinesis_endpoint_url = \"{kinesis}\"\n[http]\nlisten = \"\"\n{archiver}",
+        worker = worker_toml(None),
+        leases = dir.join("leases.db").display(),
+        archiver = tenant_archiver_toml(&dir.join("out")),
+    );
+    std::fs::write(&cfg, text).unwrap();
+    cfg
+}
+
 /// The session ids of every line [`tenant_archiver_toml`] archived under `out`, sorted
 /// (duplicates kept).
 pub fn session_ids(out: &Path) -> Vec<String> {

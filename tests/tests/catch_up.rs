@@ -3,28 +3,14 @@
 //! a second run archives only what came since; `weir replay --to now` replays up to the
 //! moment the command starts and exits.
 
-use std::path::Path;
 use std::process::Output;
 use std::time::Duration;
 
 use weir_aws::kinesis::producer::Producer;
-use weir_e2e::{create_stream, kinesis, put_wave, session_ids, tenant_archiver_toml, weir_command, worker_toml};
+use weir_e2e::{create_stream, kinesis, kinesis_batch_config, put_wave, session_ids, weir_command};
 use weir_testkit::Emulator;
 
 const STREAM: &str = "batch-events";
-
-fn config(dir: &Path, kinesis: &str) -> std::path::PathBuf {
-    let cfg = dir.join("weir.toml");
-    let text = format!(
-        "{worker}\n[stream]\nkind = \"kinesis\"\nname = \"{STREAM}\"\n[leases]\npath = \"{leases}\"\nnamespace = \"batch\"\n\
-         [aws]\nkinesis_endpoint_url = \"{kinesis}\"\n[http]\nlisten = \"\"\n{archiver}",
-        worker = worker_toml(None),
-        leases = dir.join("leases.db").display(),
-        archiver = tenant_archiver_toml(&dir.join("out")),
-    );
-    std::fs::write(&cfg, text).unwrap();
-    cfg
-}
 
 /// Runs `weir` with `args`, failing the test after `limit`.
 fn timed(args: &[&str], limit: Duration) -> (Output, Duration) {
@@ -41,7 +27,7 @@ async fn until_caught_up_exits_with_checkpoints_and_to_now_ends_the_window() {
     let p = Producer::new(k.clone(), STREAM);
     put_wave(&p, "first", 3_000).await;
     let dir = tempfile::tempdir().unwrap();
-    let cfg = config(dir.path(), &fk.endpoint);
+    let cfg = kinesis_batch_config(dir.path(), &fk.endpoint, STREAM, "batch");
     let cfg = cfg.to_str().unwrap();
     let out_dir = dir.path().join("out");
 

@@ -3,30 +3,16 @@
 //! of a split, still listed by the stream, is kept with the reason; and nothing is read
 //! again afterwards.
 
-use std::path::Path;
 use std::time::Duration;
 
 use weir_aws::kinesis::producer::Producer;
 use weir_core::ports::LeaseTable;
 use weir_core::{Checkpoint, ConsumerName, LeaseChange, LeaseMutation, NewLease, ShardId, WorkerId};
-use weir_e2e::{create_stream, kinesis, put_wave, split_shard, tenant_archiver_toml, weir_command, worker_toml};
+use weir_e2e::{create_stream, kinesis, kinesis_batch_config, put_wave, split_shard, weir_command};
 use weir_local::SqliteLeaseTable;
 use weir_testkit::Emulator;
 
 const STREAM: &str = "cleanup-events";
-
-fn config(dir: &Path, kinesis: &str) -> std::path::PathBuf {
-    let cfg = dir.join("weir.toml");
-    let text = format!(
-        "{worker}\n[stream]\nkind = \"kinesis\"\nname = \"{STREAM}\"\n[leases]\npath = \"{leases}\"\nnamespace = \"cleanup\"\n\
-         [aws]\nkinesis_endpoint_url = \"{kinesis}\"\n[http]\nlisten = \"\"\n{archiver}",
-        worker = worker_toml(None),
-        leases = dir.join("leases.db").display(),
-        archiver = tenant_archiver_toml(&dir.join("out")),
-    );
-    std::fs::write(&cfg, text).unwrap();
-    cfg
-}
 
 fn weir(args: &[&str]) -> String {
     let mut cmd = weir_command();
@@ -47,7 +33,7 @@ async fn ended_leases_of_shards_the_stream_dropped_are_deleted_and_nothing_else(
     split_shard(&k, STREAM, "shardId-000000000000").await;
     put_wave(&p, "after", 300).await;
     let dir = tempfile::tempdir().unwrap();
-    let cfg = config(dir.path(), &fk.endpoint);
+    let cfg = kinesis_batch_config(dir.path(), &fk.endpoint, STREAM, "cleanup");
     let cfg = cfg.to_str().unwrap();
     let out = weir(&["run", "--config", cfg, "--until-caught-up"]);
     assert!(out.contains("(600 records processed)"), "{out}");

@@ -675,7 +675,7 @@ impl Buffers {
     /// Every buffer.
     pub fn all(&mut self) -> Result<Vec<Sealed>, BufferError> {
         let keys: Vec<Box<[u8]>> = self.open.keys().cloned().collect();
-        keys.iter().map(|k| self.seal(k, FlushReason::Requested)).collect()
+        self.seal_keys(&keys)
     }
 
     /// Removes the records of `shard` from every open buffer (its lease was lost: the

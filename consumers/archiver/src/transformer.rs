@@ -236,31 +236,23 @@ impl LambdaTransform {
                 }
                 Err(e) if e.retryable && attempt < self.settings.retries => {
                     attempt += 1;
-                    let (function, error) = self.shown(&e);
+                    let (function, error) = (weir_core::redact::arn(&self.settings.arn), self.redacted(&e.to_string()));
                     tracing::warn!(function, attempt, error, "transform invocation failed; retrying");
                     tokio::time::sleep(delay).await;
                     delay = (delay * 2).min(Duration::from_secs(5));
                 }
                 Err(e) => {
-                    let message = weir_core::redact::scrub(
-                        &e.message,
-                        &self.settings.arn,
-                        &weir_core::redact::arn(&self.settings.arn),
-                    );
+                    let message = self.redacted(&e.message);
                     return fail_all(parts.len(), e.code, format!("{message} (after {} attempts)", attempt + 1));
                 }
             }
         }
     }
-}
 
-impl LambdaTransform {
-    /// The function and an invocation error as logs and error records show them: the
-    /// ARN redacted, also where the SDK's message quotes it.
-    fn shown(&self, e: &InvokeError) -> (String, String) {
-        let function = weir_core::redact::arn(&self.settings.arn);
-        let error = weir_core::redact::scrub(&e.to_string(), &self.settings.arn, &function);
-        (function, error)
+    /// `text` (an invocation error, as logs and error records show it) with the
+    /// function's ARN redacted wherever the SDK's message quotes it.
+    fn redacted(&self, text: &str) -> String {
+        weir_core::redact::scrub(text, &self.settings.arn, &weir_core::redact::arn(&self.settings.arn))
     }
 }
 

@@ -18,6 +18,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::config::http::HttpResponse;
+use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType, Put, ScalarAttributeType, TableStatus,
     TransactWriteItem,
@@ -177,6 +179,35 @@ impl DynamoDbLeaseTable {
         HashMap::from([("pk".to_owned(), s(&self.namespace)), ("sk".to_owned(), AttributeValue::S(sk))])
     }
 
+    /// The item `sk` of the namespace, read strongly consistent.
+    async fn read_item(&self, sk: String, what: &str) -> Result<Option<Item>, LeaseError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(self.key(sk)))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| store_err(what, &self.table, e))?;
+        Ok(out.item)
+    }
+
+    /// Whether a conditional write was made: `false` when its condition failed (never
+    /// counted as success); any other error is a store error.
+    fn applied<T, E>(&self, what: &str, r: Result<T, SdkError<E, HttpResponse>>) -> Result<bool, LeaseError>
+    where
+        E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    {
+        match r {
+            Ok(_) => Ok(true),
+            Err(e) if e.as_service_error().and_then(|s| s.code()) == Some("ConditionalCheckFailedException") => {
+                Ok(false)
+            }
+            Err(e) => Err(store_err(what, &self.table, e)),
+        }
+    }
+
     fn lease_item(&self, lease: &Lease) -> Result<Item, LeaseError> {
         let json = serde_json::to_string(lease).map_err(|e| LeaseError::store("encode lease", false, e))?;
         let mut item = self.key(format!("lease#{}", lease.key));
@@ -238,11 +269,7 @@ impl LeaseTable for DynamoDbLeaseTable {
             .condition_expression("attribute_not_exists(pk)")
             .send()
             .await;
-        match r {
-            Ok(_) => Ok(true),
-            Err(e) if e.as_service_error().is_some_and(|s| s.is_conditional_check_failed_exception()) => Ok(false),
-            Err(e) => Err(store_err("put (create lease)", &self.table, e)),
-        }
+        self.applied("put (create lease)", r)
     }
 
     async fn list(&self) -> Result<Vec<Lease>, LeaseError> {
@@ -250,16 +277,7 @@ impl LeaseTable for DynamoDbLeaseTable {
     }
 
     async fn get(&self, key: &ShardId) -> Result<Option<Lease>, LeaseError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .set_key(Some(self.key(format!("lease#{key}"))))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| store_err("get", &self.table, e))?;
-        out.item().map(Self::decode).transpose()
+        self.read_item(format!("lease#{key}"), "get").await?.as_ref().map(Self::decode).transpose()
     }
 
     async fn mutate(&self, mutation: &LeaseMutation) -> Result<Lease, LeaseError> {
@@ -277,11 +295,9 @@ impl LeaseTable for DynamoDbLeaseTable {
                 .set_expression_attribute_values(Some(values))
                 .send()
                 .await;
-            match r {
-                Ok(_) => return Ok(next),
-                // Changed between our read and write: read again and re-judge.
-                Err(e) if e.as_service_error().is_some_and(|s| s.is_conditional_check_failed_exception()) => continue,
-                Err(e) => return Err(store_err("put (mutate lease)", &self.table, e)),
+            // Not made: changed between our read and write; read again and re-judge.
+            if self.applied("put (mutate lease)", r)? {
+                return Ok(next);
             }
         }
         Err(contention(&mutation.key))
@@ -344,11 +360,7 @@ impl LeaseTable for DynamoDbLeaseTable {
             .expression_attribute_values(":ended", AttributeValue::Bool(true))
             .send()
             .await;
-        match r {
-            Ok(_) => Ok(true),
-            Err(e) if e.as_service_error().is_some_and(|s| s.is_conditional_check_failed_exception()) => Ok(false),
-            Err(e) => Err(store_err("delete (ended lease)", &self.table, e)),
-        }
+        self.applied("delete (ended lease)", r)
     }
 
     async fn heartbeat(&self, worker: &WorkerId, instance: &str) -> Result<(), LeaseError> {
@@ -367,25 +379,15 @@ impl LeaseTable for DynamoDbLeaseTable {
             .expression_attribute_values(":empty", AttributeValue::S(String::new()))
             .send()
             .await;
-        match r {
-            Ok(_) => Ok(()),
-            Err(e) if e.as_service_error().is_some_and(|s| s.is_conditional_check_failed_exception()) => {
-                let holder = self
-                    .client
-                    .get_item()
-                    .table_name(&self.table)
-                    .set_key(Some(self.key(format!("worker#{worker}"))))
-                    .consistent_read(true)
-                    .send()
-                    .await
-                    .map_err(|e| store_err("get (worker)", &self.table, e))?
-                    .item
-                    .and_then(|i| i.get("instance").and_then(|v| v.as_s().ok()).cloned())
-                    .unwrap_or_default();
-                Err(LeaseError::WorkerIdInUse { worker: worker.clone(), instance: holder })
-            }
-            Err(e) => Err(store_err("update (heartbeat)", &self.table, e)),
+        if self.applied("update (heartbeat)", r)? {
+            return Ok(());
         }
+        let holder = self
+            .read_item(format!("worker#{worker}"), "get (worker)")
+            .await?
+            .and_then(|i| i.get("instance").and_then(|v| v.as_s().ok()).cloned())
+            .unwrap_or_default();
+        Err(LeaseError::WorkerIdInUse { worker: worker.clone(), instance: holder })
     }
 
     async fn claim_worker(&self, seen: &WorkerHeartbeat, instance: &str) -> Result<bool, LeaseError> {
@@ -409,24 +411,11 @@ impl LeaseTable for DynamoDbLeaseTable {
             .expression_attribute_values(":seen_instance", AttributeValue::S(seen.instance.clone()))
             .send()
             .await;
-        match r {
-            Ok(_) => Ok(true),
-            Err(e) if e.as_service_error().is_some_and(|s| s.is_conditional_check_failed_exception()) => Ok(false),
-            Err(e) => Err(store_err("update (claim worker)", &self.table, e)),
-        }
+        self.applied("update (claim worker)", r)
     }
 
     async fn namespace_meta(&self) -> Result<Option<NamespaceMeta>, LeaseError> {
-        let item = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .set_key(Some(self.key("meta".into())))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| store_err("get (namespace)", &self.table, e))?
-            .item;
+        let item = self.read_item("meta".into(), "get (namespace)").await?;
         Ok(item.map(|i| NamespaceMeta {
             stream: i.get("stream").and_then(|v| v.as_s().ok()).cloned().unwrap_or_default(),
             format: i.get("format").and_then(|v| v.as_n().ok()).and_then(|n| n.parse().ok()).unwrap_or(u32::MAX),
@@ -451,11 +440,7 @@ impl LeaseTable for DynamoDbLeaseTable {
                 .expression_attribute_values(":stream", AttributeValue::S(old.stream.clone()))
                 .expression_attribute_values(":format", AttributeValue::N(old.format.to_string())),
         };
-        match put.send().await {
-            Ok(_) => Ok(true),
-            Err(e) if e.as_service_error().is_some_and(|s| s.is_conditional_check_failed_exception()) => Ok(false),
-            Err(e) => Err(store_err("put (namespace)", &self.table, e)),
-        }
+        self.applied("put (namespace)", put.send().await)
     }
 
     async fn list_workers(&self) -> Result<Vec<WorkerHeartbeat>, LeaseError> {
@@ -484,11 +469,7 @@ impl LeaseTable for DynamoDbLeaseTable {
             .expression_attribute_values(":empty", AttributeValue::S(String::new()))
             .send()
             .await;
-        match r {
-            // Another process took the id over: its record stays.
-            Ok(_) => Ok(()),
-            Err(e) if e.as_service_error().is_some_and(|s| s.is_conditional_check_failed_exception()) => Ok(()),
-            Err(e) => Err(store_err("delete (worker)", &self.table, e)),
-        }
+        // Not made: another process took the id over, and its record stays.
+        self.applied("delete (worker)", r).map(|_| ())
     }
 }

@@ -177,8 +177,8 @@ pub(crate) async fn run(args: LeasesArgs, registry: &Registry) -> Result<()> {
             let listed = listed.into_iter().map(|s| s.id).collect();
             let leases = list(table.as_ref()).await?;
             let (mut deleted, mut kept) = (0, 0);
-            for (key, verdict) in weir_core::policy::ended_lease_cleanup(&leases, &listed) {
-                let Some(lease) = leases.iter().find(|l| l.key == key) else { continue };
+            for (lease, verdict) in weir_core::policy::ended_lease_cleanup(&leases, &listed) {
+                let key = &lease.key;
                 match verdict {
                     Cleanup::Keep(why) => {
                         kept += 1;

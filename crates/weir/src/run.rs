@@ -115,7 +115,6 @@ pub(crate) type StreamParts = (Arc<dyn ShardReader>, Arc<dyn StreamCatalog>, Opt
 
 /// The stream the config names: reader, catalog, and the in-process stream when it is one.
 pub(crate) async fn wire_stream(config: &Config, clock: Arc<TokioClock>) -> Result<StreamParts> {
-    let aws = &config.aws;
     Ok(match config.stream.kind {
         StreamKind::Memory => {
             let options = StreamOptions { shards: config.stream.shards, ..StreamOptions::default() };
@@ -123,15 +122,21 @@ pub(crate) async fn wire_stream(config: &Config, clock: Arc<TokioClock>) -> Resu
             (Arc::new(stream.clone()), Arc::new(stream.clone()), Some(stream))
         }
         StreamKind::Kinesis => {
-            let client = aws_sdk_kinesis::Client::new(&sdk(aws, &aws.kinesis_endpoint_url).await);
             let options =
                 KinesisOptions { efo_consumer: config.stream.efo_consumer.clone(), ..KinesisOptions::default() };
-            let stream = KinesisStream::open(client, &config.stream.name, options)
-                .await
-                .map_err(|e| anyhow::anyhow!("stream {}: {e}", config.stream.name))?;
+            let stream = open_kinesis(config, options).await?;
             (Arc::new(stream.clone()), Arc::new(stream), None)
         }
     })
+}
+
+/// The Kinesis stream the config names, read with `options`.
+async fn open_kinesis(config: &Config, options: KinesisOptions) -> Result<KinesisStream> {
+    let aws = &config.aws;
+    let client = aws_sdk_kinesis::Client::new(&sdk(aws, &aws.kinesis_endpoint_url).await);
+    KinesisStream::open(client, &config.stream.name, options)
+        .await
+        .map_err(|e| anyhow::anyhow!("stream {}: {e}", config.stream.name))
 }
 
 /// The shard list of the stream the config names, for commands that only read it
@@ -142,14 +147,7 @@ pub(crate) async fn stream_catalog(config: &Config) -> Result<Arc<dyn StreamCata
         StreamKind::Memory => anyhow::bail!(
             "stream.kind = \"memory\": the in-process stream lives only inside `weir run`; this command needs a Kinesis stream's shard list"
         ),
-        StreamKind::Kinesis => {
-            let aws = &config.aws;
-            let client = aws_sdk_kinesis::Client::new(&sdk(aws, &aws.kinesis_endpoint_url).await);
-            let stream = KinesisStream::open(client, &config.stream.name, KinesisOptions::default())
-                .await
-                .map_err(|e| anyhow::anyhow!("stream {}: {e}", config.stream.name))?;
-            Ok(Arc::new(stream))
-        }
+        StreamKind::Kinesis => Ok(Arc::new(open_kinesis(config, KinesisOptions::default()).await?)),
     }
 }
 

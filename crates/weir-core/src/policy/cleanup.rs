@@ -26,9 +26,9 @@ pub enum Cleanup {
 
 /// For every ended lease of `leases`, whether it may be deleted, given the shards the
 /// stream lists now.
-pub fn ended_lease_cleanup(leases: &[Lease], listed: &HashSet<ShardId>) -> Vec<(ShardId, Cleanup)> {
+pub fn ended_lease_cleanup<'l>(leases: &'l [Lease], listed: &HashSet<ShardId>) -> Vec<(&'l Lease, Cleanup)> {
     let by_key: BTreeMap<&ShardId, &Lease> = leases.iter().map(|l| (&l.key, l)).collect();
-    leases.iter().filter(|l| l.ended).map(|l| (l.key.clone(), verdict(l, &by_key, listed))).collect()
+    leases.iter().filter(|l| l.ended).map(|l| (l, verdict(l, &by_key, listed))).collect()
 }
 
 fn verdict(lease: &Lease, by_key: &BTreeMap<&ShardId, &Lease>, listed: &HashSet<ShardId>) -> Cleanup {
@@ -106,7 +106,7 @@ mod tests {
     }
 
     fn verdicts(leases: &[Lease], shards: &[&str]) -> Vec<(String, Cleanup)> {
-        ended_lease_cleanup(leases, &listed(shards)).into_iter().map(|(k, c)| (k.to_string(), c)).collect()
+        ended_lease_cleanup(leases, &listed(shards)).into_iter().map(|(l, c)| (l.key.to_string(), c)).collect()
     }
 
     #[test]
