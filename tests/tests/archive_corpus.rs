@@ -10,9 +10,9 @@ use std::sync::Arc;
 
 use base64::Engine;
 use bytes::Bytes;
-use weir_archiver::archiver::{Archiver, ArchiverOptions};
+use weir_archiver::Transformer;
 use weir_archiver::firehose_config::{from_json, validate};
-use weir_archiver::transformer::{McpNormalize, Transformer};
+use weir_archiver::{Archiver, ArchiverOptions};
 use weir_core::kpl::{aggregate, deaggregate};
 use weir_core::{
     CloseReason, Consumer, ExtendedSequenceNumber, Record, RecordBatch, SequenceNumber, ShardId, Timestamp,
@@ -104,7 +104,7 @@ async fn every_bad_record_lands_where_firehose_would_put_it() {
     let mut settings = validate(&from_json(text).unwrap()).unwrap();
     settings.append_delimiter = false;
     let mut options = ArchiverOptions::new("mcp-archive", settings);
-    options.transformer = Transformer::InProcess(Arc::new(McpNormalize));
+    options.transformer = Transformer::McpNormalize;
     let clock = ManualClock::new(Timestamp::from_millis(T0));
     let sink = Arc::new(FsObjectSink::new(dir.path()).unwrap());
     let mut archiver = Archiver::new(options, sink, Arc::new(clock)).unwrap();

@@ -20,10 +20,9 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use weir_archiver::archiver::{Archiver, ArchiverOptions};
+use weir_archiver::Transformer;
 use weir_archiver::firehose_config::{from_json, validate};
-use weir_archiver::transform::{TransformOutput, mcp_normalize};
-use weir_archiver::transformer::{McpNormalize, Transformer};
+use weir_archiver::{Archiver, ArchiverOptions};
 use weir_core::ports::{ObjectMeta, ObjectSink, PutOptions, PutOutcome, SinkError};
 use weir_core::{
     Clock, CloseReason, Consumer, ExtendedSequenceNumber, Record, RecordBatch, SequenceNumber, ShardId, Timestamp,
@@ -201,7 +200,7 @@ async fn one(shape: &str, partitions: u64, n: u64, budget_mib: u64, spill: bool)
     let clock = ManualClock::new(Timestamp::from_millis(T0 + HOUR_MS));
     let mut options = ArchiverOptions::new("mcp-archive", destination(shape));
     if shape == "design" {
-        options.transformer = Transformer::InProcess(Arc::new(McpNormalize));
+        options.transformer = Transformer::McpNormalize;
     }
     if budget_mib > 0 {
         options.max_buffer_memory = (budget_mib as usize) << 20;
@@ -286,7 +285,7 @@ fn output(shape: &str, n: u64, partitions: u64) -> (Vec<u8>, u64) {
             out.extend_from_slice(&r.data);
             out.push(b'\n');
             lines += 1;
-        } else if let TransformOutput::Ok(line) = mcp_normalize(&r.data, r.approximate_arrival) {
+        } else if let Ok(line) = weir_mcp::normalize_line(&r.data, r.approximate_arrival) {
             out.extend_from_slice(&line);
             lines += 1;
         }

@@ -12,10 +12,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use weir_archiver::archiver::{Archiver, ArchiverOptions};
+use weir_archiver::Transformer;
 use weir_archiver::firehose_config::{from_json, validate};
-use weir_archiver::transform::{TransformOutput, mcp_normalize};
-use weir_archiver::transformer::{McpNormalize, Transformer};
+use weir_archiver::{Archiver, ArchiverOptions};
 use weir_core::{
     Clock, CloseReason, Consumer, ExtendedSequenceNumber, Record, RecordBatch, SequenceNumber, ShardId, Timestamp,
 };
@@ -79,7 +78,7 @@ async fn archive(n: u64, tenants: u64, interval_flush: bool) -> Run {
     let sink = Arc::new(MemoryObjectSink::new());
     let clock = ManualClock::new(Timestamp::from_millis(T0));
     let mut options = ArchiverOptions::new("mcp-archive", destination());
-    options.transformer = Transformer::InProcess(Arc::new(McpNormalize));
+    options.transformer = Transformer::McpNormalize;
     let mut archiver = Archiver::new(options, sink.clone(), Arc::new(clock.clone())).unwrap();
     let leases = SimLeases::new();
     let acks = SimAcks::new(leases.clone(), 1, CrashSwitch::after(None));
@@ -174,7 +173,7 @@ fn main() {
     let mut output = Vec::with_capacity(n as usize * 200);
     for i in 0..n {
         let r = record(i, 40);
-        if let TransformOutput::Ok(line) = mcp_normalize(&r.data, r.approximate_arrival) {
+        if let Ok(line) = weir_mcp::normalize_line(&r.data, r.approximate_arrival) {
             output.extend_from_slice(&line);
         }
     }

@@ -1,111 +1,32 @@
-//! The archiver consumer: stream records → transform → partition → buffers → objects.
-//!
-//! Per record: split into parts (`RecordDeAggregation`), transform (Lambda contract),
-//! partition keys (jq `MetadataExtractionQuery` and/or the transform's keys, each
-//! value checked so it cannot leave its place in the key), delimiter, then the buffer
-//! of its route (a data partition or an error output type). Sealed buffers are
-//! delivered by [`crate::delivery`]; a record is acknowledged once every object
+//! The archiver consumer: stream records → lines and routes (the fast path, or the
+//! reference pipeline) → buffers → objects. A record is acknowledged once every object
 //! holding a part of it is durable. See the crate documentation for the guarantees.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use bytes::Bytes;
 use futures::StreamExt;
 use tokio_util::task::AbortOnDropHandle;
 use weir_core::ports::ObjectSink;
 use weir_core::{
-    Acks, Clock, CloseReason, Consumer, ConsumerError, Intent, RecordBatch, ShardContext, ShardId, Timestamp,
+    Acks, Clock, CloseReason, Consumer, ConsumerError, Intent, Record, RecordBatch, ShardContext, ShardId, Timestamp,
 };
 
-use crate::buffers::{Appended, BufferError, Buffers, Limits, Overflow, Route, Sealed, encode_data};
-use crate::delivery::{BacklogRetry, Delivery, DeliveryError, DeliveryMode};
-use crate::error_records::{ErrorOutputType, ErrorRecord};
-use crate::fields::FieldIndex;
-use crate::firehose_config::ArchiverSettings;
-use crate::ledger::Ledger;
-use crate::manifest;
+use crate::delivery::buffers::{Appended, BufferError, Buffers, Limits, OPEN_COST};
+use crate::delivery::deliver::{BacklogRetry, Delivery, DeliveryConfig, DeliveryError, DeliveryMode};
+use crate::delivery::ledger::Ledger;
+use crate::delivery::naming::Naming;
+use crate::delivery::resolve::{KeyState, RESOLVE_CONCURRENCY, Resolution, SkipList, resolve_shard};
+use crate::delivery::sealed::Sealed;
+use crate::fast::FastPath;
 use crate::metrics as m;
-use crate::naming::Naming;
-use crate::partition::{KeyError, KeyQuery, QueryError};
-use crate::prefix::check_partition_value;
-use crate::resolve::{KeyState, SkipList, resolve};
-use crate::route_cache::RouteCache;
-use crate::subrecords::split;
-use crate::transform::Outcome;
-use crate::transformer::{Part, Transformer};
-
-/// Everything the archiver is configured with beyond Firehose's own settings.
-#[derive(Clone)]
-pub struct ArchiverOptions {
-    /// Consumer name (keys its checkpoints and intents); also the object-name prefix
-    /// in place of Firehose's delivery stream name.
-    pub name: String,
-    /// Firehose-compatible settings.
-    pub settings: ArchiverSettings,
-    /// Exactly-once (default) or Firehose's at-least-once.
-    pub mode: DeliveryMode,
-    /// Bytes the open buffers may hold together (see [`crate::buffers`]): past it
-    /// stages are compressed early, then the largest buffers sealed.
-    pub max_buffer_memory: usize,
-    /// Most data partitions open at once (`None`, the default: no count limit; Firehose
-    /// has 500).
-    pub max_active_partitions: Option<usize>,
-    /// What happens past `max_active_partitions`.
-    pub overflow: Overflow,
-    /// Refuse new batches while this many compressed bytes wait for the store (the
-    /// stream keeps the records; the runtime offers them again later).
-    pub max_backlog_bytes: u64,
-    /// GZIP level.
-    pub compression_level: u32,
-    /// Object puts in flight at once.
-    pub put_concurrency: usize,
-    /// The transform stage.
-    pub transformer: Transformer,
-    /// Exactly-once: when a round's intents go inline into the leases rather than into
-    /// a manifest object (the defaults keep a lease item far below DynamoDB's 400 KB;
-    /// tests lower them to exercise manifests).
-    pub inline_intents: manifest::InlineLimits,
-    /// Where buffers pushed out of memory spill their compressed bytes instead of
-    /// being sealed early (`None`: they are sealed). See [`crate::spill`].
-    pub spill_directory: Option<std::path::PathBuf>,
-}
-
-impl ArchiverOptions {
-    /// Options with weir's defaults for `settings`.
-    pub fn new(name: &str, settings: ArchiverSettings) -> Self {
-        Self {
-            name: name.to_owned(),
-            settings,
-            mode: DeliveryMode::ExactlyOnce,
-            max_buffer_memory: DEFAULT_BUFFER_MEMORY,
-            max_active_partitions: None,
-            overflow: Overflow::FlushOldest,
-            max_backlog_bytes: 256 << 20,
-            compression_level: 6,
-            put_concurrency: 8,
-            transformer: Transformer::None,
-            inline_intents: manifest::InlineLimits::default(),
-            spill_directory: None,
-        }
-    }
-}
-
-/// Default of [`ArchiverOptions::max_buffer_memory`]: 256 MiB.
-pub const DEFAULT_BUFFER_MEMORY: usize = 256 << 20;
-
-/// Why the archiver could not be built.
-#[derive(Debug, thiserror::Error)]
-pub enum BuildError {
-    /// The metadata extraction query does not compile.
-    #[error(transparent)]
-    Query(#[from] QueryError),
-    /// The spill directory cannot be used.
-    #[error("spill_directory: {0}")]
-    Spill(#[from] crate::spill::SpillError),
-}
+use crate::options::{ArchiverOptions, BuildError};
+use crate::pipeline::error_records::{ErrorOutputType, ErrorRecord};
+use crate::pipeline::route::Route;
+use crate::pipeline::transform::{Failure, Outcome, Part};
+use crate::pipeline::{Pipeline, Routed, split_failure};
 
 /// Per-shard state.
 #[derive(Default)]
@@ -120,29 +41,31 @@ struct ShardState {
     skip: SkipList,
 }
 
-/// A shard's resolved intents: what to skip, what each key turned out to be, and how
-/// many intents (manifests expanded) there were.
-type Resolution = Result<(SkipList, BTreeMap<String, KeyState>, usize), ConsumerError>;
+/// One line to buffer, and where it comes from.
+struct Line<'a> {
+    /// Its route's key ([`Route::encode`]).
+    key: &'a [u8],
+    /// The bytes to write.
+    bytes: &'a [u8],
+    /// The part as it arrived (error records keep it).
+    raw: &'a [u8],
+    /// The stream record it belongs to.
+    record: &'a Record,
+}
 
 /// The archiver consumer.
 pub struct Archiver {
-    name: String,
-    settings: ArchiverSettings,
-    query: Option<KeyQuery>,
-    prefix_keys: Vec<String>,
-    /// The query's keys are exactly the prefix's (and read plain fields): routes are
-    /// made from the fields' raw texts ([`KeyQuery::flat_texts`]), through `route_cache`.
-    flat_route: bool,
-    /// Route keys of partition-key texts seen before (flat routes only).
-    route_cache: std::cell::RefCell<RouteCache>,
-    transformer: Transformer,
+    pub(crate) name: String,
+    pub(crate) pipeline: Pipeline,
+    /// The fast path of this configuration, if it has one.
+    fast: Option<FastPath>,
     buffers: Buffers,
     ledger: Ledger,
-    delivery: Delivery,
+    pub(crate) delivery: Delivery,
     shards: HashMap<ShardId, ShardState>,
     /// Some shard has records to skip (saves a lookup per record otherwise).
     any_skips: bool,
-    clock: Arc<dyn Clock>,
+    pub(crate) clock: Arc<dyn Clock>,
     max_backlog_bytes: u64,
     /// When the buffer gauges were last set.
     gauges_at: Option<Timestamp>,
@@ -152,12 +75,6 @@ impl Archiver {
     /// An archiver writing to `sink`; `clock` gives times for buffers and error records.
     pub fn new(options: ArchiverOptions, sink: Arc<dyn ObjectSink>, clock: Arc<dyn Clock>) -> Result<Self, BuildError> {
         let s = &options.settings;
-        let query = s.metadata_query.as_deref().map(KeyQuery::compile).transpose()?;
-        let prefix_keys: Vec<String> = s.prefixes.data.partition_keys().into_iter().map(str::to_owned).collect();
-        let flat_route = query.as_ref().and_then(KeyQuery::flat_names).is_some_and(|names| {
-            let wanted: std::collections::BTreeSet<&String> = prefix_keys.iter().collect();
-            names.len() == wanted.len() && names.iter().all(|n| wanted.contains(n))
-        });
         let limits = Limits {
             size_bytes: s.buffer_bytes,
             interval: s.buffer_interval,
@@ -167,34 +84,31 @@ impl Archiver {
             compression: s.compression,
             level: options.compression_level,
         };
-        let naming = Naming::new(&options.name, 1, &s.file_extension, s.time_zone);
         let delivery = Delivery::new(
-            &options.name,
+            DeliveryConfig {
+                consumer: options.name.clone(),
+                mode: options.mode,
+                naming: Naming::new(&options.name, 1, &s.file_extension, s.time_zone),
+                prefixes: s.prefixes.clone(),
+                time_zone: s.time_zone,
+                compression: s.compression,
+                concurrency: options.put_concurrency,
+                inline: options.inline_intents,
+            },
             sink,
-            options.mode,
-            naming,
-            s.prefixes.clone(),
-            s.time_zone,
-            s.compression,
-            options.put_concurrency,
-            options.inline_intents,
         );
+        // Room for about as many partitions as the budget holds open (an entry costs
+        // about 100 bytes, an open buffer at least OPEN_COST).
+        let cache_entries = (options.max_buffer_memory / OPEN_COST).clamp(4, 1 << 18);
+        let buffers = match &options.spill_directory {
+            None => Buffers::new(limits),
+            Some(dir) => Buffers::new(limits).with_spill(crate::delivery::spill::Spill::open(dir, &options.name)?),
+        };
         Ok(Self {
             name: options.name.clone(),
-            settings: options.settings.clone(),
-            query,
-            prefix_keys,
-            flat_route,
-            // Room for about as many partitions as the budget holds open (an entry costs
-            // about 100 bytes, an open buffer at least OPEN_COST).
-            route_cache: std::cell::RefCell::new(RouteCache::new(
-                (options.max_buffer_memory / crate::buffers::OPEN_COST).clamp(4, 1 << 18),
-            )),
-            transformer: options.transformer,
-            buffers: match &options.spill_directory {
-                None => Buffers::new(limits),
-                Some(dir) => Buffers::new(limits).with_spill(crate::spill::Spill::open(dir, &options.name)?),
-            },
+            fast: FastPath::new(&options.transformer, s, cache_entries),
+            pipeline: Pipeline::new(s, options.transformer)?,
+            buffers,
             ledger: Ledger::default(),
             delivery,
             shards: HashMap::new(),
@@ -216,7 +130,7 @@ impl Archiver {
     }
 
     /// A handle on the objects waiting for the store (for health endpoints).
-    pub fn backlog(&self) -> crate::delivery::Backlog {
+    pub fn backlog(&self) -> crate::delivery::deliver::Backlog {
         self.delivery.backlog()
     }
 
@@ -260,113 +174,16 @@ impl Archiver {
         Ok(())
     }
 
-    /// The line for one transformed part, its route key written into `key`
-    /// ([`Route::encode`]); `None` when the transform dropped it.
-    fn route(
-        &self,
-        outcome: Outcome,
-        raw: &Bytes,
-        arrival: Timestamp,
-        now: Timestamp,
-        key: &mut Vec<u8>,
-    ) -> Option<Bytes> {
-        match outcome {
-            Outcome::Dropped => {
-                metrics::counter!(m::DROPPED).increment(1);
-                None
-            }
-            Outcome::Failed(f) => {
-                let mut rec = ErrorRecord::new(raw, arrival, now, f.code, f.message);
-                rec.lambda_arn = self.transformer.lambda_arn();
-                Some(error_line(ErrorOutputType::ProcessingFailed, rec, key))
-            }
-            Outcome::Ok { data, partition_keys, fields } => {
-                if let Err(reason) = self.partition(&data, partition_keys, fields.as_ref(), key) {
-                    let rec =
-                        ErrorRecord::new(raw, arrival, now, "DynamicPartitioning.MetadataExtractionFailed", reason);
-                    return Some(error_line(ErrorOutputType::PartitioningFailed, rec, key));
-                }
-                let line = if self.settings.append_delimiter {
-                    let mut v = Vec::with_capacity(data.len() + 1);
-                    v.extend_from_slice(&data);
-                    v.push(b'\n');
-                    Bytes::from(v)
-                } else {
-                    if data.last() != Some(&b'\n') {
-                        metrics::counter!(m::RECORDS_WITHOUT_DELIMITER).increment(1);
-                    }
-                    data
-                };
-                Some(line)
-            }
-        }
-    }
-
-    /// Writes the key of a record's data route into `key`, or says why it has none.
-    fn partition(
-        &self,
-        data: &[u8],
-        from_transform: BTreeMap<String, String>,
-        fields: Option<&FieldIndex>,
-        key: &mut Vec<u8>,
-    ) -> Result<(), String> {
-        if self.settings.dynamic_partitioning_retry.is_none() {
-            encode_data(key, std::iter::empty());
-            return Ok(());
-        }
-        if let Some(q) = &self.query
-            && self.flat_route
-            && from_transform.is_empty()
-            && let (Some(names), Some(texts)) = (q.flat_names(), q.flat_texts(data, fields))
-        {
-            // The common case: plain fields that are exactly the prefix's keys, read
-            // without building a map (the names come sorted, as a route's keys), and
-            // mostly seen before.
-            let mut cache = self.route_cache.borrow_mut();
-            if cache.get(&texts, key) {
-                return Ok(());
-            }
-            if let Some(values) = KeyQuery::flat_values_of(&texts) {
-                for (k, v) in names.iter().zip(&values) {
-                    check_partition_value(v).map_err(|reason| format!("partition key {k:?} value {v:?} {reason}"))?;
-                }
-                encode_data(key, names.iter().map(String::as_str).zip(values.iter().map(|v| v.as_ref())));
-                cache.put(key);
-                return Ok(());
-            }
-        }
-        let mut keys = from_transform;
-        if let Some(q) = &self.query {
-            let found = q.keys(data).map_err(|e| match e {
-                KeyError::NotJson => "record is not valid JSON; the metadata extraction query cannot run".to_owned(),
-                other => format!("metadata extraction query failed: {other}"),
-            })?;
-            keys.extend(found);
-        }
-        let mut used = BTreeMap::new();
-        for k in &self.prefix_keys {
-            let v = keys.remove(k).ok_or_else(|| format!("partition key {k:?} is missing"))?;
-            check_partition_value(&v).map_err(|reason| format!("partition key {k:?} value {v:?} {reason}"))?;
-            used.insert(k.clone(), v);
-        }
-        Route::Data(used).encode(key);
-        Ok(())
-    }
-
-    /// Buffers one line under the route `key` ([`Route::encode`]); the generation of
-    /// the buffer that took it (for the ledger), `None` when it was skipped as already
-    /// durable.
-    #[allow(clippy::too_many_arguments)]
+    /// Buffers one line; the generation of the buffer that took it (for the ledger),
+    /// `None` when it was skipped as already durable.
     fn buffer(
         &mut self,
-        key: &[u8],
-        line: &Bytes,
-        raw: &Bytes,
         shard: &ShardId,
-        record: &weir_core::Record,
+        line: Line<'_>,
         now: Timestamp,
         sealed: &mut Vec<Sealed>,
     ) -> Result<Option<u64>, ConsumerError> {
+        let Line { key, bytes, raw, record } = line;
         if self.any_skips
             && let Some(state) = self.shards.get_mut(shard)
             && !state.skip.is_empty()
@@ -376,32 +193,46 @@ impl Archiver {
             metrics::counter!(m::DUPLICATES_SKIPPED).increment(1);
             return Ok(None);
         }
-        if let Some(t) = Route::error_type(key) {
-            metrics::counter!(m::ERRORS, "type" => t.as_str()).increment(1);
+        match Route::error_type(key) {
+            Some(t) => metrics::counter!(m::ERRORS, "type" => t.as_str()).increment(1),
+            // `AppendDelimiterToRecord` off and no newline: the record runs into the next.
+            None if bytes.last() != Some(&b'\n') => metrics::counter!(m::RECORDS_WITHOUT_DELIMITER).increment(1),
+            None => {}
         }
-        let appended =
-            match self.buffers.append_key(key, line, shard, &record.position, record.approximate_arrival, now) {
-                Ok(a) => a,
-                Err(BufferError::TooManyPartitions(n)) => {
-                    let rec = ErrorRecord::new(
-                        raw,
-                        record.approximate_arrival,
-                        now,
-                        "DynamicPartitioning.ActivePartitionsLimitExceeded",
-                        format!("more than {n} active partitions"),
-                    );
-                    let mut error_key = Vec::new();
-                    let line = error_line(ErrorOutputType::ActivePartitionsExceeded, rec, &mut error_key);
-                    metrics::counter!(m::ERRORS, "type" => "active-partitions-exceeded").increment(1);
-                    self.buffers
-                        .append_key(&error_key, &line, shard, &record.position, record.approximate_arrival, now)
-                        .map_err(|e| ConsumerError::with_source("cannot buffer an error record", e))?
-                }
-                Err(e) => return Err(ConsumerError::with_source("cannot buffer a record", e)),
-            };
+        let arrival = record.approximate_arrival;
+        let appended = match self.buffers.append_key(key, bytes, shard, &record.position, arrival, now) {
+            Ok(a) => a,
+            Err(BufferError::TooManyPartitions(n)) => {
+                let code = "DynamicPartitioning.ActivePartitionsLimitExceeded";
+                let rec = ErrorRecord::new(raw, arrival, now, code, format!("more than {n} active partitions"));
+                let (mut error_key, line) = (Vec::new(), rec.to_line());
+                Route::Error(ErrorOutputType::ActivePartitionsExceeded).encode(&mut error_key);
+                metrics::counter!(m::ERRORS, "type" => "active-partitions-exceeded").increment(1);
+                self.buffers
+                    .append_key(&error_key, &line, shard, &record.position, arrival, now)
+                    .map_err(|e| ConsumerError::with_source("cannot buffer an error record", e))?
+            }
+            Err(e) => return Err(ConsumerError::with_source("cannot buffer a record", e)),
+        };
         let Appended { generation, sealed: s } = appended;
         sealed.extend(s);
         Ok(Some(generation))
+    }
+
+    /// Buffers what the reference pipeline made of a part.
+    fn buffer_routed(
+        &mut self,
+        shard: &ShardId,
+        routed: Routed,
+        raw: &[u8],
+        record: &Record,
+        now: Timestamp,
+        sealed: &mut Vec<Sealed>,
+    ) -> Result<Option<u64>, ConsumerError> {
+        let Routed::Line { line, route } = routed else { return Ok(None) };
+        let mut key = Vec::with_capacity(64);
+        route.encode(&mut key);
+        self.buffer(shard, Line { key: &key, bytes: &line, raw, record }, now, sealed)
     }
 
     async fn deliver(
@@ -436,135 +267,78 @@ impl Archiver {
         let age_ms = oldest.map_or(0, |t| (now.as_millis() - t.as_millis()).max(0));
         metrics::gauge!(m::DATA_FRESHNESS).set(age_ms as f64 / 1000.0);
     }
-}
 
-/// Resolves the open intents of `shard` (manifests expanded); `written` are keys this
-/// process wrote itself.
-async fn resolve_shard(
-    sink: Arc<dyn ObjectSink>,
-    shard: &ShardId,
-    open: Vec<Intent>,
-    claim: &Bytes,
-    written: &std::collections::HashSet<Arc<str>>,
-) -> Resolution {
-    let intents = expand_manifests(sink.clone(), shard, open).await?;
-    let own = |key: &str| written.contains(key).then_some(KeyState::Written);
-    let (skip, states) = resolve(sink.as_ref(), &intents, claim, own)
-        .await
-        .map_err(|e| ConsumerError::with_source(format!("cannot resolve open intents of {shard}"), e))?;
-    Ok((skip, states, intents.len()))
-}
-
-/// Replaces the intents naming manifests with the intents the manifests list. A
-/// manifest that is missing or unreadable counts as "nothing written" (its records
-/// are archived again) and is reported; a store error fails (retried).
-async fn expand_manifests(
-    sink: Arc<dyn ObjectSink>,
-    shard: &ShardId,
-    open: Vec<Intent>,
-) -> Result<Vec<Intent>, ConsumerError> {
-    let (manifests, mut intents): (Vec<Intent>, Vec<Intent>) = open.into_iter().partition(manifest::is_manifest);
-    let sink = sink.as_ref();
-    let bodies: Vec<(String, Result<Option<Bytes>, weir_core::ports::SinkError>)> = futures::stream::iter(manifests)
-        .map(|m| async move {
-            let body = sink.get(&m.target).await;
-            (m.target, body)
-        })
-        .buffer_unordered(crate::resolve::RESOLVE_CONCURRENCY)
-        .collect()
-        .await;
-    for (key, body) in bodies {
-        let listed = match body {
-            Ok(Some(body)) => manifest::read(&key, shard, &body).map_err(|e| e.to_string()),
-            Ok(None) => Err(format!("intent manifest {key} is missing")),
-            Err(e) => {
-                return Err(ConsumerError::with_source(format!("cannot read intent manifest {key}"), e));
-            }
-        };
-        match listed {
-            Ok(listed) => intents.extend(listed),
-            Err(reason) => {
-                metrics::counter!(m::MANIFESTS_UNREADABLE).increment(1);
-                tracing::error!(%shard, %reason, "the records of an open intent manifest will be archived again (they may be duplicated)");
+    /// Routes and buffers the parts of one batch, in record order; returns (record
+    /// index, generation) of every line buffered, for the ledger.
+    async fn route_batch(
+        &mut self,
+        batch: &RecordBatch,
+        now: Timestamp,
+        sealed: &mut Vec<Sealed>,
+    ) -> Result<Vec<(usize, u64)>, ConsumerError> {
+        let shard = &batch.shard_id;
+        // Parts in record order, with their record's index; a record that cannot be
+        // split is one entry with its reason.
+        let mut parts: Vec<(usize, Result<Part<'_>, String>)> = Vec::with_capacity(batch.records.len());
+        for (i, record) in batch.records.iter().enumerate() {
+            match self.pipeline.split(record) {
+                Ok(pieces) => parts.extend(pieces.into_iter().map(|p| (i, Ok(p)))),
+                Err(reason) => parts.push((i, Err(reason))),
             }
         }
-    }
-    Ok(intents)
-}
-
-/// Where one part of a record would go (`weir prefix eval`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Preview {
-    /// Into a data object under this key.
-    Data {
-        /// A key the object could get (names are random; the prefix is what matters).
-        key: String,
-        /// The line as written.
-        line: String,
-    },
-    /// Into an error object.
-    Error {
-        /// A key the error object could get.
-        key: String,
-        /// The error record.
-        record: serde_json::Value,
-    },
-    /// Dropped by the transform.
-    Dropped,
-}
-
-impl Archiver {
-    /// Where `record` would go, part by part, without writing anything.
-    pub async fn preview(&self, shard: &ShardId, record: &weir_core::Record) -> Vec<Preview> {
-        let now = self.clock.now();
-        let mut key = Vec::new();
-        let parts: Vec<Part<'_>> = match &self.settings.deaggregation {
-            None => vec![Part::whole(record)],
-            Some(how) => match split(&record.data, how) {
-                Ok(pieces) => pieces.into_iter().map(|piece| Part { record, piece: Some(piece) }).collect(),
+        // Without a fast path the transform runs once for the batch (a Lambda takes
+        // many records per invocation); with one, the transform runs in place for the
+        // parts the fast path is not sure of.
+        let mut outcomes = match self.fast {
+            Some(_) => None,
+            None => {
+                let whole: Vec<Part<'_>> = parts
+                    .iter()
+                    .filter_map(|(_, p)| p.as_ref().ok())
+                    .map(|p| Part { record: p.record, piece: p.piece.clone() })
+                    .collect();
+                Some(self.pipeline.transform(shard, &whole).await.into_iter())
+            }
+        };
+        let mut placed = Vec::with_capacity(batch.records.len());
+        let (mut line, mut key) = (Vec::with_capacity(1024), Vec::with_capacity(128));
+        for (i, part) in &parts {
+            let record = &batch.records[*i];
+            let part = match part {
+                Ok(part) => part,
                 Err(reason) => {
-                    let line = split_failure(record, now, reason, &mut key);
-                    return vec![self.preview_of(&key, line, record.approximate_arrival)];
+                    let routed = split_failure(record, now, reason.clone());
+                    if let Some(g) = self.buffer_routed(shard, routed, &record.data, record, now, sealed)? {
+                        placed.push((*i, g));
+                    }
+                    continue;
                 }
-            },
-        };
-        let outcomes = self.transformer.run(shard, &parts).await;
-        parts
-            .iter()
-            .zip(outcomes)
-            .map(|(p, o)| match self.route(o, p.data(), record.approximate_arrival, now, &mut key) {
-                None => Preview::Dropped,
-                Some(line) => self.preview_of(&key, line, record.approximate_arrival),
-            })
-            .collect()
-    }
-
-    fn preview_of(&self, key: &[u8], line: Bytes, arrival: Timestamp) -> Preview {
-        match Route::decode(key) {
-            Some(route @ Route::Data(_)) => Preview::Data {
-                key: self.delivery.key_at(&route, arrival),
-                line: String::from_utf8_lossy(&line).into_owned(),
-            },
-            Some(route) => Preview::Error {
-                key: self.delivery.key_at(&route, arrival),
-                record: serde_json::from_slice(&line).unwrap_or_default(),
-            },
-            None => Preview::Dropped,
+            };
+            let raw = part.data();
+            if let Some(fast) = &mut self.fast {
+                line.clear();
+                if fast.route(raw, record.approximate_arrival, &mut line, &mut key) {
+                    let line = Line { key: &key, bytes: &line, raw, record };
+                    if let Some(g) = self.buffer(shard, line, now, sealed)? {
+                        placed.push((*i, g));
+                    }
+                    continue;
+                }
+            }
+            let outcome = match &mut outcomes {
+                Some(outcomes) => outcomes.next(),
+                None => self.pipeline.transform(shard, std::slice::from_ref(part)).await.pop(),
+            };
+            let outcome = outcome.unwrap_or_else(|| {
+                Outcome::Failed(Failure::new("Transform.MissingOutcome", "transform returned too few outcomes"))
+            });
+            let routed = self.pipeline.route(outcome, raw, record.approximate_arrival, now);
+            if let Some(g) = self.buffer_routed(shard, routed, raw, record, now, sealed)? {
+                placed.push((*i, g));
+            }
         }
+        Ok(placed)
     }
-}
-
-/// The error line of a record `RecordDeAggregation` could not split; its route key
-/// goes into `key`.
-fn split_failure(record: &weir_core::Record, now: Timestamp, reason: String, key: &mut Vec<u8>) -> Bytes {
-    let rec = ErrorRecord::new(&record.data, record.approximate_arrival, now, "RecordDeAggregation.Failed", reason);
-    error_line(ErrorOutputType::ProcessingFailed, rec, key)
-}
-
-/// An error record's line; the error route's key goes into `key`.
-fn error_line(kind: ErrorOutputType, rec: ErrorRecord, key: &mut Vec<u8>) -> Bytes {
-    Route::Error(kind).encode(key);
-    Bytes::from(rec.to_line())
 }
 
 #[async_trait]
@@ -597,58 +371,8 @@ impl Consumer for Archiver {
         self.shards.entry(shard.clone()).or_default();
         self.ensure_resolved(shard).await?;
         let now = self.clock.now();
-        // Split records into parts; records that cannot be split fail whole.
-        let mut parts = Vec::with_capacity(batch.records.len());
-        let mut owners = Vec::with_capacity(batch.records.len());
-        let mut split_failures: Vec<(usize, String)> = Vec::new();
-        for (i, record) in batch.records.iter().enumerate() {
-            match &self.settings.deaggregation {
-                None => {
-                    parts.push(Part::whole(record));
-                    owners.push(i);
-                }
-                Some(how) => match split(&record.data, how) {
-                    Ok(pieces) => {
-                        for piece in pieces {
-                            parts.push(Part { record, piece: Some(piece) });
-                            owners.push(i);
-                        }
-                    }
-                    Err(reason) => split_failures.push((i, reason)),
-                },
-            }
-        }
-        let mut outcomes = self.transformer.run(shard, &parts).await.into_iter();
         let mut sealed = Vec::new();
-        let mut key = Vec::with_capacity(128);
-        let mut next_part = 0usize;
-        let mut failures = split_failures.into_iter().peekable();
-        // (record index, generation) of every line buffered, for the ledger.
-        let mut placed = Vec::with_capacity(batch.records.len());
-        for (i, record) in batch.records.iter().enumerate() {
-            if failures.peek().is_some_and(|(j, _)| *j == i) {
-                let (_, reason) = failures.next().unwrap_or_default();
-                let line = split_failure(record, now, reason, &mut key);
-                if let Some(generation) = self.buffer(&key, &line, &record.data, shard, record, now, &mut sealed)? {
-                    placed.push((i, generation));
-                }
-            }
-            while next_part < parts.len() && owners[next_part] == i {
-                let outcome = outcomes.next().unwrap_or_else(|| {
-                    Outcome::Failed(crate::transform::Failure::new(
-                        "Transform.MissingOutcome",
-                        "transform returned too few outcomes",
-                    ))
-                });
-                let raw = parts[next_part].data();
-                if let Some(line) = self.route(outcome, raw, record.approximate_arrival, now, &mut key)
-                    && let Some(generation) = self.buffer(&key, &line, raw, shard, record, now, &mut sealed)?
-                {
-                    placed.push((i, generation));
-                }
-                next_part += 1;
-            }
-        }
+        let placed = self.route_batch(batch, now, &mut sealed).await?;
         // Before delivery, which settles generations. (A batch that fails above leaves
         // the ledger as it was: its records are then not acknowledged.)
         self.ledger.batch(shard, batch.records.iter().map(|r| &r.position), &placed);
@@ -715,7 +439,7 @@ impl Consumer for Archiver {
         let doomed = self.delivery.intents_passed(shard, intents);
         let delivery = &self.delivery;
         futures::stream::iter(doomed)
-            .for_each_concurrent(crate::resolve::RESOLVE_CONCURRENCY, |key| async move {
+            .for_each_concurrent(RESOLVE_CONCURRENCY, |key| async move {
                 delivery.delete_manifest(&key).await;
             })
             .await;
@@ -725,6 +449,3 @@ impl Consumer for Archiver {
 
 /// Buffers sealed and delivered together when a shard closes.
 const CLOSE_CHUNK: usize = 2048;
-
-/// How long [`Archiver`] waits between delivery retries at most.
-pub const MAX_RETRY_DELAY: Duration = Duration::from_secs(30);

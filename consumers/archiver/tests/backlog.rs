@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use support::*;
-use weir_archiver::archiver::{Archiver, ArchiverOptions};
-use weir_archiver::transformer::{McpNormalize, Transformer};
+use weir_archiver::Transformer;
+use weir_archiver::{Archiver, ArchiverOptions};
 use weir_core::{Clock, CloseReason, Consumer, ShardId, Timestamp};
 use weir_testkit::{CrashSwitch, ManualClock, MemoryObjectSink, SimAcks, SimLeases};
 
@@ -28,7 +28,7 @@ async fn setup(buffer_bytes: u64, max_backlog_bytes: Option<u64>) -> Setup {
     let store = Arc::new(MemoryObjectSink::new());
     let clock = ManualClock::new(Timestamp::from_millis(T0));
     let mut o = ArchiverOptions::new("a", settings(buffer_bytes));
-    o.transformer = Transformer::InProcess(Arc::new(McpNormalize));
+    o.transformer = Transformer::McpNormalize;
     if let Some(max) = max_backlog_bytes {
         o.max_backlog_bytes = max;
     }

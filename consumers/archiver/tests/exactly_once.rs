@@ -11,10 +11,10 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use support::*;
-use weir_archiver::archiver::{Archiver, ArchiverOptions};
-use weir_archiver::delivery::DeliveryMode;
-use weir_archiver::manifest::InlineLimits;
-use weir_archiver::transformer::{McpNormalize, Transformer};
+use weir_archiver::DeliveryMode;
+use weir_archiver::InlineLimits;
+use weir_archiver::Transformer;
+use weir_archiver::{Archiver, ArchiverOptions};
 use weir_core::ports::ObjectSink;
 use weir_core::{Clock, CloseReason, Consumer, ShardId, Timestamp};
 use weir_testkit::{CrashSwitch, CrashingSink, ManualClock, MemoryObjectSink, SimAcks, SimLeases};
@@ -51,7 +51,7 @@ fn archiver(sink: Arc<dyn ObjectSink>, clock: &ManualClock, mode: DeliveryMode) 
     let (per_round, per_lease) = INLINE.get();
     o.inline_intents = InlineLimits { per_round, per_lease };
     o.spill_directory = SPILL.with_borrow(Clone::clone);
-    o.transformer = Transformer::InProcess(Arc::new(McpNormalize));
+    o.transformer = Transformer::McpNormalize;
     Archiver::new(o, sink, Arc::new(clock.clone())).unwrap()
 }
 
@@ -268,7 +268,7 @@ async fn thousands_of_partitions_keep_leases_small() {
             let sink: Arc<dyn ObjectSink> = Arc::new(CrashingSink::new(store.clone(), switch.clone(), apply));
             let acks = SimAcks::new(leases.clone(), owner as u64 + 1, switch.clone());
             let mut o = ArchiverOptions::new("mcp-archive", settings(64 << 20));
-            o.transformer = Transformer::InProcess(Arc::new(McpNormalize));
+            o.transformer = Transformer::McpNormalize;
             o.max_buffer_memory = 4 << 20;
             let mut a = Archiver::new(o, sink, Arc::new(clock.clone())).unwrap();
             for s in &shards {

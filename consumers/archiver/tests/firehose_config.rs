@@ -3,10 +3,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use weir_archiver::firehose_config::prefix::Evaluation;
 use weir_archiver::firehose_config::{
     Compression, ExtendedS3Destination, Problem, from_cloudformation_yaml, from_json, from_toml, validate,
 };
-use weir_archiver::prefix::Evaluation;
 use weir_core::Timestamp;
 
 fn fixture(name: &str) -> String {

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use support::*;
-use weir_archiver::archiver::{Archiver, ArchiverOptions};
+use weir_archiver::{Archiver, ArchiverOptions};
 use weir_core::{Clock, Consumer, Record, ShardId, Timestamp};
 use weir_testkit::{CrashSwitch, ManualClock, MemoryObjectSink, SimAcks, SimLeases};
 

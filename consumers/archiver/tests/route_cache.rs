@@ -9,14 +9,14 @@ use std::sync::Arc;
 use bytes::Bytes;
 use proptest::prelude::*;
 use support::*;
-use weir_archiver::archiver::{Archiver, ArchiverOptions, Preview};
-use weir_archiver::transformer::{McpNormalize, Transformer};
+use weir_archiver::Transformer;
+use weir_archiver::{Archiver, ArchiverOptions, Preview};
 use weir_core::{Record, ShardId, Timestamp};
 use weir_testkit::{ManualClock, MemoryObjectSink};
 
 fn archiver() -> Archiver {
     let mut o = ArchiverOptions::new("a", settings(1 << 20));
-    o.transformer = Transformer::InProcess(Arc::new(McpNormalize));
+    o.transformer = Transformer::McpNormalize;
     // Tiny, so that the cache (sized from the budget) also starts over during a run.
     o.max_active_partitions = Some(2);
     o.max_buffer_memory = 6 * 1536;

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use support::*;
-use weir_archiver::archiver::{Archiver, ArchiverOptions};
-use weir_archiver::transformer::{McpNormalize, Transformer};
+use weir_archiver::Transformer;
+use weir_archiver::{Archiver, ArchiverOptions};
 use weir_core::ports::{ObjectMeta, ObjectSink, PutOptions, PutOutcome, SinkError};
 use weir_core::{Checkpoint, Consumer, Intent, ShardContext, ShardId, Timestamp, WorkerId};
 use weir_testkit::{CrashSwitch, ManualClock, MemoryObjectSink, SimAcks, SimLeases};
@@ -75,7 +75,7 @@ async fn four_shards_with_a_thousand_open_intents_each_resolve_in_parallel() {
     }
     let clock = ManualClock::new(Timestamp::from_millis(T0));
     let mut o = ArchiverOptions::new("mcp-archive", settings(1 << 20));
-    o.transformer = Transformer::InProcess(Arc::new(McpNormalize));
+    o.transformer = Transformer::McpNormalize;
     let mut a = Archiver::new(o, Arc::new(Slow(store.clone())), Arc::new(clock.clone())).unwrap();
     let leases = SimLeases::new();
     let acks = SimAcks::new(leases.clone(), 2, CrashSwitch::after(None));
@@ -104,7 +104,7 @@ async fn four_shards_with_a_thousand_open_intents_each_resolve_in_parallel() {
 async fn a_key_no_store_accepts_falls_back_to_the_error_prefix() {
     let clock = ManualClock::new(Timestamp::from_millis(T0));
     let mut o = ArchiverOptions::new("mcp-archive", settings(1 << 20));
-    o.transformer = Transformer::InProcess(Arc::new(McpNormalize));
+    o.transformer = Transformer::McpNormalize;
     let a = Archiver::new(o, Arc::new(MemoryObjectSink::new()), Arc::new(clock)).unwrap();
     let wide = "😀".repeat(150);
     let data = format!(r#"{{"tenantId":"{wide}","toolName":"{wide}","sessionId":"s","ts":{T0}}}"#);
@@ -115,7 +115,7 @@ async fn a_key_no_store_accepts_falls_back_to_the_error_prefix() {
         data: Bytes::from(data),
     };
     let preview = a.preview(&ShardId::new("s"), &record).await;
-    let [weir_archiver::archiver::Preview::Data { key, .. }] = preview.as_slice() else {
+    let [weir_archiver::Preview::Data { key, .. }] = preview.as_slice() else {
         panic!("one data line expected: {preview:?}");
     };
     assert!(key.starts_with("tool-events-errors/prefix-evaluation-failed/"), "{key}");

@@ -14,7 +14,6 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use weir_archiver::transform::{TransformOutput, mcp_normalize};
 use weir_core::jq::{Filter, FilterError, key_text, truthy};
 use weir_core::ports::{ObjectSink, OutRecord, StreamWriter};
 use weir_core::{
@@ -267,12 +266,9 @@ impl Enricher {
     /// Enriches one record.
     pub fn enrich(&self, shard: &ShardId, record: &Record, now: Timestamp) -> Enriched {
         let mut value: Value = if self.config.normalize {
-            match mcp_normalize(&record.data, record.approximate_arrival) {
-                TransformOutput::Ok(b) => match serde_json::from_slice(&b) {
-                    Ok(v) => v,
-                    Err(_) => return Enriched::Malformed("not_json"),
-                },
-                TransformOutput::Failed(_) => return Enriched::Malformed("not_normalizable"),
+            match weir_mcp::normalize(&record.data, record.approximate_arrival) {
+                Ok(event) => Value::Object(event.into_object()),
+                Err(_) => return Enriched::Malformed("not_normalizable"),
             }
         } else {
             match serde_json::from_slice(&record.data) {

@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use aws_sdk_lambda::error::SdkError;
 use aws_sdk_lambda::primitives::Blob;
 use bytes::Bytes;
-use weir_archiver::transformer::{FunctionInvoker, InvokeError};
+use weir_archiver::{FunctionInvoker, InvokeError};
 
 /// Synchronous (`RequestResponse`) invocations.
 pub struct LambdaInvoker {

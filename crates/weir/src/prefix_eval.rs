@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use bytes::Bytes;
-use weir_archiver::archiver::Preview;
+use weir_archiver::Preview;
 use weir_core::{ExtendedSequenceNumber, Record, SequenceNumber, ShardId, SystemClock, Timestamp};
 
 use crate::builtin::archiver::{ArchiverSection, TransformKind};

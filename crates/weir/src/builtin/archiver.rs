@@ -5,13 +5,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context as _, Result, bail};
-use weir_archiver::archiver::{Archiver, ArchiverOptions};
-use weir_archiver::buffers::Overflow;
-use weir_archiver::delivery::DeliveryMode;
+use weir_archiver::DeliveryMode;
+use weir_archiver::Overflow;
 use weir_archiver::firehose_config::{
     ArchiverSettings, ExtendedS3Destination, from_cloudformation_yaml, from_json, from_toml, validate,
 };
-use weir_archiver::transformer::{FunctionInvoker, LambdaTransform, McpNormalize, Transformer};
+use weir_archiver::{Archiver, ArchiverOptions};
+use weir_archiver::{FunctionInvoker, LambdaTransform, Transformer};
 use weir_core::Clock;
 use weir_core::ports::ObjectSink;
 
@@ -110,7 +110,7 @@ pub enum OverflowPolicy {
 }
 
 fn default_buffer_memory() -> u64 {
-    weir_archiver::archiver::DEFAULT_BUFFER_MEMORY as u64
+    weir_archiver::DEFAULT_BUFFER_MEMORY as u64
 }
 fn default_max_backlog() -> u64 {
     256 << 20
@@ -215,7 +215,7 @@ pub fn build(
     options.compression_level = a.compression_level;
     options.transformer = match a.transform {
         TransformKind::None => Transformer::None,
-        TransformKind::McpNormalize => Transformer::InProcess(Arc::new(McpNormalize)),
+        TransformKind::McpNormalize => Transformer::McpNormalize,
         TransformKind::Lambda => {
             let invoker = lambda.context("transform = \"lambda\" needs AWS access")?;
             let lambda_settings = settings.lambda.clone().context("no Lambda processor")?;

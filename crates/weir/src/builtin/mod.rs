@@ -14,7 +14,7 @@ pub fn register(registry: &mut Registry) {
     registry.register::<weir_runtime::consumers::CountConsumer>("count");
     registry.register::<weir_runtime::consumers::LogConsumer>("log");
     registry.register::<weir_runtime::consumers::FilesConsumer>("files");
-    registry.register::<weir_archiver::archiver::Archiver>("archiver");
+    registry.register::<weir_archiver::Archiver>("archiver");
     registry.register::<weir_alerting::Alerting>("alerting");
     registry.register::<weir_enrichment::Enricher>("enrichment");
     registry.register::<crate::multilang::MultiLang>("multilang");

@@ -29,7 +29,7 @@ use chrono_tz::Tz;
 use rand::Rng;
 use weir_core::Timestamp;
 
-use crate::java_time::{JavaPattern, PatternError};
+use super::java_time::{JavaPattern, PatternError};
 
 /// Longest evaluated prefix Firehose accepts.
 pub const MAX_PREFIX_CHARS: usize = 512;

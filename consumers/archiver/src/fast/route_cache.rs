@@ -55,13 +55,9 @@ impl RouteCache {
     }
 
     /// Entries held.
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.keys.len()
-    }
-
-    /// Whether nothing is cached.
-    pub fn is_empty(&self) -> bool {
-        self.keys.is_empty()
     }
 }
 

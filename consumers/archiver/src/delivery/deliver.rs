@@ -9,14 +9,14 @@
 //! key") is stored in that shard's lease through [`weir_core::IntentLog`], fenced by the lease
 //! owner and counter; the intents of every object sealed together go in one call (one
 //! DynamoDB transaction per 25 leases). Then the object is put create-only. A shard's
-//! next owner resolves the open intents (see [`crate::resolve`]): written keys mean
+//! next owner resolves the open intents (see [`crate::delivery::resolve`]): written keys mean
 //! "skip these records", missing keys are claimed with an empty object so a late put
 //! from a zombie fails. A put that meets a claim, or an intent write refused because a
 //! lease is gone, rebuilds the object without the lost shards' records and tries again
 //! under a new key. A put that fails for any other reason is retried (same key, same
 //! intents) with backoff for as long as it takes; nothing is acknowledged meanwhile.
 //! A round that puts many objects of a shard stores their intents in a manifest object
-//! and only the manifest's intent in the lease (see [`crate::manifest`]).
+//! and only the manifest's intent in the lease (see [`crate::delivery::manifest`]).
 
 use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 use std::sync::Arc;
@@ -28,15 +28,16 @@ use futures::StreamExt;
 use weir_core::ports::{ObjectSink, PutOptions, PutOutcome, SinkError};
 use weir_core::{Acks, Intent, IntentError, ShardId, Timestamp};
 
-use crate::body::Deflater;
-use crate::buffers::{Route, Sealed};
+use crate::delivery::body::Deflater;
+use crate::delivery::ledger::Ledger;
+use crate::delivery::manifest::{self, InlineCounts, InlineLimits};
+use crate::delivery::naming::Naming;
+use crate::delivery::resolve::is_claim;
+use crate::delivery::sealed::Sealed;
 use crate::firehose_config::Compression;
-use crate::ledger::Ledger;
-use crate::manifest::{self, InlineCounts};
+use crate::firehose_config::prefix::{Evaluation, Prefixes};
 use crate::metrics as m;
-use crate::naming::Naming;
-use crate::prefix::{Evaluation, Prefixes};
-use crate::resolve::is_claim;
+use crate::pipeline::route::Route;
 
 /// How objects are delivered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,6 +83,27 @@ impl Backlog {
         self.objects.store(objects, Relaxed);
         self.bytes.store(bytes, Relaxed);
     }
+}
+
+/// What a [`Delivery`] is built from.
+#[derive(Debug, Clone)]
+pub struct DeliveryConfig {
+    /// The consumer's name (manifest keys).
+    pub consumer: String,
+    /// Exactly-once or Firehose's at-least-once.
+    pub mode: DeliveryMode,
+    /// Object names.
+    pub naming: Naming,
+    /// Data and error prefixes.
+    pub prefixes: Prefixes,
+    /// `CustomTimeZone`.
+    pub time_zone: Tz,
+    /// The objects' format.
+    pub compression: Compression,
+    /// Puts in flight at once.
+    pub concurrency: usize,
+    /// When a round's intents go inline into the leases.
+    pub inline: InlineLimits,
 }
 
 /// Objects in flight and waiting for retries.
@@ -132,19 +154,9 @@ pub enum DeliveryError {
 }
 
 impl Delivery {
-    /// A delivery stage.
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        consumer: &str,
-        sink: Arc<dyn ObjectSink>,
-        mode: DeliveryMode,
-        naming: Naming,
-        prefixes: Prefixes,
-        time_zone: Tz,
-        compression: Compression,
-        concurrency: usize,
-        inline: manifest::InlineLimits,
-    ) -> Self {
+    /// A delivery stage writing to `sink`.
+    pub fn new(config: DeliveryConfig, sink: Arc<dyn ObjectSink>) -> Self {
+        let DeliveryConfig { consumer, mode, naming, prefixes, time_zone, compression, concurrency, inline } = config;
         Self {
             backlog_view: Backlog::default(),
             sink,
@@ -153,14 +165,14 @@ impl Delivery {
             prefixes,
             time_zone,
             compression,
-            claim: crate::body::claim_body(compression),
+            claim: crate::delivery::body::claim_body(compression),
             backlog: VecDeque::new(),
             retry_at: None,
             retry_delay: Duration::from_millis(200),
             concurrency: concurrency.max(1),
             written: HashSet::new(),
             written_order: VecDeque::new(),
-            consumer: consumer.to_owned(),
+            consumer,
             inline: InlineCounts::new(inline),
         }
     }
@@ -189,11 +201,6 @@ impl Delivery {
     /// The delivery mode.
     pub fn mode(&self) -> DeliveryMode {
         self.mode
-    }
-
-    /// Whether this process wrote `key`.
-    pub fn wrote(&self, key: &str) -> bool {
-        self.written.contains(key)
     }
 
     /// The keys this process wrote (remembered ones), as of now.

@@ -1,26 +1,27 @@
-//! The transform stage, with Firehose's Lambda contract.
+//! The Lambda transform, with Firehose's contract.
 //!
-//! A transform receives records as a Firehose Lambda does ([`TransformEvent`]: base64
-//! data, record ids, Kinesis metadata) and answers with one [`TransformResult`] per
-//! record: `Ok` (new data, optional partition keys), `Dropped`, or `ProcessingFailed`.
-//! [`check_response`] turns a response into per-record outcomes and catches what
-//! Firehose lets through silently: data that is not base64 (a Lambda returning plain
-//! text), missing, repeated or unknown record ids, a different record count. Those
-//! records become `ProcessingFailed` with the reason, and go to the error output.
-//!
-//! [`mcp_normalize`] (in [`crate::mcp_normalize`]) is the built-in transform of the
-//! design note: it maps MCP tool-call events to the archive schema and appends the
-//! newline Athena needs.
+//! A Lambda receives records as Firehose sends them ([`TransformEvent`]: base64 data,
+//! record ids, Kinesis metadata), in invocations of about `BufferSizeInMBs`, retried
+//! `NumberOfRetries` times on retryable failures, and answers with one
+//! [`TransformResult`] per record: `Ok` (new data, optional partition keys), `Dropped`,
+//! or `ProcessingFailed`. [`check_response`] turns a response into per-record outcomes
+//! and catches what Firehose lets through silently: data that is not base64 (a Lambda
+//! returning plain text), missing, repeated or unknown record ids, a different record
+//! count. Those records fail with the reason, and go to the error output.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
 
+use async_trait::async_trait;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
+use weir_core::ShardId;
 
-use crate::fields::FieldIndex;
-pub use crate::mcp_normalize::{MCP_FIELDS, TransformOutput, mcp_normalize, mcp_normalize_indexed, mcp_normalize_into};
+use crate::firehose_config::LambdaSettings;
+use crate::pipeline::transform::{Failure, Outcome, Part};
 
 /// Kinesis metadata of a record, as Firehose passes it to a Lambda.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -101,54 +102,6 @@ pub struct TransformResponse {
     pub records: Vec<TransformResult>,
 }
 
-/// What happens to one input record.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
-    /// Deliver `data`.
-    Ok {
-        /// The transformed payload.
-        data: Bytes,
-        /// Partition keys from the transform.
-        partition_keys: BTreeMap<String, String>,
-        /// Where the fields of `data` lie, when the transform wrote it and says so
-        /// (see [`FieldIndex`] for the promise this makes).
-        fields: Option<FieldIndex>,
-    },
-    /// Dropped by the transform.
-    Dropped,
-    /// To the error output (`processing-failed`), with the reason.
-    Failed(Failure),
-}
-
-/// Why a transform failed a record: Firehose's error code and a message.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Failure {
-    /// Error code written to the error output (e.g. `Lambda.MissingRecordId`).
-    pub code: &'static str,
-    /// What went wrong.
-    pub message: String,
-}
-
-impl Failure {
-    /// A failure with a code and message.
-    pub fn new(code: &'static str, message: impl Into<String>) -> Self {
-        Self { code, message: message.into() }
-    }
-}
-
-impl std::ops::Deref for Failure {
-    type Target = str;
-    fn deref(&self) -> &str {
-        &self.message
-    }
-}
-
-impl std::fmt::Display for Failure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.code, self.message)
-    }
-}
-
 /// Builds the event for `records` (id, arrival, metadata, data).
 pub fn event(
     invocation_id: &str,
@@ -216,7 +169,6 @@ pub fn check_response(input: &TransformEvent, response: &TransformResponse) -> V
                     Some(Ok(data)) => Outcome::Ok {
                         data: Bytes::from(data),
                         partition_keys: r.metadata.clone().unwrap_or_default().partition_keys,
-                        fields: None,
                     },
                     Some(Err(_)) => Outcome::Failed(Failure::new(
                         "Lambda.InvalidBase64",
@@ -231,6 +183,137 @@ pub fn check_response(input: &TransformEvent, response: &TransformResponse) -> V
             }
         })
         .collect()
+}
+
+/// A failed invocation.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{code}: {message}")]
+pub struct InvokeError {
+    /// Error code for the error output (`Lambda.FunctionError`, `Lambda.InvokeFailed`, ...).
+    pub code: &'static str,
+    /// What went wrong.
+    pub message: String,
+    /// Whether another attempt may succeed.
+    pub retryable: bool,
+}
+
+/// Invokes a function synchronously with a JSON payload and returns its JSON result.
+#[async_trait]
+pub trait FunctionInvoker: Send + Sync {
+    /// Invokes `function` (name or ARN).
+    async fn invoke(&self, function: &str, payload: Bytes) -> Result<Bytes, InvokeError>;
+}
+
+/// A Lambda transform: invoker plus Firehose's processor settings.
+#[derive(Clone)]
+pub struct LambdaTransform {
+    /// The port.
+    pub invoker: Arc<dyn FunctionInvoker>,
+    /// ARN, retries, buffer size.
+    pub settings: LambdaSettings,
+    /// ARN used as `deliveryStreamArn` in events.
+    pub delivery_arn: String,
+    /// ARN used as `sourceKinesisStreamArn`.
+    pub source_arn: String,
+    /// Region in events.
+    pub region: String,
+}
+
+/// Splits parts so each invocation's payload stays near `limit` bytes (base64 grows
+/// data by 4/3; each record adds about 300 bytes of metadata).
+fn chunks<'p, 'a>(parts: &'p [Part<'a>], limit: u64) -> Vec<&'p [Part<'a>]> {
+    let mut out = Vec::new();
+    let (mut start, mut size) = (0usize, 0u64);
+    for (i, p) in parts.iter().enumerate() {
+        let cost = p.data().len() as u64 * 4 / 3 + 300;
+        if i > start && size + cost > limit {
+            out.push(&parts[start..i]);
+            start = i;
+            size = 0;
+        }
+        size += cost;
+    }
+    if start < parts.len() {
+        out.push(&parts[start..]);
+    }
+    out
+}
+
+impl LambdaTransform {
+    /// Transforms parts of one shard's batch, in invocations of about
+    /// `BufferSizeInMBs`; one outcome per part, in order.
+    pub async fn run(&self, shard: &ShardId, parts: &[Part<'_>]) -> Vec<Outcome> {
+        let mut out = Vec::with_capacity(parts.len());
+        for chunk in chunks(parts, self.settings.buffer_bytes) {
+            out.extend(self.invoke_chunk(shard, chunk).await);
+        }
+        out
+    }
+
+    /// The function's ARN without its account and name (for logs and error records).
+    pub fn redacted_arn(&self) -> String {
+        weir_core::redact::arn(&self.settings.arn)
+    }
+
+    async fn invoke_chunk(&self, shard: &ShardId, parts: &[Part<'_>]) -> Vec<Outcome> {
+        let invocation = format!("{:032x}", rand::random::<u128>());
+        let records = parts
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let meta = KinesisRecordMetadata {
+                    shard_id: shard.to_string(),
+                    partition_key: p.record.partition_key.clone(),
+                    approximate_arrival_timestamp: p.record.approximate_arrival.as_millis(),
+                    sequence_number: p.record.position.sequence.to_string(),
+                    subsequence_number: p.record.position.sub_sequence,
+                };
+                (format!("{invocation}-{i}"), meta, p.data().clone())
+            })
+            .collect();
+        let ev = event(&invocation, &self.delivery_arn, &self.source_arn, &self.region, records);
+        let payload = match serde_json::to_vec(&ev) {
+            Ok(p) => Bytes::from(p),
+            Err(e) => return fail_all(parts.len(), "Lambda.InvokeFailed", format!("cannot encode event: {e}")),
+        };
+        let mut attempt = 0u32;
+        let mut delay = Duration::from_millis(100);
+        loop {
+            match self.invoker.invoke(&self.settings.arn, payload.clone()).await {
+                Ok(body) => {
+                    return match serde_json::from_slice::<TransformResponse>(&body) {
+                        Ok(resp) => check_response(&ev, &resp),
+                        Err(e) => fail_all(
+                            parts.len(),
+                            "Lambda.JsonProcessingException",
+                            format!("transform response is not the expected JSON: {e}"),
+                        ),
+                    };
+                }
+                Err(e) if e.retryable && attempt < self.settings.retries => {
+                    attempt += 1;
+                    let (function, error) = (self.redacted_arn(), self.redacted(&e.to_string()));
+                    tracing::warn!(function, attempt, error, "transform invocation failed; retrying");
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(Duration::from_secs(5));
+                }
+                Err(e) => {
+                    let message = self.redacted(&e.message);
+                    return fail_all(parts.len(), e.code, format!("{message} (after {} attempts)", attempt + 1));
+                }
+            }
+        }
+    }
+
+    /// `text` (an invocation error, as logs and error records show it) with the
+    /// function's ARN redacted wherever the SDK's message quotes it.
+    fn redacted(&self, text: &str) -> String {
+        weir_core::redact::scrub(text, &self.settings.arn, &self.redacted_arn())
+    }
+}
+
+fn fail_all(n: usize, code: &'static str, message: String) -> Vec<Outcome> {
+    (0..n).map(|_| Outcome::Failed(Failure::new(code, message.clone()))).collect()
 }
 
 #[cfg(test)]
@@ -286,10 +369,7 @@ mod tests {
             ],
         };
         let out = check_response(&event, &response);
-        assert_eq!(
-            out[0],
-            Outcome::Ok { data: Bytes::from_static(b"new\n"), partition_keys: BTreeMap::new(), fields: None }
-        );
+        assert_eq!(out[0], Outcome::Ok { data: Bytes::from_static(b"new\n"), partition_keys: BTreeMap::new() });
         assert_eq!(out[1], Outcome::Dropped);
         assert!(matches!(&out[2], Outcome::Failed(r) if r.contains("ProcessingFailed")));
         assert!(matches!(&out[3], Outcome::Failed(r) if r.contains("plain text instead of base64")), "{:?}", out[3]);

@@ -52,18 +52,6 @@ pub struct SpillRef {
     len: u64,
 }
 
-impl SpillRef {
-    /// Bytes in the piece.
-    pub fn len(&self) -> u64 {
-        self.len
-    }
-
-    /// Whether the piece is empty.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-}
-
 struct SpillFile {
     file: File,
     path: PathBuf,
@@ -123,17 +111,19 @@ impl Spill {
     }
 
     /// Bytes on disk that open buffers still need.
+    #[cfg(test)]
     pub fn live_bytes(&self) -> u64 {
         self.live
     }
 
     /// Spill files that exist now.
+    #[cfg(test)]
     pub fn files(&self) -> usize {
         self.files.len()
     }
 
     /// Makes every later write fail (tests of the fallback when the disk is full).
-    #[doc(hidden)]
+    #[cfg(test)]
     pub fn fail_writes(&mut self, fail: bool) {
         self.fail_writes = fail;
     }

@@ -5,7 +5,7 @@
 use chrono_tz::Tz;
 use weir_core::Timestamp;
 
-use crate::java_time::JavaPattern;
+use crate::firehose_config::java_time::JavaPattern;
 
 /// Names objects.
 #[derive(Debug, Clone)]
@@ -26,13 +26,15 @@ impl Naming {
     }
 
     /// A fresh name for an object whose oldest record arrived at `oldest`.
+    #[cfg(test)]
     pub fn name(&self, oldest: Timestamp) -> String {
         let mut out = String::new();
         self.push_name(&mut out, oldest);
         out
     }
 
-    /// [`Naming::name`], appended to `out` (a key's prefix), without a string of its
+    /// A fresh name for an object whose oldest record arrived at `oldest`, appended to
+    /// `out` (a key's prefix), without a string of its
     /// own: an archiver at 100,000 partitions names 100,000 objects at a time.
     pub fn push_name(&self, out: &mut String, oldest: Timestamp) {
         use std::fmt::Write;

@@ -14,7 +14,10 @@ use chrono_tz::Tz;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::prefix::Prefixes;
+pub mod java_time;
+pub mod prefix;
+
+use prefix::Prefixes;
 
 /// `BufferingHints`.
 #[derive(Debug, Clone, Default, Deserialize)]

@@ -8,12 +8,16 @@
 //! records (of this shard, in the intent's range, routed to the intent's scope) are
 //! durable and are skipped when the stream delivers them again.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::StreamExt;
 use weir_core::ports::{ObjectSink, PutOptions, PutOutcome, SinkError};
-use weir_core::{ExtendedSequenceNumber, Intent};
+use weir_core::{ConsumerError, ExtendedSequenceNumber, Intent, ShardId};
+
+use crate::delivery::manifest;
+use crate::metrics as m;
 
 /// What a key turned out to be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -126,6 +130,63 @@ pub async fn resolve(
     Ok((skip, states))
 }
 
+/// A shard's resolved intents: what to skip, what each key turned out to be, and how
+/// many intents (manifests expanded) there were.
+pub type Resolution = Result<(SkipList, BTreeMap<String, KeyState>, usize), ConsumerError>;
+
+/// Resolves the open intents of `shard` (manifests expanded); `written` are keys this
+/// process wrote itself.
+pub async fn resolve_shard(
+    sink: Arc<dyn ObjectSink>,
+    shard: &ShardId,
+    open: Vec<Intent>,
+    claim: &Bytes,
+    written: &HashSet<Arc<str>>,
+) -> Resolution {
+    let intents = expand_manifests(sink.as_ref(), shard, open).await?;
+    let own = |key: &str| written.contains(key).then_some(KeyState::Written);
+    let (skip, states) = resolve(sink.as_ref(), &intents, claim, own)
+        .await
+        .map_err(|e| ConsumerError::with_source(format!("cannot resolve open intents of {shard}"), e))?;
+    Ok((skip, states, intents.len()))
+}
+
+/// Replaces the intents naming manifests with the intents the manifests list. A
+/// manifest that is missing or unreadable counts as "nothing written" (its records
+/// are archived again) and is reported; a store error fails (retried).
+async fn expand_manifests(
+    sink: &dyn ObjectSink,
+    shard: &ShardId,
+    open: Vec<Intent>,
+) -> Result<Vec<Intent>, ConsumerError> {
+    let (manifests, mut intents): (Vec<Intent>, Vec<Intent>) = open.into_iter().partition(manifest::is_manifest);
+    let bodies: Vec<(String, Result<Option<Bytes>, SinkError>)> = futures::stream::iter(manifests)
+        .map(|m| async move {
+            let body = sink.get(&m.target).await;
+            (m.target, body)
+        })
+        .buffer_unordered(RESOLVE_CONCURRENCY)
+        .collect()
+        .await;
+    for (key, body) in bodies {
+        let listed = match body {
+            Ok(Some(body)) => manifest::read(&key, shard, &body).map_err(|e| e.to_string()),
+            Ok(None) => Err(format!("intent manifest {key} is missing")),
+            Err(e) => {
+                return Err(ConsumerError::with_source(format!("cannot read intent manifest {key}"), e));
+            }
+        };
+        match listed {
+            Ok(listed) => intents.extend(listed),
+            Err(reason) => {
+                metrics::counter!(m::MANIFESTS_UNREADABLE).increment(1);
+                tracing::error!(%shard, %reason, "the records of an open intent manifest will be archived again (they may be duplicated)");
+            }
+        }
+    }
+    Ok(intents)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -143,7 +204,7 @@ mod tests {
     #[tokio::test]
     async fn written_keys_skip_claimed_keys_replay() {
         let sink = MemoryObjectSink::new();
-        let claim = crate::body::claim_body(crate::firehose_config::Compression::Gzip);
+        let claim = crate::delivery::body::claim_body(crate::firehose_config::Compression::Gzip);
         sink.put_if_absent("a/written.gz", Bytes::from_static(b"data"), &PutOptions::default()).await.unwrap();
         sink.put_if_absent("a/claimed.gz", claim.clone(), &PutOptions::default()).await.unwrap();
         let intents = [
@@ -201,7 +262,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_thousand_intents_resolve_in_two_seconds_at_100_ms_a_call() {
         let sink = Slow(MemoryObjectSink::new());
-        let claim = crate::body::claim_body(crate::firehose_config::Compression::Gzip);
+        let claim = crate::delivery::body::claim_body(crate::firehose_config::Compression::Gzip);
         let mut intents = Vec::new();
         for i in 0..1_000u128 {
             let key = format!("t/{i}.gz");

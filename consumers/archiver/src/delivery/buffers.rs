@@ -2,7 +2,7 @@
 //!
 //! Records of one route (a data partition, i.e. one set of partition-key values, or
 //! one error output type) accumulate in one buffer whose body holds compressed bytes
-//! (see [`crate::body`]). A buffer is sealed when its size *before* compression reaches
+//! (see [`crate::delivery::body`]). A buffer is sealed when its size *before* compression reaches
 //! `SizeInMBs` (as Firehose measures it) or when `IntervalInSeconds` has passed since
 //! its first record, whichever comes first. Time is always passed in.
 //!
@@ -15,7 +15,7 @@
 //! 1. stages of at least [`MIN_COMPACT`] bytes are compressed now, largest first (the
 //!    object stays one valid gzip member; only its compression ratio suffers a little);
 //! 2. with a spill directory ([`Buffers::with_spill`]), the compressed bytes of the
-//!    largest buffers go to local disk ([`crate::spill`]); those buffers stay open and
+//!    largest buffers go to local disk ([`crate::delivery::spill`]); those buffers stay open and
 //!    keep growing until their size or interval hint, so object sizes follow the hints
 //!    whatever the partition count. A spill that fails (disk full, unwritable) is
 //!    logged and counted, and relief goes on with step 3;
@@ -35,109 +35,17 @@
 //! remembers, per record, which shard it came from and its length (8 bytes a record),
 //! so an object can be rebuilt without the records of a shard whose lease was lost.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
-use bytes::Bytes;
 use weir_core::{ExtendedSequenceNumber, ShardId, Timestamp};
 
-use crate::body::{Body, BodyError, Deflater, decode};
-use crate::error_records::ErrorOutputType;
+use crate::delivery::body::{Body, BodyError, Deflater, decode};
+use crate::delivery::relief::fold;
+use crate::delivery::sealed::{FlushReason, Sealed, Span};
+use crate::delivery::spill::{Spill, SpillRef};
 use crate::firehose_config::Compression;
-use crate::spill::{Spill, SpillError, SpillRef};
-
-/// The partition-key values of a data buffer (empty without dynamic partitioning).
-pub type PartitionKey = BTreeMap<String, String>;
-
-/// Where a record goes.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum Route {
-    /// A data partition.
-    Data(PartitionKey),
-    /// The error output of one type.
-    Error(ErrorOutputType),
-}
-
-impl Route {
-    /// A stable text identity: the scope stored in intents.
-    pub fn scope(&self) -> String {
-        match self {
-            Route::Data(keys) => serde_json::to_string(keys).unwrap_or_default(),
-            Route::Error(t) => format!("error:{}", t.as_str()),
-        }
-    }
-
-    /// Writes the route's key into `out` (cleared first): the bytes buffers are found
-    /// by, so a record's route need not be built as a map (see [`encode_data`]).
-    pub fn encode(&self, out: &mut Vec<u8>) {
-        match self {
-            Route::Data(keys) => encode_data(out, keys.iter().map(|(k, v)| (k.as_str(), v.as_str()))),
-            Route::Error(t) => {
-                out.clear();
-                out.push(ERROR_TAG);
-                out.extend_from_slice(t.as_str().as_bytes());
-            }
-        }
-    }
-
-    /// The error output type of an error route's key; `None` for data routes.
-    pub fn error_type(key: &[u8]) -> Option<ErrorOutputType> {
-        match key.first() {
-            Some(&ERROR_TAG) => match Route::decode(key)? {
-                Route::Error(t) => Some(t),
-                Route::Data(_) => None,
-            },
-            _ => None,
-        }
-    }
-
-    /// The route of a key written by [`Route::encode`] or [`encode_data`].
-    pub fn decode(key: &[u8]) -> Option<Route> {
-        let (&tag, mut rest) = key.split_first()?;
-        match tag {
-            DATA_TAG => {
-                let mut keys = PartitionKey::new();
-                let mut text = || -> Option<String> {
-                    let (len, tail) = rest.split_first_chunk::<4>()?;
-                    let (text, tail) = tail.split_at_checked(u32::from_le_bytes(*len) as usize)?;
-                    rest = tail;
-                    String::from_utf8(text.to_vec()).ok()
-                };
-                while let Some(name) = text() {
-                    keys.insert(name, text()?);
-                }
-                rest.is_empty().then_some(Route::Data(keys))
-            }
-            ERROR_TAG => [
-                ErrorOutputType::ProcessingFailed,
-                ErrorOutputType::PartitioningFailed,
-                ErrorOutputType::ActivePartitionsExceeded,
-            ]
-            .into_iter()
-            .find(|t| t.as_str().as_bytes() == rest)
-            .map(Route::Error),
-            _ => None,
-        }
-    }
-}
-
-const DATA_TAG: u8 = 0;
-const ERROR_TAG: u8 = 1;
-
-/// Writes the key of the data route with these partition keys into `out` (cleared
-/// first). `pairs` must come sorted by name, as a [`PartitionKey`] iterates, for the
-/// key to equal [`Route::encode`]'s. Each name and value is length-prefixed, so no
-/// content can make two routes share a key.
-pub fn encode_data<'a>(out: &mut Vec<u8>, pairs: impl Iterator<Item = (&'a str, &'a str)>) {
-    out.clear();
-    out.push(DATA_TAG);
-    for (name, value) in pairs {
-        for text in [name, value] {
-            out.extend_from_slice(&(text.len() as u32).to_le_bytes());
-            out.extend_from_slice(text.as_bytes());
-        }
-    }
-}
+use crate::pipeline::route::Route;
 
 /// What to do with a record for a new partition when `max_active` are open.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -178,48 +86,37 @@ pub struct Limits {
     pub level: u32,
 }
 
-/// The records of one shard in a buffer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Span {
-    /// First position.
-    pub first: ExtendedSequenceNumber,
-    /// Last position.
-    pub last: ExtendedSequenceNumber,
-    /// Oldest arrival among them.
-    pub oldest_arrival: Timestamp,
-}
-
-struct Open {
-    generation: u64,
+pub(crate) struct Open {
+    pub(crate) generation: u64,
     /// What it counts for in [`Buffers::held_bytes`], as of its last change.
-    cost: usize,
+    pub(crate) cost: usize,
     /// A data partition (not an error output). The route itself is decoded from the
     /// key when the buffer is sealed: kept here it would cost a map per partition.
-    is_data: bool,
-    body: Body,
-    raw_bytes: u64,
-    opened: Timestamp,
+    pub(crate) is_data: bool,
+    pub(crate) body: Body,
+    pub(crate) raw_bytes: u64,
+    pub(crate) opened: Timestamp,
     /// Arrival of its oldest record (the freshness gauge reads it from every buffer at
     /// each tick: one field, not a walk through the spans).
-    oldest_arrival: Option<Timestamp>,
-    slots: Vec<ShardId>,
-    entries: Vec<(u32, u32)>,
+    pub(crate) oldest_arrival: Option<Timestamp>,
+    pub(crate) slots: Vec<ShardId>,
+    pub(crate) entries: Vec<(u32, u32)>,
     /// The records of `slots[i]` (`None`: none left after a rebuild).
-    spans: Vec<Option<Span>>,
+    pub(crate) spans: Vec<Option<Span>>,
     /// The body's compressed bytes on disk, in order, ahead of its runs in memory.
-    spilled: Vec<SpillRef>,
+    pub(crate) spilled: Vec<SpillRef>,
     /// Staged bytes on disk, uncompressed, in order, ahead of the stage in memory. They
     /// are read back and compressed with it when the stage is full (so pieces compress
     /// as well as in memory) or sealed. Never set while the body has runs in memory
     /// (a spill moves the runs out first; a fold empties it before compressing).
-    spilled_stage: Vec<SpillRef>,
+    pub(crate) spilled_stage: Vec<SpillRef>,
     /// Bytes in `spilled_stage`.
-    spilled_stage_len: usize,
+    pub(crate) spilled_stage_len: usize,
 }
 
 impl Open {
     /// Memory it holds (see [`OPEN_COST`]).
-    fn measure(&self, key_len: usize) -> usize {
+    pub(crate) fn measure(&self, key_len: usize) -> usize {
         OPEN_COST
             + key_len
             + self.body.held()
@@ -231,92 +128,6 @@ impl Open {
     /// Whether the buffer holds records of `shard`.
     fn holds(&self, shard: &ShardId) -> bool {
         self.slots.iter().zip(&self.spans).any(|(s, span)| s == shard && span.is_some())
-    }
-}
-
-/// Why a buffer was sealed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FlushReason {
-    /// `SizeInMBs` reached.
-    Size,
-    /// `IntervalInSeconds` passed.
-    Interval,
-    /// Made room under `max_active`.
-    Overflow,
-    /// Sealed to keep the buffers within their memory budget.
-    Memory,
-    /// Asked for (shard close, shutdown).
-    Requested,
-}
-
-/// A buffer ready to be written as one object.
-#[derive(Debug, Clone)]
-pub struct Sealed {
-    /// Identity for acknowledgement tracking (kept by [`Sealed::without`]).
-    pub generation: u64,
-    /// Its route.
-    pub route: Route,
-    /// The object body (compressed as configured).
-    pub body: Bytes,
-    /// Bytes before compression.
-    pub raw_bytes: u64,
-    /// Per shard: the records it holds.
-    pub spans: BTreeMap<ShardId, Span>,
-    /// Why it was sealed.
-    pub reason: FlushReason,
-    /// Memory it held while open (see [`OPEN_COST`]).
-    pub held: usize,
-    compression: Compression,
-    slots: Vec<ShardId>,
-    entries: Vec<(u32, u32)>,
-}
-
-impl Sealed {
-    /// Records in it.
-    pub fn records(&self) -> u64 {
-        self.entries.len() as u64
-    }
-
-    /// Arrival of its oldest record (prefix timestamps use it).
-    pub fn oldest_arrival(&self) -> Timestamp {
-        self.spans.values().map(|s| s.oldest_arrival).min().unwrap_or(Timestamp::from_millis(0))
-    }
-
-    /// The same object without the records of `lost` shards; `None` when nothing is
-    /// left. Used when leases were lost before the object was durable.
-    pub fn without(&self, lost: &BTreeSet<ShardId>, deflater: &mut Deflater) -> Result<Option<Sealed>, BodyError> {
-        if !self.spans.keys().any(|s| lost.contains(s)) {
-            return Ok(Some(self.clone()));
-        }
-        let raw = decode(self.compression, &self.body)?;
-        let mut body = Body::new(self.compression);
-        let mut entries = Vec::new();
-        let mut offset = 0usize;
-        let mut raw_bytes = 0u64;
-        for &(slot, len) in &self.entries {
-            let line = raw.get(offset..offset + len as usize).ok_or_else(|| BodyError("entry past body".into()))?;
-            offset += len as usize;
-            if !lost.contains(&self.slots[slot as usize]) {
-                body.append(line, deflater)?;
-                entries.push((slot, len));
-                raw_bytes += len as u64;
-            }
-        }
-        if entries.is_empty() {
-            return Ok(None);
-        }
-        Ok(Some(Sealed {
-            generation: self.generation,
-            route: self.route.clone(),
-            body: body.finish(deflater)?,
-            raw_bytes,
-            spans: self.spans.iter().filter(|(s, _)| !lost.contains(*s)).map(|(s, v)| (s.clone(), v.clone())).collect(),
-            reason: self.reason,
-            held: self.held,
-            compression: self.compression,
-            slots: self.slots.clone(),
-            entries,
-        }))
     }
 }
 
@@ -348,16 +159,16 @@ pub struct Appended {
 
 /// All open buffers of an archiver.
 pub struct Buffers {
-    limits: Limits,
+    pub(crate) limits: Limits,
     /// Open buffers by route key ([`Route::encode`]); foldhash, as a key is hashed for
     /// every record.
-    open: HashMap<Box<[u8]>, Open, foldhash::fast::RandomState>,
-    data_open: usize,
+    pub(crate) open: HashMap<Box<[u8]>, Open, foldhash::fast::RandomState>,
+    pub(crate) data_open: usize,
     /// Sum of the open buffers' costs.
-    held: usize,
-    next_generation: u64,
-    deflater: Deflater,
-    spill: Option<Spill>,
+    pub(crate) held: usize,
+    pub(crate) next_generation: u64,
+    pub(crate) deflater: Deflater,
+    pub(crate) spill: Option<Spill>,
 }
 
 impl Buffers {
@@ -374,12 +185,13 @@ impl Buffers {
     }
 
     /// Bytes on disk that open buffers hold.
+    #[cfg(test)]
     pub fn spilled_bytes(&self) -> u64 {
         self.spill.as_ref().map_or(0, Spill::live_bytes)
     }
 
     /// The spill store, if any (tests inject write failures through it).
-    #[doc(hidden)]
+    #[cfg(test)]
     pub fn spill_mut(&mut self) -> Option<&mut Spill> {
         self.spill.as_mut()
     }
@@ -396,6 +208,7 @@ impl Buffers {
     }
 
     /// What each open buffer holds (for tests of the eviction rule).
+    #[cfg(test)]
     pub fn costs(&self) -> Vec<usize> {
         self.open.values().map(|b| b.cost).collect()
     }
@@ -411,7 +224,7 @@ impl Buffers {
     }
 
     /// Re-measures the buffer of `key` after a change.
-    fn remeasure(&mut self, key: &[u8]) {
+    pub(crate) fn remeasure(&mut self, key: &[u8]) {
         if let Some(b) = self.open.get_mut(key) {
             let cost = b.measure(key.len());
             self.held = self.held - b.cost + cost;
@@ -426,6 +239,7 @@ impl Buffers {
 
     /// Adds one record (with its delimiter already applied) to the buffer of `route`
     /// (the archiver itself uses [`Buffers::append_key`]).
+    #[cfg(test)]
     pub fn append(
         &mut self,
         route: &Route,
@@ -440,7 +254,8 @@ impl Buffers {
         self.append_key(&key, data, shard, position, arrival, now)
     }
 
-    /// [`Buffers::append`] by route key ([`Route::encode`], [`encode_data`]); the route
+    /// Adds one record (its delimiter applied) to the buffer of route `key` ([`Route::encode`],
+    /// [`crate::pipeline::route::encode_data`]); the route
     /// itself is built only when its buffer opens.
     pub fn append_key(
         &mut self,
@@ -459,7 +274,7 @@ impl Buffers {
             return Ok(Appended { generation: appended.generation, sealed });
         };
         if buffer.spilled_stage_len > 0
-            && buffer.spilled_stage_len + buffer.body.staged() + data.len() > crate::body::CHUNK
+            && buffer.spilled_stage_len + buffer.body.staged() + data.len() > crate::delivery::body::CHUNK
             && let Some(spill) = self.spill.as_mut()
         {
             fold(buffer, spill)?;
@@ -476,88 +291,6 @@ impl Buffers {
             }
         }
         Ok(Appended { generation, sealed })
-    }
-
-    /// Brings [`Buffers::held_bytes`] down to three quarters of the budget: stages compressed
-    /// largest first, then buffers sealed largest first (see the module docs).
-    fn relieve(&mut self) -> Result<Vec<Sealed>, BufferError> {
-        let target = self.limits.memory / 4 * 3;
-        let mut stages: Vec<(usize, Box<[u8]>)> = self
-            .open
-            .iter()
-            .filter(|(_, b)| b.body.staged() >= MIN_COMPACT && b.spilled_stage.is_empty())
-            .map(|(k, b)| (b.body.staged(), k.clone()))
-            .collect();
-        stages.sort_unstable_by_key(|s| std::cmp::Reverse(s.0));
-        for (_, key) in stages {
-            if self.held <= target {
-                break;
-            }
-            if let Some(b) = self.open.get_mut(&key) {
-                b.body.compact(&mut self.deflater)?;
-            }
-            self.remeasure(&key);
-        }
-        if self.held > target && self.spill.is_some() {
-            let mut largest: Vec<(usize, Box<[u8]>)> = self.open.iter().map(|(k, b)| (b.cost, k.clone())).collect();
-            largest.sort_unstable_by_key(|s| std::cmp::Reverse(s.0));
-            for (_, key) in largest {
-                if self.held <= target {
-                    break;
-                }
-                if let Err(e) = self.spill_one(&key) {
-                    metrics::counter!(crate::metrics::SPILL_FAILURES).increment(1);
-                    tracing::error!(error = %e, "cannot spill buffers to disk; sealing them early instead");
-                    break;
-                }
-            }
-        }
-        let mut sealed = Vec::new();
-        if self.held > target {
-            let mut largest: Vec<(usize, Box<[u8]>)> = self.open.iter().map(|(k, b)| (b.cost, k.clone())).collect();
-            largest.sort_unstable_by_key(|s| std::cmp::Reverse(s.0));
-            for (_, key) in largest {
-                if self.held <= target {
-                    break;
-                }
-                sealed.push(self.seal(&key, FlushReason::Memory)?);
-            }
-        }
-        Ok(sealed)
-    }
-
-    /// Moves buffer `key`'s bytes to the spill store: its compressed runs as they are,
-    /// its stage uncompressed (compressed later with what follows it, see
-    /// [`Open::spilled_stage`]). On a write error the buffer is as it was.
-    fn spill_one(&mut self, key: &[u8]) -> Result<(), SpillError> {
-        let (Some(b), Some(spill)) = (self.open.get_mut(key), self.spill.as_mut()) else { return Ok(()) };
-        let runs = b.body.spill_out();
-        if !runs.is_empty() {
-            match spill.write(&runs) {
-                Ok(r) => b.spilled.push(r),
-                Err(e) => {
-                    b.body.unspill(runs);
-                    return Err(e);
-                }
-            }
-        }
-        let stage = b.body.take_stage();
-        if !stage.is_empty() {
-            match spill.write(&stage) {
-                Ok(r) => {
-                    b.spilled_stage_len += stage.len();
-                    b.spilled_stage.push(r);
-                }
-                Err(e) => {
-                    b.body.prepend_stage(stage);
-                    self.remeasure(key);
-                    return Err(e);
-                }
-            }
-        }
-        metrics::counter!(crate::metrics::SPILLS).increment(1);
-        self.remeasure(key);
-        Ok(())
     }
 
     /// Opens the buffer of route `key`; returns the buffer sealed to make room.
@@ -673,6 +406,7 @@ impl Buffers {
     }
 
     /// Every buffer.
+    #[cfg(test)]
     pub fn all(&mut self) -> Result<Vec<Sealed>, BufferError> {
         let keys: Vec<Box<[u8]>> = self.open.keys().cloned().collect();
         self.seal_keys(&keys)
@@ -726,7 +460,7 @@ impl Buffers {
         Ok(())
     }
 
-    fn seal(&mut self, key: &[u8], reason: FlushReason) -> Result<Sealed, BufferError> {
+    pub(crate) fn seal(&mut self, key: &[u8], reason: FlushReason) -> Result<Sealed, BufferError> {
         let route = Route::decode(key).ok_or(BufferError::RouteKey)?;
         let Some(mut b) = self.open.remove(key) else {
             return Err(BufferError::Body(BodyError("no such buffer".into())));
@@ -766,96 +500,15 @@ impl Buffers {
     }
 }
 
-/// Reads a buffer's spilled stage back in front of its stage in memory.
-fn fold(b: &mut Open, spill: &mut Spill) -> Result<(), BufferError> {
-    if b.spilled_stage.is_empty() {
-        return Ok(());
-    }
-    let mut raw = Vec::with_capacity(b.spilled_stage_len + b.body.staged());
-    for r in &b.spilled_stage {
-        spill.read(r, &mut raw).map_err(|e| BufferError::Spill(e.to_string()))?;
-    }
-    for r in b.spilled_stage.drain(..) {
-        spill.release(&r);
-    }
-    b.spilled_stage_len = 0;
-    b.body.prepend_stage(raw);
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::collections::{BTreeMap, BTreeSet};
+
     use proptest::prelude::*;
-    use std::io::Read;
-    use weir_core::SequenceNumber;
 
-    fn limits(size: u64, interval_s: u64, max: usize, overflow: Overflow) -> Limits {
-        Limits {
-            size_bytes: size,
-            interval: Duration::from_secs(interval_s),
-            memory: usize::MAX,
-            max_active: Some(max),
-            overflow,
-            compression: Compression::Gzip,
-            level: 6,
-        }
-    }
-
-    fn key(tenant: &str) -> Route {
-        Route::Data([("tenantId".to_owned(), tenant.to_owned())].into())
-    }
-
-    fn pos(n: u128) -> ExtendedSequenceNumber {
-        ExtendedSequenceNumber::plain(SequenceNumber::from_u128(n))
-    }
-
-    fn t(s: i64) -> Timestamp {
-        Timestamp::from_millis(s * 1000)
-    }
-
-    fn gunzip(b: &Bytes) -> String {
-        let mut s = String::new();
-        flate2::read::GzDecoder::new(&b[..]).read_to_string(&mut s).unwrap();
-        s
-    }
-
-    proptest! {
-        /// Keys round-trip, and two routes share a key only when they are equal.
-        #[test]
-        fn route_keys_identify_routes(
-            a in proptest::collection::btree_map("[a-z\u{0}\u{4}]{0,3}", "[a-z\u{0}\u{4}é]{0,3}", 0..3),
-            b in proptest::collection::btree_map("[a-z\u{0}\u{4}]{0,3}", "[a-z\u{0}\u{4}é]{0,3}", 0..3),
-        ) {
-            let (ra, rb) = (Route::Data(a.clone()), Route::Data(b));
-            let (mut ka, mut kb) = (Vec::new(), Vec::new());
-            ra.encode(&mut ka);
-            rb.encode(&mut kb);
-            prop_assert_eq!(Route::decode(&ka), Some(ra.clone()));
-            prop_assert_eq!(ka == kb, ra == rb);
-            let mut direct = Vec::new();
-            encode_data(&mut direct, a.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-            prop_assert_eq!(&direct, &ka);
-            prop_assert_eq!(Route::error_type(&ka), None);
-        }
-    }
-
-    #[test]
-    fn error_routes_have_their_own_keys() {
-        for t in [
-            ErrorOutputType::ProcessingFailed,
-            ErrorOutputType::PartitioningFailed,
-            ErrorOutputType::ActivePartitionsExceeded,
-        ] {
-            let mut key = Vec::new();
-            Route::Error(t).encode(&mut key);
-            assert_eq!(Route::decode(&key), Some(Route::Error(t)));
-            assert_eq!(Route::error_type(&key), Some(t));
-        }
-        assert_eq!(Route::decode(b"\x02"), None);
-        assert_eq!(Route::decode(b"\x00\x05\x00\x00\x00ab"), None, "length past the end");
-        assert_eq!(Route::decode(b""), None);
-    }
+    use super::*;
+    use crate::delivery::testing::*;
+    use crate::pipeline::error_records::ErrorOutputType;
 
     #[test]
     fn size_is_measured_before_compression() {
@@ -966,147 +619,5 @@ mod tests {
             prop_assert_eq!(records, ops.len() as u64);
             prop_assert_eq!(rebuilt, without_s0);
         }
-    }
-
-    /// Record `i` of `len` bytes and a newline: half compress well (`x` repeated), half
-    /// poorly (letters in a long cycle).
-    fn mixed_line(i: usize, len: usize) -> String {
-        let body: String = if i.is_multiple_of(2) {
-            "x".repeat(len)
-        } else {
-            (0..len).map(|j| char::from(b'a' + ((i * 7 + j * 13) % 26) as u8)).collect()
-        };
-        format!("{i}:{body}\n")
-    }
-
-    /// What the objects hold, per route.
-    fn contents(sealed: &[Sealed]) -> BTreeMap<String, String> {
-        let mut got: BTreeMap<String, String> = BTreeMap::new();
-        for f in sealed {
-            got.entry(f.route.scope()).or_default().push_str(&gunzip(&f.body));
-        }
-        got
-    }
-
-    fn budget(memory: usize) -> Limits {
-        Limits { memory, max_active: None, ..limits(1 << 30, 3600, 1, Overflow::FlushOldest) }
-    }
-
-    proptest! {
-        #![proptest_config(ProptestConfig::with_cases(64))]
-        /// For any records over any number of partitions and any budget: every record
-        /// lands in exactly one object, the buffers never hold more than the budget
-        /// once an append returns, and no buffer is sealed for memory while a larger
-        /// one stays open.
-        #[test]
-        fn memory_stays_within_the_budget(
-            ops in proptest::collection::vec((0u16..3000, 1usize..3000), 1..250),
-            memory in 2_000usize..200_000,
-        ) {
-            let mut b = Buffers::new(budget(memory));
-            let s = ShardId::new("s0");
-            let mut expected: BTreeMap<String, String> = BTreeMap::new();
-            let mut sealed = Vec::new();
-            for (i, (partition, len)) in ops.iter().enumerate() {
-                let k = key(&format!("t{partition}"));
-                let line = mixed_line(i, *len);
-                expected.entry(k.scope()).or_default().push_str(&line);
-                let out = b.append(&k, line.as_bytes(), &s, &pos(i as u128 + 1), t(0), t(0)).unwrap().sealed;
-                prop_assert!(b.held_bytes() <= memory, "held {} over {memory}", b.held_bytes());
-                let largest_open = b.costs().into_iter().max().unwrap_or(0);
-                for f in out.iter().filter(|f| f.reason == FlushReason::Memory) {
-                    prop_assert!(f.held >= largest_open, "sealed {} while {largest_open} stays open", f.held);
-                }
-                sealed.extend(out);
-            }
-            sealed.extend(b.all().unwrap());
-            prop_assert_eq!(b.held_bytes(), 0);
-            prop_assert_eq!(contents(&sealed), expected);
-        }
-    }
-
-    proptest! {
-        #![proptest_config(ProptestConfig::with_cases(24))]
-        /// With a spill directory: every record lands in exactly one object, memory stays
-        /// within the budget, and while the disk takes the spills no buffer is sealed
-        /// for memory (the budget here holds every partition's bookkeeping); when
-        /// spill writes fail, buffers are sealed for memory instead and nothing is lost.
-        #[test]
-        fn spilled_buffers_keep_growing(
-            ops in proptest::collection::vec((0u16..200, 1usize..6000, 0u8..20), 1..600),
-            memory in 819_200usize..1_200_000,
-            disk_fails_from in proptest::option::of(0usize..600),
-        ) {
-            let dir = tempfile::tempdir().unwrap();
-            let spill = Spill::open(dir.path(), "t").unwrap();
-            let mut b = Buffers::new(budget(memory)).with_spill(spill);
-            let s = ShardId::new("s0");
-            let mut expected: BTreeMap<String, String> = BTreeMap::new();
-            let mut sealed = Vec::new();
-            for (i, (partition, len, _)) in ops.iter().enumerate() {
-                if disk_fails_from == Some(i) {
-                    b.spill_mut().unwrap().fail_writes(true);
-                }
-                let k = key(&format!("t{partition}"));
-                let line = mixed_line(i, *len);
-                expected.entry(k.scope()).or_default().push_str(&line);
-                let out = b.append(&k, line.as_bytes(), &s, &pos(i as u128 + 1), t(0), t(0)).unwrap().sealed;
-                prop_assert!(b.held_bytes() <= memory, "held {} over {memory}", b.held_bytes());
-                if disk_fails_from.is_none_or(|f| i < f) {
-                    prop_assert!(out.iter().all(|f| f.reason != FlushReason::Memory), "sealed for memory while the disk works");
-                }
-                sealed.extend(out);
-            }
-            sealed.extend(b.all().unwrap());
-            prop_assert_eq!(b.held_bytes(), 0);
-            prop_assert_eq!(b.spilled_bytes(), 0, "every spilled piece released");
-            prop_assert_eq!(contents(&sealed), expected);
-            drop(b);
-            prop_assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "spill files deleted");
-        }
-    }
-
-    #[test]
-    fn stages_are_compressed_before_anything_is_sealed() {
-        // Four partitions with 12 KiB staged each under a 48 KiB budget: compressing the
-        // stages is enough, nothing is sealed.
-        let mut b = Buffers::new(budget(48 << 10));
-        let s = ShardId::new("s0");
-        let line = format!("{}\n", "abc".repeat(100));
-        let mut sealed = Vec::new();
-        for i in 0..160u128 {
-            let k = key(&format!("t{}", i % 4));
-            sealed.extend(b.append(&k, line.as_bytes(), &s, &pos(i + 1), t(0), t(0)).unwrap().sealed);
-        }
-        assert!(sealed.is_empty(), "{:?}", sealed.iter().map(|f| f.reason).collect::<Vec<_>>());
-        assert!(b.compressed_bytes() > 0, "stages were compressed");
-        assert!(b.held_bytes() <= 48 << 10);
-        let all = b.all().unwrap();
-        assert_eq!(all.iter().map(Sealed::records).sum::<u64>(), 160);
-        assert!(all.iter().all(|f| gunzip(&f.body) == line.repeat(40)));
-    }
-
-    #[test]
-    fn reliefs_free_a_quarter_of_the_budget_so_partitions_do_not_thrash() {
-        // 3,000 partitions in turn under a budget that holds about 200 of them: each
-        // relief frees a quarter of the budget, so reliefs are few.
-        let memory = 200 * (OPEN_COST + 1_200);
-        let mut b = Buffers::new(budget(memory));
-        let s = ShardId::new("s0");
-        let (mut reliefs, mut freed) = (0usize, 0usize);
-        for i in 0..6_000u128 {
-            let k = key(&format!("t{}", (i * 7919) % 3_000));
-            let line = format!("{i:>60}\n");
-            let out = b.append(&k, line.as_bytes(), &s, &pos(i + 1), t(0), t(0)).unwrap().sealed;
-            assert!(out.iter().all(|f| f.reason == FlushReason::Memory));
-            reliefs += usize::from(!out.is_empty());
-            freed += out.iter().map(|f| f.held).sum::<usize>();
-        }
-        // Stages stay under MIN_COMPACT here, so costs only grow until a buffer is
-        // sealed: everything added is what was freed plus what is held.
-        let added = freed + b.held_bytes();
-        assert!(reliefs <= added / (memory / 4) + 1, "{reliefs} reliefs for {added} bytes");
-        assert!(reliefs >= 2, "the budget was reached");
-        assert!(b.held_bytes() <= memory);
     }
 }

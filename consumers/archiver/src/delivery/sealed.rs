@@ -1,0 +1,109 @@
+//! A sealed buffer: the object it becomes, the records of each shard it holds, and
+//! how to rebuild it without some shards' records (their leases were lost before it
+//! was durable).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use bytes::Bytes;
+use weir_core::{ExtendedSequenceNumber, ShardId, Timestamp};
+
+use crate::delivery::body::{Body, BodyError, Deflater, decode};
+use crate::firehose_config::Compression;
+use crate::pipeline::route::Route;
+
+/// The records of one shard in a buffer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Span {
+    /// First position.
+    pub first: ExtendedSequenceNumber,
+    /// Last position.
+    pub last: ExtendedSequenceNumber,
+    /// Oldest arrival among them.
+    pub oldest_arrival: Timestamp,
+}
+
+/// Why a buffer was sealed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlushReason {
+    /// `SizeInMBs` reached.
+    Size,
+    /// `IntervalInSeconds` passed.
+    Interval,
+    /// Made room under `max_active`.
+    Overflow,
+    /// Sealed to keep the buffers within their memory budget.
+    Memory,
+    /// Asked for (shard close, shutdown).
+    Requested,
+}
+
+/// A buffer ready to be written as one object.
+#[derive(Debug, Clone)]
+pub struct Sealed {
+    /// Identity for acknowledgement tracking (kept by [`Sealed::without`]).
+    pub generation: u64,
+    /// Its route.
+    pub route: Route,
+    /// The object body (compressed as configured).
+    pub body: Bytes,
+    /// Bytes before compression.
+    pub raw_bytes: u64,
+    /// Per shard: the records it holds.
+    pub spans: BTreeMap<ShardId, Span>,
+    /// Why it was sealed.
+    pub reason: FlushReason,
+    /// Memory it held while open (see [`crate::delivery::buffers::OPEN_COST`]).
+    pub held: usize,
+    pub(crate) compression: Compression,
+    pub(crate) slots: Vec<ShardId>,
+    pub(crate) entries: Vec<(u32, u32)>,
+}
+
+impl Sealed {
+    /// Records in it.
+    pub fn records(&self) -> u64 {
+        self.entries.len() as u64
+    }
+
+    /// Arrival of its oldest record (prefix timestamps use it).
+    pub fn oldest_arrival(&self) -> Timestamp {
+        self.spans.values().map(|s| s.oldest_arrival).min().unwrap_or(Timestamp::from_millis(0))
+    }
+
+    /// The same object without the records of `lost` shards; `None` when nothing is
+    /// left. Used when leases were lost before the object was durable.
+    pub fn without(&self, lost: &BTreeSet<ShardId>, deflater: &mut Deflater) -> Result<Option<Sealed>, BodyError> {
+        if !self.spans.keys().any(|s| lost.contains(s)) {
+            return Ok(Some(self.clone()));
+        }
+        let raw = decode(self.compression, &self.body)?;
+        let mut body = Body::new(self.compression);
+        let mut entries = Vec::new();
+        let mut offset = 0usize;
+        let mut raw_bytes = 0u64;
+        for &(slot, len) in &self.entries {
+            let line = raw.get(offset..offset + len as usize).ok_or_else(|| BodyError("entry past body".into()))?;
+            offset += len as usize;
+            if !lost.contains(&self.slots[slot as usize]) {
+                body.append(line, deflater)?;
+                entries.push((slot, len));
+                raw_bytes += len as u64;
+            }
+        }
+        if entries.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(Sealed {
+            generation: self.generation,
+            route: self.route.clone(),
+            body: body.finish(deflater)?,
+            raw_bytes,
+            spans: self.spans.iter().filter(|(s, _)| !lost.contains(*s)).map(|(s, v)| (s.clone(), v.clone())).collect(),
+            reason: self.reason,
+            held: self.held,
+            compression: self.compression,
+            slots: self.slots.clone(),
+            entries,
+        }))
+    }
+}

@@ -1,0 +1,178 @@
+//! The reference path: what Firehose does with one record before it is buffered,
+//! readable top to bottom. It is the specification the fast path ([`crate::fast`]) is
+//! tested against, and the path every record takes that the fast path is not sure of.
+//!
+//! 1. **Split** ([`split`], `RecordDeAggregation`): one stream record into parts
+//!    (concatenated JSON, or delimited records); a record that cannot be split goes to
+//!    the error output whole.
+//! 2. **Transform** ([`transform`]): nothing, `mcp-normalize`, a Rust plugin, or a
+//!    Lambda ([`lambda`]) — each part comes out `Ok`, `Dropped` or failed.
+//! 3. **Partition keys** ([`keys`]): the transform's keys, then the
+//!    `MetadataExtractionQuery`'s (jq, by jaq).
+//! 4. **Route** ([`route`]): the prefix's keys, each value checked so that it cannot
+//!    leave its place in the object key; the data partition they name, or the error
+//!    output ([`error_records`]) with Firehose's error record and the reason.
+//! 5. **Line**: the delimiter appended (`AppendDelimiterToRecord`).
+
+pub mod error_records;
+pub mod keys;
+pub mod lambda;
+pub mod route;
+pub mod split;
+pub mod transform;
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use weir_core::{Record, Timestamp};
+
+use crate::firehose_config::ArchiverSettings;
+use crate::firehose_config::prefix::check_partition_value;
+use crate::metrics as m;
+use error_records::{ErrorOutputType, ErrorRecord};
+use keys::{KeyError, KeyQuery, QueryError};
+use route::Route;
+use transform::{Outcome, Part, Transformer};
+
+/// Why a part has no data route (the text goes to its error record).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RouteError {
+    /// The record is not JSON, so the query cannot run.
+    #[error("record is not valid JSON; the metadata extraction query cannot run")]
+    NotJson,
+    /// The query failed, or a key it gave is not a scalar.
+    #[error("metadata extraction query failed: {0}")]
+    Query(KeyError),
+    /// A key of the prefix has no value.
+    #[error("partition key {0:?} is missing")]
+    MissingKey(String),
+    /// A key's value could leave its place in the object key.
+    #[error("partition key {key:?} value {value:?} {reason}")]
+    InvalidValue {
+        /// The key.
+        key: String,
+        /// Its value.
+        value: String,
+        /// Which rule it breaks.
+        reason: &'static str,
+    },
+}
+
+/// Where one part goes: its line and route, or nowhere (dropped by the transform).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Routed {
+    /// Buffer `line` under `route`.
+    Line {
+        /// The bytes written to the object (delimiter included).
+        line: Bytes,
+        /// A data partition or an error output.
+        route: Route,
+    },
+    /// Dropped by the transform.
+    Dropped,
+}
+
+/// The reference pipeline of one archiver.
+pub struct Pipeline {
+    settings: ArchiverSettings,
+    query: Option<KeyQuery>,
+    /// The partition keys the data prefix uses, in its order.
+    prefix_keys: Vec<String>,
+    transformer: Transformer,
+}
+
+impl Pipeline {
+    /// The pipeline of a destination and its transform.
+    pub fn new(settings: &ArchiverSettings, transformer: Transformer) -> Result<Self, QueryError> {
+        let query = settings.metadata_query.as_deref().map(KeyQuery::compile).transpose()?;
+        let prefix_keys = settings.prefixes.data.partition_keys().into_iter().map(str::to_owned).collect();
+        Ok(Self { settings: settings.clone(), query, prefix_keys, transformer })
+    }
+
+    /// Step 1: the parts of `record`, or why it cannot be split.
+    pub fn split<'r>(&self, record: &'r Record) -> Result<Vec<Part<'r>>, String> {
+        match &self.settings.deaggregation {
+            None => Ok(vec![Part::whole(record)]),
+            Some(how) => Ok(split::split(&record.data, how)?
+                .into_iter()
+                .map(|piece| Part { record, piece: Some(piece) })
+                .collect()),
+        }
+    }
+
+    /// Step 2: transforms parts of one shard's batch; one outcome per part, in order.
+    pub async fn transform(&self, shard: &weir_core::ShardId, parts: &[Part<'_>]) -> Vec<Outcome> {
+        self.transformer.run(shard, parts).await
+    }
+
+    /// Steps 3 to 5 for one part whose transform gave `outcome`: `raw` is the part as
+    /// it arrived (error records keep it), `now` the time failures are stamped with.
+    pub fn route(&self, outcome: Outcome, raw: &[u8], arrival: Timestamp, now: Timestamp) -> Routed {
+        match outcome {
+            Outcome::Dropped => {
+                metrics::counter!(m::DROPPED).increment(1);
+                Routed::Dropped
+            }
+            Outcome::Failed(f) => {
+                let mut rec = ErrorRecord::new(raw, arrival, now, f.code, f.message);
+                rec.lambda_arn = self.transformer.lambda_arn();
+                error_line(ErrorOutputType::ProcessingFailed, &rec)
+            }
+            Outcome::Ok { data, partition_keys } => match self.partition(&data, partition_keys) {
+                Err(reason) => {
+                    let code = "DynamicPartitioning.MetadataExtractionFailed";
+                    let rec = ErrorRecord::new(raw, arrival, now, code, reason.to_string());
+                    error_line(ErrorOutputType::PartitioningFailed, &rec)
+                }
+                Ok(route) => {
+                    let line = if self.settings.append_delimiter {
+                        let mut v = Vec::with_capacity(data.len() + 1);
+                        v.extend_from_slice(&data);
+                        v.push(b'\n');
+                        Bytes::from(v)
+                    } else {
+                        data
+                    };
+                    Routed::Line { line, route }
+                }
+            },
+        }
+    }
+
+    /// Steps 3 and 4: the data route of a transformed part.
+    fn partition(&self, data: &[u8], from_transform: BTreeMap<String, String>) -> Result<Route, RouteError> {
+        if self.settings.dynamic_partitioning_retry.is_none() {
+            return Ok(Route::Data(BTreeMap::new()));
+        }
+        let mut keys = from_transform;
+        if let Some(q) = &self.query {
+            let found = q.keys(data).map_err(|e| match e {
+                KeyError::NotJson => RouteError::NotJson,
+                other => RouteError::Query(other),
+            })?;
+            keys.extend(found);
+        }
+        let mut used = BTreeMap::new();
+        for k in &self.prefix_keys {
+            let value = keys.remove(k).ok_or_else(|| RouteError::MissingKey(k.clone()))?;
+            check_partition_value(&value).map_err(|reason| RouteError::InvalidValue {
+                key: k.clone(),
+                value: value.clone(),
+                reason,
+            })?;
+            used.insert(k.clone(), value);
+        }
+        Ok(Route::Data(used))
+    }
+}
+
+/// The error line of a record `RecordDeAggregation` could not split.
+pub fn split_failure(record: &Record, now: Timestamp, reason: String) -> Routed {
+    let rec = ErrorRecord::new(&record.data, record.approximate_arrival, now, "RecordDeAggregation.Failed", reason);
+    error_line(ErrorOutputType::ProcessingFailed, &rec)
+}
+
+/// An error record's line, routed to its error output.
+pub fn error_line(kind: ErrorOutputType, rec: &ErrorRecord) -> Routed {
+    Routed::Line { line: Bytes::from(rec.to_line()), route: Route::Error(kind) }
+}

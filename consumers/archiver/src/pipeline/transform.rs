@@ -1,0 +1,178 @@
+//! The transform stage, with Firehose's Lambda contract: every record comes out `Ok`
+//! (new data, optional partition keys), `Dropped`, or failed (to the error output as
+//! `processing-failed`, with a reason).
+//!
+//! Transforms: none (records pass unchanged), the built-in `mcp-normalize` (the design
+//! note's mapping, [`weir_mcp`]), a user's Rust [`RecordTransform`], or a Lambda
+//! function ([`crate::pipeline::lambda`]).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use weir_core::{Record, ShardId};
+
+use crate::pipeline::lambda::LambdaTransform;
+
+/// What happens to one input record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Deliver `data`.
+    Ok {
+        /// The transformed payload.
+        data: Bytes,
+        /// Partition keys from the transform (`partitionKeyFromLambda`).
+        partition_keys: BTreeMap<String, String>,
+    },
+    /// Dropped by the transform.
+    Dropped,
+    /// To the error output (`processing-failed`), with the reason.
+    Failed(Failure),
+}
+
+impl Outcome {
+    /// `data` delivered, without partition keys.
+    pub fn ok(data: Bytes) -> Self {
+        Outcome::Ok { data, partition_keys: BTreeMap::new() }
+    }
+}
+
+/// Why a transform failed a record: Firehose's error code and a message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// Error code written to the error output (e.g. `Lambda.MissingRecordId`).
+    pub code: &'static str,
+    /// What went wrong.
+    pub message: String,
+}
+
+impl Failure {
+    /// A failure with a code and message.
+    pub fn new(code: &'static str, message: impl Into<String>) -> Self {
+        Self { code, message: message.into() }
+    }
+}
+
+impl std::ops::Deref for Failure {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.message
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.code, self.message)
+    }
+}
+
+/// A transform that runs in the archiver's process: one record in, one outcome out.
+/// Implement it to plug your own Rust transform into the archiver. It must be
+/// deterministic (same record, same outcome) for exactly-once delivery: a record seen
+/// again after a crash must land in the same partition.
+pub trait RecordTransform: Send + Sync {
+    /// Name for logs and metrics.
+    fn name(&self) -> &str;
+
+    /// Transforms one record.
+    fn transform(&self, shard: &ShardId, record: &Record) -> Outcome;
+
+    /// Transforms the parts of one batch: one outcome per part, in order. The default
+    /// calls [`RecordTransform::transform`] part by part; override it to share work or
+    /// memory across a batch.
+    fn transform_parts(&self, shard: &ShardId, parts: &[Part<'_>]) -> Vec<Outcome> {
+        parts
+            .iter()
+            .map(|p| match &p.piece {
+                None => self.transform(shard, p.record),
+                Some(piece) => self.transform(shard, &Record { data: piece.clone(), ..p.record.clone() }),
+            })
+            .collect()
+    }
+}
+
+/// The built-in `mcp-normalize` transform ([`weir_mcp::normalize_line`]): MCP tool-call
+/// events to the archive schema, one line each (the newline included); records it
+/// cannot map fail with code `Transform.McpNormalize`. [`Transformer::McpNormalize`]
+/// runs it with the archiver's one-pass writer for the common shape.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct McpNormalize;
+
+/// The error code of records `mcp-normalize` cannot map.
+pub const MCP_NORMALIZE_FAILED: &str = "Transform.McpNormalize";
+
+impl RecordTransform for McpNormalize {
+    fn name(&self) -> &str {
+        "mcp-normalize"
+    }
+
+    fn transform(&self, _shard: &ShardId, record: &Record) -> Outcome {
+        mcp_normalize(&record.data, record.approximate_arrival)
+    }
+}
+
+/// The outcome of `mcp-normalize` for one record's data.
+pub fn mcp_normalize(data: &[u8], arrival: weir_core::Timestamp) -> Outcome {
+    match weir_mcp::normalize_line(data, arrival) {
+        Ok(line) => Outcome::ok(Bytes::from(line)),
+        Err(e) => Outcome::Failed(Failure::new(MCP_NORMALIZE_FAILED, e.to_string())),
+    }
+}
+
+/// One record to transform: the stream record or one of its de-aggregated parts.
+pub struct Part<'a> {
+    /// The stream record.
+    pub record: &'a Record,
+    /// The part's data when it is a de-aggregated piece; `None` for the whole record.
+    pub piece: Option<Bytes>,
+}
+
+impl<'a> Part<'a> {
+    /// The whole record as one part.
+    pub fn whole(record: &'a Record) -> Self {
+        Self { record, piece: None }
+    }
+
+    /// The part's data.
+    pub fn data(&self) -> &Bytes {
+        self.piece.as_ref().unwrap_or(&self.record.data)
+    }
+}
+
+/// The transform stage.
+#[derive(Clone, Default)]
+pub enum Transformer {
+    /// Records pass unchanged.
+    #[default]
+    None,
+    /// The built-in `mcp-normalize` ([`McpNormalize`]).
+    McpNormalize,
+    /// A user's transform, in-process.
+    InProcess(Arc<dyn RecordTransform>),
+    /// A Lambda function.
+    Lambda(LambdaTransform),
+}
+
+impl Transformer {
+    /// The ARN to put in error records, when a Lambda is involved, without its
+    /// account and function name ([`weir_core::redact::arn`]): error records are read
+    /// by more people than the config.
+    pub fn lambda_arn(&self) -> Option<String> {
+        match self {
+            Transformer::Lambda(l) => Some(l.redacted_arn()),
+            _ => None,
+        }
+    }
+
+    /// Transforms parts of one shard's batch; one outcome per part, in order.
+    pub async fn run(&self, shard: &ShardId, parts: &[Part<'_>]) -> Vec<Outcome> {
+        match self {
+            Transformer::None => parts.iter().map(|p| Outcome::ok(p.data().clone())).collect(),
+            Transformer::McpNormalize => {
+                parts.iter().map(|p| mcp_normalize(p.data(), p.record.approximate_arrival)).collect()
+            }
+            Transformer::InProcess(t) => t.transform_parts(shard, parts),
+            Transformer::Lambda(l) => l.run(shard, parts).await,
+        }
+    }
+}
