@@ -5,6 +5,7 @@
 //!
 //! cargo bench -p weir-e2e --bench kinesis_read        (100,000 records)
 //! Under `cargo test` it runs once with 2,000 records as a smoke test.
+#![allow(clippy::unwrap_used, clippy::print_stdout)] // a test: a failed expectation is a failed test
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

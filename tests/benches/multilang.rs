@@ -6,6 +6,7 @@
 //!
 //! cargo bench -p weir-e2e --bench multilang        (100,000 records)
 //! Under `cargo test` it runs once with 2,000 records as a smoke test.
+#![allow(clippy::unwrap_used, clippy::print_stdout)] // a test: a failed expectation is a failed test
 
 use std::path::Path;
 use std::time::Duration;

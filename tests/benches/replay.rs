@@ -11,6 +11,7 @@
 //! cargo build --release -p weir && cargo bench -p weir-e2e --bench replay
 //!     (1,000,000 archived records; 200,000 in ferrokinesis)
 //! Under `cargo test` it runs once with 5,000 / 2,000 records as a smoke test.
+#![allow(clippy::unwrap_used, clippy::print_stdout)] // a test: a failed expectation is a failed test
 
 use std::io::Write;
 use std::path::Path;

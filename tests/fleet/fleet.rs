@@ -17,6 +17,7 @@
 //! Needs the image: run through `tests/fleet/run.sh`, which builds it. Settings:
 //! `WEIR_FLEET_IMAGE` (default localhost/weir:dev), `WEIR_FLEET_RATE` events/s (default
 //! 700), `WEIR_FLEET_MIN_EVENTS` (default 50,000).
+#![allow(clippy::unwrap_used, clippy::print_stdout)] // a test: a failed expectation is a failed test
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

@@ -1,4 +1,6 @@
 //! Helpers of weir's end-to-end tests: emulators, AWS clients, `weir` processes.
+// Test support: a failed expectation is a failed test.
+#![allow(clippy::unwrap_used, clippy::print_stdout)]
 
 use std::io::Read;
 use std::path::Path;

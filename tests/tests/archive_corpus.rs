@@ -4,6 +4,7 @@
 //! valid ones. Each lands where Firehose would put it, or where the partition-value
 //! sanitiser sends it, with the right error code; nothing panics, nothing is lost, and
 //! no object escapes its prefix.
+#![allow(clippy::unwrap_used, clippy::print_stdout)] // a test: a failed expectation is a failed test
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

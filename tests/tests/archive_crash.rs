@@ -14,6 +14,7 @@
 //!   The archive is a local directory shared by the workers: moto's S3 cannot take
 //!   thousands of puts a second on a shared 2-core machine (its lease renewals then
 //!   time out), and S3 itself is covered by the first scenario and the sink suites.
+#![allow(clippy::unwrap_used, clippy::print_stdout)] // a test: a failed expectation is a failed test
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

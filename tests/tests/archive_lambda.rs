@@ -4,6 +4,7 @@
 //! handler normalises records and returns partition keys, drops some, fails some,
 //! returns plain text instead of base64 for some, and answers its first invocation
 //! with a throttle. Each outcome lands where Firehose would put it.
+#![allow(clippy::unwrap_used, clippy::print_stdout)] // a test: a failed expectation is a failed test
 
 use std::collections::BTreeMap;
 use std::io::Read;

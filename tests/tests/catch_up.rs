@@ -2,6 +2,7 @@
 //! checkpoints (or TRIM_HORIZON) to the present and exits 0 with checkpoints written, so
 //! a second run archives only what came since; `weir replay --to now` replays up to the
 //! moment the command starts and exits.
+#![allow(clippy::unwrap_used, clippy::print_stdout)] // a test: a failed expectation is a failed test
 
 use std::process::Output;
 use std::time::Duration;

@@ -2,6 +2,7 @@
 //! (ferrokinesis `--enforce-limits true`): PutRecords is throttled, only failed records
 //! are retried, and every input record appears exactly once in the output stream, in
 //! input order per partition key.
+#![allow(clippy::unwrap_used, clippy::print_stdout)] // a test: a failed expectation is a failed test
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -1,5 +1,6 @@
 //! Enrichment's tenant lookup from an S3 object (moto), refreshed on its interval when
 //! an operator replaces the object.
+#![allow(clippy::unwrap_used, clippy::print_stdout)] // a test: a failed expectation is a failed test
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -3,6 +3,7 @@
 //! that is not a lease) is refused while a lease is still renewed, then imported; `weir
 //! run --until-caught-up` continues exactly where the KCL application stopped: every
 //! record after the KCL checkpoint once, nothing at or before it.
+#![allow(clippy::unwrap_used, clippy::print_stdout)] // a test: a failed expectation is a failed test
 
 use std::collections::BTreeSet;
 use std::path::Path;

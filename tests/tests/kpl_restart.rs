@@ -1,5 +1,6 @@
 //! A checkpoint inside a KPL aggregate: after a restart the consumer receives exactly
 //! the user records after the checkpointed sub-record (ferrokinesis, polling and EFO).
+#![allow(clippy::unwrap_used, clippy::print_stdout)] // a test: a failed expectation is a failed test
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

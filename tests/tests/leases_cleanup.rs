@@ -2,6 +2,7 @@
 //! whose shard the stream no longer lists is deleted (conditionally); the ended parent
 //! of a split, still listed by the stream, is kept with the reason; and nothing is read
 //! again afterwards.
+#![allow(clippy::unwrap_used, clippy::print_stdout)] // a test: a failed expectation is a failed test
 
 use std::time::Duration;
 

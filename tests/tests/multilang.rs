@@ -4,6 +4,7 @@
 //! `aws-kcl`, processors that crash, hang or write garbage (restarted at the last
 //! checkpoint, nothing skipped), and a resharding (parents before children, the
 //! `shardEnded` checkpoint).
+#![allow(clippy::unwrap_used, clippy::print_stdout)] // a test: a failed expectation is a failed test
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

@@ -2,6 +2,7 @@
 //! plus the `tool-minutes` kind) against ferrokinesis: `run --until-caught-up`,
 //! `replay` into a second table, and a replay into the same table that counts nothing
 //! twice.
+#![allow(clippy::unwrap_used, clippy::print_stdout)] // a test: a failed expectation is a failed test
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

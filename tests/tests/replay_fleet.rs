@@ -4,6 +4,7 @@
 //! window holds) and DuckDB finds every record of the window exactly once in the
 //! backfill prefix. That prefix is then replayed from S3 with `--from-archive` into
 //! another partitioning: the same records.
+#![allow(clippy::unwrap_used, clippy::print_stdout)] // a test: a failed expectation is a failed test
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -5,6 +5,7 @@
 //! runs: DuckDB finds exactly the window's records, none twice, across parents and
 //! children; the live checkpoints do not move. A window older than the stream's
 //! retention is refused.
+#![allow(clippy::unwrap_used, clippy::print_stdout)] // a test: a failed expectation is a failed test
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -4,6 +4,7 @@
 //! check`, the worker's stdout and stderr (debug logs), `/metrics`, `/readyz` and the
 //! archive's error output are searched for each secret string, and the redacted forms
 //! are checked to be there (so the test cannot pass by reporting nothing).
+#![allow(clippy::unwrap_used, clippy::print_stdout)] // a test: a failed expectation is a failed test
 
 use std::io::Read;
 use std::path::Path;

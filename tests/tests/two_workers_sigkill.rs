@@ -1,6 +1,7 @@
 //! Two `weir run` processes on a 4-shard stream (ferrokinesis, enhanced fan-out),
 //! DynamoDB leases and S3 output (moto). One is killed with SIGKILL; the other takes
 //! over its shards and nothing is lost.
+#![allow(clippy::unwrap_used, clippy::print_stdout)] // a test: a failed expectation is a failed test
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};

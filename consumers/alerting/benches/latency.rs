@@ -6,6 +6,7 @@
 //! sink, over 1,000 alerts.
 //!
 //! Run: `cargo bench -p weir-alerting --bench latency`
+#![allow(clippy::unwrap_used, clippy::print_stdout)] // a test: a failed expectation is a failed test
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

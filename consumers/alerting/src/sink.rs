@@ -72,9 +72,10 @@ impl AlertSink for StdoutSink {
         "stdout"
     }
     async fn send(&self, a: &Alert) -> Result<(), SendError> {
+        use std::io::Write as _;
         let line = serde_json::to_string(a).map_err(SendError::permanent)?;
-        println!("{line}");
-        Ok(())
+        // Standard output is this sink's destination (not a stray print).
+        writeln!(std::io::stdout().lock(), "{line}").map_err(SendError::permanent)
     }
 }
 

@@ -1,6 +1,7 @@
 //! Rules over windows with explicit times: firing once, repeating after the cooldown,
 //! resolving; sliding and tumbling windows; quantiles; minimum events; late events
 //! counted and never mis-attributed; groups by several paths.
+#![allow(clippy::unwrap_used, clippy::print_stdout)] // a test: a failed expectation is a failed test
 
 use std::time::Duration;
 

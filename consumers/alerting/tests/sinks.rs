@@ -1,6 +1,7 @@
 //! The consumer end to end in-process: records in, alerts out through a webhook that
 //! fails before it succeeds; a sink that never answers fills its bounded queue and
 //! drops (the stream keeps flowing); malformed records never stop evaluation.
+#![allow(clippy::unwrap_used, clippy::print_stdout)] // a test: a failed expectation is a failed test
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -11,6 +11,7 @@
 //! cargo bench -p weir-archiver --bench cardinality -- 100000  (another count)
 //! Under `cargo test` it runs once with 20,000 records as a smoke test and checks the
 //! object counts.
+#![allow(clippy::unwrap_used, clippy::print_stdout)] // a test: a failed expectation is a failed test
 
 use std::collections::HashSet;
 use std::io::Write;

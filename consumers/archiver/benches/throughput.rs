@@ -6,6 +6,7 @@
 //! its fastest). Then memory with 500 active partitions.
 //!
 //! Run: `cargo bench -p weir-archiver --bench throughput` (optionally `-- 200000`).
+#![allow(clippy::unwrap_used, clippy::print_stdout)] // a test: a failed expectation is a failed test
 
 use std::io::Write;
 use std::sync::Arc;

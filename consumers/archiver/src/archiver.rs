@@ -25,6 +25,7 @@ use crate::metrics as m;
 use crate::options::{ArchiverOptions, BuildError};
 use crate::pipeline::error_records::{ErrorOutputType, ErrorRecord};
 use crate::pipeline::route::Route;
+use crate::pipeline::split::SplitError;
 use crate::pipeline::transform::{Failure, Outcome, Part};
 use crate::pipeline::{Pipeline, Routed, split_failure};
 
@@ -279,7 +280,7 @@ impl Archiver {
         let shard = &batch.shard_id;
         // Parts in record order, with their record's index; a record that cannot be
         // split is one entry with its reason.
-        let mut parts: Vec<(usize, Result<Part<'_>, String>)> = Vec::with_capacity(batch.records.len());
+        let mut parts: Vec<(usize, Result<Part<'_>, SplitError>)> = Vec::with_capacity(batch.records.len());
         for (i, record) in batch.records.iter().enumerate() {
             match self.pipeline.split(record) {
                 Ok(pieces) => parts.extend(pieces.into_iter().map(|p| (i, Ok(p)))),
@@ -307,7 +308,7 @@ impl Archiver {
             let part = match part {
                 Ok(part) => part,
                 Err(reason) => {
-                    let routed = split_failure(record, now, reason.clone());
+                    let routed = split_failure(record, now, reason);
                     if let Some(g) = self.buffer_routed(shard, routed, &record.data, record, now, sealed)? {
                         placed.push((*i, g));
                     }

@@ -11,8 +11,9 @@ pub const DROPPED: &str = "weir_archiver_dropped_total";
 /// Records routed to the error output (label `type`).
 pub const ERRORS: &str = "weir_archiver_error_records_total";
 /// Records without a trailing newline while `AppendDelimiterToRecord` is off: they run
-/// into the next record in the object (Firehose's silent trap, made loud).
-pub const RECORDS_WITHOUT_DELIMITER: &str = "records_without_delimiter";
+/// into the next record in the object (Firehose's silent trap, made loud). Called
+/// `records_without_delimiter` in earlier versions.
+pub const RECORDS_WITHOUT_DELIMITER: &str = "weir_archiver_records_without_delimiter_total";
 /// Records skipped because an earlier owner's object already holds them.
 pub const DUPLICATES_SKIPPED: &str = "weir_archiver_duplicates_skipped_total";
 /// Puts that met a key claimed by a shard's new owner.

@@ -36,7 +36,7 @@ impl Archiver {
         let parts = match self.pipeline.split(record) {
             Ok(parts) => parts,
             Err(reason) => {
-                return vec![self.preview_of(split_failure(record, now, reason), record.approximate_arrival)];
+                return vec![self.preview_of(split_failure(record, now, &reason), record.approximate_arrival)];
             }
         };
         let outcomes = self.pipeline.transform(shard, &parts).await;

@@ -1,6 +1,7 @@
 //! An unreachable store: objects wait with their records unacknowledged, are retried
 //! with backoff from the tick, and past the backlog limit new batches are refused
 //! (whole) so the stream keeps them.
+#![allow(clippy::unwrap_used, clippy::print_stdout)] // a test: a failed expectation is a failed test
 
 mod support;
 

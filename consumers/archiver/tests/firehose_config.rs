@@ -1,4 +1,5 @@
 //! Reading an existing delivery stream's destination from real files, in the three forms.
+#![allow(clippy::unwrap_used, clippy::print_stdout)] // a test: a failed expectation is a failed test
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -1,6 +1,7 @@
 //! The archiver's metrics as a recorder sees them: records that run into the next one
 //! (no trailing newline, no AppendDelimiterToRecord) are counted, and the buffer
 //! gauges are set at ticks.
+#![allow(clippy::unwrap_used, clippy::print_stdout)] // a test: a failed expectation is a failed test
 
 mod support;
 
@@ -53,7 +54,7 @@ fn records_without_a_delimiter_are_counted_and_gauges_set_at_ticks() {
         });
     });
     let values = values(&snapshotter);
-    assert_eq!(values.get("records_without_delimiter"), Some(&DebugValue::Counter(2)));
+    assert_eq!(values.get("weir_archiver_records_without_delimiter_total"), Some(&DebugValue::Counter(2)));
     assert_eq!(
         values.get("weir_archiver_active_partitions"),
         Some(&DebugValue::Gauge(2.0.into())),

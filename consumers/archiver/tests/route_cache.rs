@@ -1,6 +1,7 @@
 //! The archiver remembers the route keys of partition-key values it has seen: a record
 //! routed with a warm cache goes exactly where a fresh archiver sends it, and values
 //! the sanitiser refuses go to the error output every time, with the reason.
+#![allow(clippy::unwrap_used, clippy::print_stdout)] // a test: a failed expectation is a failed test
 
 mod support;
 

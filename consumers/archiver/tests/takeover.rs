@@ -1,6 +1,7 @@
 //! Taking over shards with many open intents: the shards a worker takes resolve in
 //! parallel (each up to 128 keys at a time), so four shards with 1,000 open intents
 //! each and 100 ms per store call are ready in about the time of one.
+#![allow(clippy::unwrap_used, clippy::print_stdout)] // a test: a failed expectation is a failed test
 
 mod support;
 

@@ -1,6 +1,7 @@
 //! The enrichment pipeline with a lookup table from a store, a filter, a reshape and a
 //! partition key; malformed records are counted and acknowledged; a failed write
 //! fails the batch (nothing acknowledged) so it is delivered again.
+#![allow(clippy::unwrap_used, clippy::print_stdout)] // a test: a failed expectation is a failed test
 
 use std::sync::{Arc, Mutex};
 

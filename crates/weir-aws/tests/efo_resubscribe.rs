@@ -1,5 +1,6 @@
 //! EFO re-subscription logic under paused time, against a fake service built on the
 //! in-process stream: subscriptions end after 5 minutes, may go silent, may be in use.
+#![allow(clippy::unwrap_used, clippy::print_stdout)] // a test: a failed expectation is a failed test
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};

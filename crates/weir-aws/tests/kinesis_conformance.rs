@@ -1,6 +1,7 @@
 //! The shard-reader conformance suite on real Kinesis emulators: ferrokinesis (EFO and
 //! polling) and kinesis-mock (EFO; it never sends ChildShards on EFO, so shard ends go
 //! through the confirmed polling fallback).
+#![allow(clippy::unwrap_used, clippy::print_stdout)] // a test: a failed expectation is a failed test
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -165,4 +166,55 @@ async fn polling_recovers_from_expired_iterators() {
     let want: Vec<Bytes> =
         (0..5).map(|i| Bytes::from(format!("a{i}"))).chain((0..3).map(|i| Bytes::from(format!("b{i}")))).collect();
     assert_eq!(got, want);
+}
+
+/// A stream of two shards written by [`KinesisWriter`] and read back shard by shard.
+struct WriterHarness {
+    client: aws_sdk_kinesis::Client,
+    name: String,
+    writer: Arc<weir_aws::kinesis::writer::KinesisWriter>,
+}
+
+#[async_trait]
+impl weir_testkit::conformance::WriterHarness for WriterHarness {
+    fn writer(&self) -> Arc<dyn weir_core::ports::StreamWriter> {
+        self.writer.clone()
+    }
+    async fn accepted(&self) -> Vec<Bytes> {
+        let shards = self.client.list_shards().stream_name(&self.name).send().await.unwrap();
+        let mut out = Vec::new();
+        for shard in shards.shards() {
+            let mut iterator = self
+                .client
+                .get_shard_iterator()
+                .stream_name(&self.name)
+                .shard_id(shard.shard_id())
+                .shard_iterator_type(aws_sdk_kinesis::types::ShardIteratorType::TrimHorizon)
+                .send()
+                .await
+                .unwrap()
+                .shard_iterator()
+                .map(str::to_owned);
+            while let Some(it) = iterator {
+                let page = self.client.get_records().shard_iterator(it).send().await.unwrap();
+                out.extend(page.records().iter().map(|r| Bytes::copy_from_slice(r.data().as_ref())));
+                let caught_up = page.records().is_empty() && page.millis_behind_latest() == Some(0);
+                iterator = if caught_up { None } else { page.next_shard_iterator().map(str::to_owned) };
+            }
+        }
+        out
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ferrokinesis_passes_writer_conformance() {
+    let emu = Emulator::start("ferrokinesis", &[]);
+    let sdk = load_sdk_config(&AwsSettings::emulator(&emu.endpoint)).await;
+    let client = aws_sdk_kinesis::Client::new(&sdk);
+    let name = format!("weir-writer-{:08x}", rand::random::<u32>());
+    client.create_stream().stream_name(&name).shard_count(2).send().await.unwrap();
+    wait_active(&client, &name).await;
+    let producer = weir_aws::kinesis::producer::Producer::new(client.clone(), &name);
+    let writer = Arc::new(weir_aws::kinesis::writer::KinesisWriter::new(producer, &name));
+    weir_testkit::conformance::stream_writer_suite(&WriterHarness { client, name, writer }).await;
 }

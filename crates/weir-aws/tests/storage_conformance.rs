@@ -1,5 +1,6 @@
 //! DynamoDB lease table and S3 object sink against real emulators (moto; s3s-fs as a
 //! second S3), through the same conformance suites as the embedded implementations.
+#![allow(clippy::unwrap_used, clippy::print_stdout)] // a test: a failed expectation is a failed test
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};

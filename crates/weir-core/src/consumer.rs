@@ -92,9 +92,11 @@ pub trait IntentLog: Send + Sync {
     async fn record(&self, intents: Vec<(ShardId, Intent)>) -> Result<(), IntentError>;
 }
 
-/// A consumer failure. `retryable` failures are retried with backoff by the runtime;
-/// the records of a failed call are delivered again (the consumer must not keep any
-/// part of a batch whose `on_batch` failed).
+/// A consumer failure. There is no retry flag: a failed `on_batch` counts nothing of
+/// its batch as delivered, stops the consumer's lane for that shard, and the consumer
+/// catches up from its own checkpoint on its own read, so the records are delivered
+/// again (the consumer must not keep any part of a batch whose `on_batch` failed). A
+/// failed `on_tick` or `on_intents_passed` is logged and counted.
 #[derive(Debug, thiserror::Error)]
 #[error("consumer error: {message}")]
 pub struct ConsumerError {

@@ -49,6 +49,32 @@ impl StreamWriter for NdjsonFileWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
+    use weir_testkit::conformance::{WriterHarness, stream_writer_suite};
+
+    struct Harness {
+        path: PathBuf,
+        writer: Arc<NdjsonFileWriter>,
+    }
+
+    #[async_trait]
+    impl WriterHarness for Harness {
+        fn writer(&self) -> Arc<dyn StreamWriter> {
+            self.writer.clone()
+        }
+        async fn accepted(&self) -> Vec<bytes::Bytes> {
+            let text = std::fs::read(&self.path).unwrap_or_default();
+            text.split(|b| *b == b'\n').filter(|l| !l.is_empty()).map(bytes::Bytes::copy_from_slice).collect()
+        }
+    }
+
+    #[tokio::test]
+    async fn passes_the_conformance_suite() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out/records.ndjson");
+        let writer = Arc::new(NdjsonFileWriter::open(&path).unwrap());
+        stream_writer_suite(&Harness { path, writer }).await;
+    }
 
     #[tokio::test]
     async fn appends_lines_in_order() {

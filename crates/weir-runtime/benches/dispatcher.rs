@@ -3,6 +3,7 @@
 //! runtime (one core). Criterion reports records/s (one record = delivered to all 3).
 //!
 //! cargo bench -p weir-runtime --bench dispatcher
+#![allow(clippy::unwrap_used, clippy::print_stdout)] // a test: a failed expectation is a failed test
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -1,5 +1,6 @@
 //! An archive read as a stream: window selection by key time, line positions that
 //! resume exactly, blank lines skipped, and clear errors before any work.
+#![allow(clippy::unwrap_used, clippy::print_stdout)] // a test: a failed expectation is a failed test
 
 use std::io::Write;
 use std::sync::Arc;

@@ -1,6 +1,7 @@
 //! Property: over random batch sizes, acknowledgement modes and crash points, every
 //! record reaches every consumer at least once, and no persisted checkpoint ever passes
 //! a record its consumer did not acknowledge (checked at the moment of every write).
+#![allow(clippy::unwrap_used, clippy::print_stdout)] // a test: a failed expectation is a failed test
 mod common;
 
 use std::collections::BTreeMap;

@@ -1,5 +1,6 @@
 //! Lease lost mid-batch: the old owner stops before the new owner starts, and nothing
 //! it does afterwards reaches the lease table.
+#![allow(clippy::unwrap_used, clippy::print_stdout)] // a test: a failed expectation is a failed test
 mod common;
 
 use std::time::Duration;

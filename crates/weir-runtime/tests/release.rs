@@ -2,6 +2,7 @@
 //! `RELEASE_REQUEST`. The owner drains like a handoff (close with `Handoff`, final
 //! checkpoint), lets the lease go free instead of transferring it, and the shard is
 //! taken again and starts afresh from its checkpoint: nothing lost, nothing twice.
+#![allow(clippy::unwrap_used, clippy::print_stdout)] // a test: a failed expectation is a failed test
 mod common;
 
 use std::time::Duration;

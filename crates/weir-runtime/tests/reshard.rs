@@ -1,5 +1,6 @@
 //! Split and merge during processing: parents are fully processed and checkpointed at
 //! their end before any child starts; nothing is lost.
+#![allow(clippy::unwrap_used, clippy::print_stdout)] // a test: a failed expectation is a failed test
 mod common;
 
 use std::sync::{Arc, Mutex};

@@ -1,5 +1,6 @@
 //! Graceful shutdown, restart from per-consumer checkpoints, and reads that survive
 //! faults and subscription expiry.
+#![allow(clippy::unwrap_used, clippy::print_stdout)] // a test: a failed expectation is a failed test
 mod common;
 
 use std::sync::Arc;

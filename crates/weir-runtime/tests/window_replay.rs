@@ -3,6 +3,7 @@
 //! `AT_TIMESTAMP(from)` with a [`WindowReader`] ending at `to`, in its own lease table,
 //! delivers exactly the records of the window, follows the split's children, and ends
 //! every lease.
+#![allow(clippy::unwrap_used, clippy::print_stdout)] // a test: a failed expectation is a failed test
 mod common;
 
 use std::collections::BTreeSet;

@@ -1,6 +1,7 @@
 //! One worker id, one process: a second process with the same id is refused, a
 //! crashed process's id is taken over after the failover time, and a worker whose id
 //! another process took over stops.
+#![allow(clippy::unwrap_used, clippy::print_stdout)] // a test: a failed expectation is a failed test
 mod common;
 
 use std::sync::Arc;

@@ -4,6 +4,7 @@
 //! Map of the crate:
 //! - [`MemoryLeaseTable`]: lease table with DynamoDB's conditional semantics.
 //! - [`MemoryObjectSink`]: create-only object store in memory.
+//! - [`MemoryStreamWriter`]: a stream writer in memory that can refuse writes.
 //! - [`FaultyReader`]: wraps any [`weir_core::ports::ShardReader`] and injects errors,
 //!   delays, throttling and resource-in-use.
 //! - [`FaultyLeaseTable`]: one worker's view of a shared table, partitionable.
@@ -14,8 +15,10 @@
 //! - [`ManualClock`]: a clock tests move by hand.
 //! - [`Emulator`]: a real emulator on a free port for adapter tests.
 //! - [`fixtures`]: small builders shared by tests.
-//! - [`conformance`]: suites for `LeaseTable`, `ObjectSink` and `ShardReader`.
+//! - [`conformance`]: suites for `LeaseTable`, `ObjectSink`, `ShardReader` and `StreamWriter`.
 #![warn(missing_docs)]
+// Test support: a failed expectation is a failed test.
+#![allow(clippy::unwrap_used, clippy::print_stdout)]
 
 mod clock;
 pub mod conformance;
@@ -26,6 +29,7 @@ mod faulty_reader;
 pub mod fixtures;
 mod memory_lease_table;
 mod memory_sink;
+mod memory_writer;
 mod recording_consumer;
 
 pub use clock::ManualClock;
@@ -35,4 +39,5 @@ pub use faulty_lease_table::FaultyLeaseTable;
 pub use faulty_reader::{Fault, FaultPlan, FaultyReader};
 pub use memory_lease_table::MemoryLeaseTable;
 pub use memory_sink::MemoryObjectSink;
+pub use memory_writer::MemoryStreamWriter;
 pub use recording_consumer::{AckMode, ConsumerControl, Event, Recorded, RecordingConsumer};

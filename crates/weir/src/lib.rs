@@ -10,6 +10,8 @@
 //! ```
 //!
 //! See [`Plugin`] for what a kind implements and what the API promises.
+// The command line: standard output is where its answers go.
+#![allow(clippy::print_stdout)]
 
 mod app;
 mod builtin;

@@ -1,4 +1,5 @@
 //! The `weir` binary as a user runs it.
+#![allow(clippy::unwrap_used, clippy::print_stdout)] // a test: a failed expectation is a failed test
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

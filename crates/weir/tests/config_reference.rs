@@ -2,6 +2,7 @@
 //! from the config types' doc comments (parsed with syn), so it cannot drift: this test
 //! fails when the file differs from what the sources say, or when a field has no doc
 //! comment. `WEIR_BLESS=1 cargo test -p weir --test config_reference` rewrites it.
+#![allow(clippy::unwrap_used, clippy::print_stdout)] // a test: a failed expectation is a failed test
 
 use std::collections::BTreeMap;
 use std::fmt::Write;

@@ -4,6 +4,7 @@
 //! - the CloudFormation task role allows exactly what the policy files allow;
 //! - every weir.toml under deploy/ (and the one the CloudFormation template builds)
 //!   passes `weir config check`.
+#![allow(clippy::unwrap_used, clippy::print_stdout)] // a test: a failed expectation is a failed test
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

@@ -1,5 +1,6 @@
 //! `weir put` against ferrokinesis with write limits enforced: every record stored
 //! exactly once despite throttling; bad lines reported with their numbers.
+#![allow(clippy::unwrap_used, clippy::print_stdout)] // a test: a failed expectation is a failed test
 
 use std::collections::BTreeMap;
 use std::process::Command;

@@ -531,7 +531,7 @@ pub fn validate(d: &ExtendedS3Destination) -> Result<ArchiverSettings, Vec<Probl
         );
     }
     if !append_delimiter && lambda.is_none() {
-        warnings.push("no AppendDelimiterToRecord processor and no transform: records without a trailing newline are concatenated in one line (counted in records_without_delimiter)".into());
+        warnings.push("no AppendDelimiterToRecord processor and no transform: records without a trailing newline are concatenated in one line (counted in weir_archiver_records_without_delimiter_total)".into());
     }
     let prefixes = Prefixes::new(d.prefix.as_deref(), d.error_output_prefix.as_deref(), dp).map_err(|e| {
         problems.push(Problem { field: "Prefix / ErrorOutputPrefix".into(), reason: e.to_string() });

@@ -90,7 +90,7 @@ impl Pipeline {
     }
 
     /// Step 1: the parts of `record`, or why it cannot be split.
-    pub fn split<'r>(&self, record: &'r Record) -> Result<Vec<Part<'r>>, String> {
+    pub fn split<'r>(&self, record: &'r Record) -> Result<Vec<Part<'r>>, split::SplitError> {
         match &self.settings.deaggregation {
             None => Ok(vec![Part::whole(record)]),
             Some(how) => Ok(split::split(&record.data, how)?
@@ -167,8 +167,9 @@ impl Pipeline {
 }
 
 /// The error line of a record `RecordDeAggregation` could not split.
-pub fn split_failure(record: &Record, now: Timestamp, reason: String) -> Routed {
-    let rec = ErrorRecord::new(&record.data, record.approximate_arrival, now, "RecordDeAggregation.Failed", reason);
+pub fn split_failure(record: &Record, now: Timestamp, reason: &split::SplitError) -> Routed {
+    let code = "RecordDeAggregation.Failed";
+    let rec = ErrorRecord::new(&record.data, record.approximate_arrival, now, code, reason.to_string());
     error_line(ErrorOutputType::ProcessingFailed, &rec)
 }
 

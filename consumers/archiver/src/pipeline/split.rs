@@ -5,15 +5,23 @@ use bytes::Bytes;
 
 use crate::firehose_config::SubRecords;
 
-/// Splits `data`; an error names why (the record then goes to the error output).
-pub fn split(data: &Bytes, how: &SubRecords) -> Result<Vec<Bytes>, String> {
+/// Why a record cannot be split (it then goes to the error output whole).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SplitError {
+    /// `RecordDeAggregation` of type JSON, and the record is not a sequence of JSON values.
+    #[error("not a sequence of JSON values: {0}")]
+    NotJsonSequence(String),
+}
+
+/// Splits `data` into parts.
+pub fn split(data: &Bytes, how: &SubRecords) -> Result<Vec<Bytes>, SplitError> {
     match how {
         SubRecords::Json => {
             let mut out = Vec::new();
             let mut stream = serde_json::Deserializer::from_slice(data).into_iter::<serde::de::IgnoredAny>();
             let mut start = 0usize;
             while let Some(item) = stream.next() {
-                item.map_err(|e| format!("not a sequence of JSON values: {e}"))?;
+                item.map_err(|e| SplitError::NotJsonSequence(e.to_string()))?;
                 let end = stream.byte_offset();
                 let piece = data.slice(start..end);
                 let trimmed = trim(&piece);

@@ -1,5 +1,6 @@
 //! Shared by the archiver's integration tests: settings from the fixtures, MCP
 //! records, and reading objects back.
+#![allow(clippy::unwrap_used, clippy::print_stdout)] // a test: a failed expectation is a failed test
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;

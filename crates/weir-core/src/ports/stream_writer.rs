@@ -20,8 +20,8 @@ pub struct WriteError {
     pub retryable: bool,
 }
 
-/// Writes records to a stream (a Kinesis stream, the in-process stream, or an NDJSON
-/// file).
+/// Writes records to a stream: a Kinesis stream (weir-aws) or an NDJSON file
+/// (weir-local); weir-testkit has an in-memory one and the conformance suite.
 ///
 /// Contract: `write` returns `Ok` only when every record was accepted; records of one
 /// partition key are accepted in the order given (a record is sent only after the

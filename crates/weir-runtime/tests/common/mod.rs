@@ -1,5 +1,6 @@
 //! A fleet of workers over the in-process stream and an in-memory lease table, under
 //! paused tokio time.
+#![allow(clippy::unwrap_used, clippy::print_stdout)] // a test: a failed expectation is a failed test
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;

@@ -4,7 +4,9 @@
 mod lease_table;
 mod object_sink;
 mod reader;
+mod stream_writer;
 
 pub use lease_table::lease_table_suite;
 pub use object_sink::{SinkQuirks, object_sink_suite, object_sink_suite_with};
 pub use reader::{Quirks, StreamHarness, shard_reader_suite, shard_reader_suite_with};
+pub use stream_writer::{WriterHarness, stream_writer_suite};
