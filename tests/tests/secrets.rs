@@ -34,6 +34,7 @@ checkpoint_interval = "300ms"
 [stream]
 name = "mcp-events"
 shards = 2
+[generator]
 rate = 200
 tenants = 5
 error_rate = 0.3

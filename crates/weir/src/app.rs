@@ -104,7 +104,7 @@ async fn dispatch(command: Command, registry: Arc<Registry>) -> Result<()> {
                 file.display(),
                 c.consumers.len(),
                 c.consumers.iter().map(|c| format!("{} ({})", c.name, c.kind)).collect::<Vec<_>>().join(", "),
-                c.stream.describe(true),
+                c.describe_stream(true),
                 c.leases.describe()
             );
             for w in warnings {

@@ -198,7 +198,7 @@ pub async fn run(mut args: ReplayArgs, registry: &Registry) -> Result<()> {
     let built = registry.build(&config.consumers, &env).await?;
     let reading = match &args.from_archive {
         Some(location) => format!("archive {location}"),
-        None => config.stream.describe(args.efo),
+        None => config.describe_stream(args.efo),
     };
     tracing::info!(
         job = %job,

@@ -246,16 +246,16 @@ pub async fn run(config: Config, until_caught_up: bool, registry: &Registry) -> 
     };
     let producer = wired.memory.map(|stream| {
         let generator = GeneratorConfig {
-            tenants: config.stream.tenants,
-            error_rate: config.stream.error_rate,
-            malformed_rate: config.stream.malformed_rate,
+            tenants: config.generator.tenants,
+            error_rate: config.generator.error_rate,
+            malformed_rate: config.generator.malformed_rate,
             ..GeneratorConfig::default()
         };
-        spawn_generator(stream, generator, config.stream.rate, None, None, shutdown.clone())
+        spawn_generator(stream, generator, config.generator.rate, None, None, shutdown.clone())
     });
     tracing::info!(
         worker = %worker_id,
-        reading = %config.stream.describe(true),
+        reading = %config.describe_stream(true),
         leases = %config.leases.describe(),
         consumers = %config.consumers.iter().map(|c| c.name()).collect::<Vec<_>>().join(", "),
         "weir running; SIGTERM or Ctrl-C to stop"

@@ -207,7 +207,7 @@ fn run_serves_health_and_metrics_and_drains_on_sigterm() {
         dir.path(),
         &format!(
             "[worker]\nfailover = \"2s\"\nrenew_interval = \"500ms\"\ntaker_interval = \"500ms\"\n\
-             [stream]\nrate = 400\n[leases]\npath = \"{0}/leases.db\"\n\
+             [generator]\nrate = 400\n[leases]\npath = \"{0}/leases.db\"\n\
              [[consumers]]\ntype = \"count\"\nname = \"count\"\n\
              [[consumers]]\ntype = \"files\"\nname = \"files\"\ndirectory = \"{0}/out\"\nmax_age = \"1s\"\n\
              [http]\nlisten = \"127.0.0.1:{1}\"\n",
@@ -515,7 +515,7 @@ failover = "2s"
 renew_interval = "500ms"
 taker_interval = "500ms"
 tick_interval = "200ms"
-[stream]
+[generator]
 rate = 400
 [leases]
 path = "{0}/leases.db"
@@ -777,7 +777,7 @@ fn doctor_tells_a_live_fleet_from_a_dead_worker() {
         dir.path(),
         &format!(
             "[worker]\nid = \"w-doomed\"\nfailover = \"20s\"\nrenew_interval = \"300ms\"\ntaker_interval = \"300ms\"\n\
-             [stream]\nrate = 200\n[leases]\npath = \"{0}/leases.db\"\n\
+             [generator]\nrate = 200\n[leases]\npath = \"{0}/leases.db\"\n\
              [[consumers]]\ntype = \"count\"\nname = \"count\"\n[http]\nlisten = \"\"\n",
             dir.path().display(),
         ),
@@ -826,7 +826,7 @@ fn run_refuses_a_namespace_of_another_stream_or_a_newer_weir() {
     let cfg = write_config(
         dir.path(),
         &format!(
-            "[stream]\nname = \"mcp-events\"\nrate = 10\n[leases]\npath = \"{}\"\nnamespace = \"shared\"\n\
+            "[stream]\nname = \"mcp-events\"\n[generator]\nrate = 10\n[leases]\npath = \"{}\"\nnamespace = \"shared\"\n\
              [[consumers]]\ntype = \"count\"\nname = \"count\"\n[http]\nlisten = \"\"\n",
             db.display()
         ),

@@ -5,9 +5,11 @@
 mod lease_table;
 mod object_sink;
 mod reader;
+mod store_location;
 mod stream_writer;
 
 pub use lease_table::{LEASE_FORMAT, LeaseTable, NamespaceMeta, WorkerHeartbeat};
 pub use object_sink::{ObjectMeta, ObjectSink, PutOptions, PutOutcome, SinkError, validate_key};
 pub use reader::{ReadError, ReadMode, ShardInfo, ShardReader, ShardSubscription, StreamCatalog};
+pub use store_location::{StoreFieldsError, StoreLocation};
 pub use stream_writer::{OutRecord, StreamWriter, WriteError, waves};

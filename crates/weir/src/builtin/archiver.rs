@@ -13,7 +13,7 @@ use weir_archiver::firehose_config::{
 use weir_archiver::{Archiver, ArchiverOptions};
 use weir_archiver::{FunctionInvoker, LambdaTransform, Transformer};
 use weir_core::Clock;
-use weir_core::ports::ObjectSink;
+use weir_core::ports::{ObjectSink, StoreLocation};
 
 use serde::{Deserialize, Serialize};
 
@@ -109,6 +109,13 @@ pub enum OverflowPolicy {
     Error,
 }
 
+impl ArchiverSection {
+    /// Where objects go: exactly one of `directory` and `bucket`.
+    pub fn store(&self) -> Result<StoreLocation> {
+        Ok(StoreLocation::from_fields(self.directory.as_deref(), self.bucket.as_deref())?)
+    }
+}
+
 fn default_buffer_memory() -> u64 {
     weir_archiver::DEFAULT_BUFFER_MEMORY as u64
 }
@@ -134,9 +141,7 @@ pub fn read_destination(file: &Path, resource: Option<&str>) -> Result<ExtendedS
 
 /// Validated settings of a section, every problem named.
 pub fn settings(a: &ArchiverSection) -> Result<ArchiverSettings> {
-    if a.directory.is_some() == a.bucket.is_some() {
-        bail!("needs exactly one of `directory` and `bucket`");
-    }
+    a.store()?;
     let mut destination = match (&a.firehose, &a.destination) {
         (Some(file), None) => read_destination(file, a.resource.as_deref()).context("field `firehose`")?,
         (None, Some(inline)) => {
@@ -241,7 +246,7 @@ impl Plugin for Archiver {
 
     async fn build(mut a: ArchiverSection, ctx: &Context) -> Result<Self> {
         a.prefix_prepend = ctx.archive_prefix().map(str::to_owned);
-        let sink = ctx.object_sink(ctx.at(), a.directory.as_deref(), a.bucket.as_deref()).await?;
+        let sink = ctx.object_sink(ctx.at(), &a.store()?).await?;
         let (lambda, region, arn) = if a.transform == TransformKind::Lambda {
             let invoker = Arc::new(crate::lambda::LambdaInvoker::new(ctx.aws().lambda().await));
             (Some(invoker as Arc<dyn FunctionInvoker>), ctx.aws().region().await, ctx.stream_arn().await)

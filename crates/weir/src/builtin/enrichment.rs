@@ -18,10 +18,8 @@ impl Plugin for Enricher {
         if matches!(e.output, OutputConfig::None) {
             bail!("field `{at}.output`: needs type = \"kinesis\" (stream) or \"file\" (path)");
         }
-        if let Some(l) = &e.lookup
-            && l.directory.is_some() == l.bucket.is_some()
-        {
-            bail!("field `{at}.lookup`: needs exactly one of `directory` and `bucket`");
+        if let Some(l) = &e.lookup {
+            Context::store_location(&format!("{at}.lookup"), l.directory.as_deref(), l.bucket.as_deref())?;
         }
         Ok(Vec::new())
     }
@@ -40,7 +38,9 @@ impl Plugin for Enricher {
         let store: Option<Arc<dyn ObjectSink>> = match &e.lookup {
             None => None,
             Some(l) => {
-                Some(ctx.object_sink(&format!("{at}.lookup"), l.directory.as_deref(), l.bucket.as_deref()).await?)
+                let field = format!("{at}.lookup");
+                let location = Context::store_location(&field, l.directory.as_deref(), l.bucket.as_deref())?;
+                Some(ctx.object_sink(&field, &location).await?)
             }
         };
         Ok(Enricher::new(e, output, store, ctx.clock())?)

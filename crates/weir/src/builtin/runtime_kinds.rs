@@ -68,20 +68,25 @@ impl Plugin for FilesConsumer {
     const ABOUT: &'static str = "gzip NDJSON objects per shard in a directory or S3 bucket";
 
     fn check(c: &FilesSection, at: &str) -> Result<Vec<String>> {
-        if c.directory.is_some() == c.bucket.is_some() {
-            bail!("field `{at}`: a files consumer needs exactly one of `directory` and `bucket`");
+        let mut problems = Vec::new();
+        if let Err(e) = Context::store_location(at, c.directory.as_deref(), c.bucket.as_deref()) {
+            problems.push(format!("{e:#}"));
         }
         if c.max_bytes == 0 {
-            bail!("field `{at}.max_bytes`: must be positive");
+            problems.push(format!("field `{at}.max_bytes`: must be positive"));
         }
         if c.prefix.starts_with('/') || c.prefix.split('/').any(|s| s == "..") {
-            bail!("field `{at}.prefix`: must be relative and without '..'");
+            problems.push(format!("field `{at}.prefix`: must be relative and without '..'"));
+        }
+        if !problems.is_empty() {
+            bail!("{}", problems.join("\n"));
         }
         Ok(Vec::new())
     }
 
     async fn build(c: FilesSection, ctx: &Context) -> Result<Self> {
-        let sink = ctx.object_sink(ctx.at(), c.directory.as_deref(), c.bucket.as_deref()).await?;
+        let location = Context::store_location(ctx.at(), c.directory.as_deref(), c.bucket.as_deref())?;
+        let sink = ctx.object_sink(ctx.at(), &location).await?;
         let options = FilesOptions { prefix: c.prefix, max_bytes: c.max_bytes, max_age: c.max_age };
         Ok(FilesConsumer::new(ctx.name(), sink, options))
     }

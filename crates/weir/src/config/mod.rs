@@ -48,7 +48,7 @@ fn extract(file: figment::providers::Data<Toml>, origin: &str, registry: &Regist
 }
 
 /// Top-level sections of the config file.
-const SECTIONS: &[&str] = &["worker", "stream", "leases", "consumers", "http", "metrics", "aws"];
+const SECTIONS: &[&str] = &["worker", "stream", "generator", "leases", "consumers", "http", "metrics", "aws"];
 
 /// Whether an environment key (after `WEIR_`) addresses a config field.
 fn is_config_key(key: &str) -> bool {
@@ -131,6 +131,30 @@ mod tests {
         let f = write("[stream]\nshards = 0\n");
         let e = format!("{:#}", load(f.path()).unwrap_err());
         assert!(e.contains("stream.shards"), "{e}");
+    }
+
+    #[test]
+    fn every_problem_is_reported_at_once() {
+        let f = write(
+            "[worker]\nfailover = \"10s\"\nrenew_interval = \"9s\"\nqueue_capacity = 0\n[stream]\nshards = 0\nrate = 10\n\
+             [generator]\nerror_rate = 2.0\n[leases]\nnamespace = \"\"\n\
+             [[consumers]]\ntype = \"count\"\nname = \"bad name\"\n\
+             [[consumers]]\ntype = \"files\"\nname = \"files\"\nmax_bytes = 0\n",
+        );
+        let e = format!("{:#}", load(f.path()).unwrap_err());
+        for field in [
+            "worker.renew_interval",
+            "worker.queue_capacity",
+            "stream.shards",
+            "generator.error_rate",
+            "leases.namespace",
+            "consumers[0].name",
+            "consumers[1].max_bytes",
+        ] {
+            assert!(e.contains(&format!("field `{field}`")), "{field} missing from {e}");
+        }
+        assert!(e.contains("field `stream.rate`: moved to `generator.rate`"), "{e}");
+        assert!(e.contains("field `consumers[1]`: needs exactly one of `directory` and `bucket`"), "{e}");
     }
 
     #[test]

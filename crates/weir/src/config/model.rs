@@ -13,6 +13,8 @@ pub struct Config {
     pub worker: WorkerSection,
     /// Where records come from.
     pub stream: StreamSection,
+    /// The synthetic MCP events of the in-process stream (`stream.kind = "memory"`).
+    pub generator: GeneratorSection,
     /// Where leases and checkpoints live.
     pub leases: LeasesSection,
     /// The consumers every record is dispatched to.
@@ -136,16 +138,20 @@ pub struct StreamSection {
     /// Kinesis: enhanced fan-out consumer name for live reads (registered if missing);
     /// absent to read by polling.
     pub efo_consumer: Option<String>,
-    /// Open shards at start.
+    /// Memory: open shards at start.
     pub shards: usize,
-    /// Synthetic events per second.
-    pub rate: u32,
-    /// Tenants in the synthetic traffic.
-    pub tenants: u32,
-    /// Share of failed tool calls (0–1).
-    pub error_rate: f64,
-    /// Share of malformed records (0–1).
-    pub malformed_rate: f64,
+    /// Moved to `generator.rate` (kept only to say so).
+    #[serde(skip_serializing)]
+    pub rate: Option<serde_json::Value>,
+    /// Moved to `generator.tenants` (kept only to say so).
+    #[serde(skip_serializing)]
+    pub tenants: Option<serde_json::Value>,
+    /// Moved to `generator.error_rate` (kept only to say so).
+    #[serde(skip_serializing)]
+    pub error_rate: Option<serde_json::Value>,
+    /// Moved to `generator.malformed_rate` (kept only to say so).
+    #[serde(skip_serializing)]
+    pub malformed_rate: Option<serde_json::Value>,
 }
 
 impl Default for StreamSection {
@@ -155,11 +161,32 @@ impl Default for StreamSection {
             name: "mcp-events".into(),
             efo_consumer: None,
             shards: 4,
-            rate: 500,
-            tenants: 20,
-            error_rate: 0.02,
-            malformed_rate: 0.001,
+            rate: None,
+            tenants: None,
+            error_rate: None,
+            malformed_rate: None,
         }
+    }
+}
+
+/// `[generator]`: the synthetic MCP tool-call events the in-process stream carries
+/// (`stream.kind = "memory"`; `weir demo` sets its own).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GeneratorSection {
+    /// Events per second.
+    pub rate: u32,
+    /// Tenants in the traffic.
+    pub tenants: u32,
+    /// Share of failed tool calls (0–1).
+    pub error_rate: f64,
+    /// Share of malformed records (0–1).
+    pub malformed_rate: f64,
+}
+
+impl Default for GeneratorSection {
+    fn default() -> Self {
+        Self { rate: 500, tenants: 20, error_rate: 0.02, malformed_rate: 0.001 }
     }
 }
 
@@ -233,24 +260,25 @@ impl ConsumerEntry {
     }
 }
 
-impl StreamSection {
+impl Config {
     /// How the stream is read, in words (start-up log lines and `weir config check`);
     /// `efo` is whether live reads go through the enhanced fan-out consumer.
-    pub fn describe(&self, efo: bool) -> String {
-        match self.kind {
+    pub fn describe_stream(&self, efo: bool) -> String {
+        let s = &self.stream;
+        match s.kind {
             StreamKind::Memory => format!(
                 "in-process stream {:?} ({} shards, synthetic MCP events at {}/s)",
-                self.name, self.shards, self.rate
+                s.name, s.shards, self.generator.rate
             ),
-            StreamKind::Kinesis => match (&self.efo_consumer, efo) {
+            StreamKind::Kinesis => match (&s.efo_consumer, efo) {
                 (Some(consumer), true) => {
-                    format!("Kinesis stream {:?} through enhanced fan-out consumer {consumer:?}", self.name)
+                    format!("Kinesis stream {:?} through enhanced fan-out consumer {consumer:?}", s.name)
                 }
                 _ => {
                     let o = weir_aws::KinesisOptions::default();
                     format!(
                         "Kinesis stream {:?} by polling (GetRecords of up to {} records, at least {} ms apart per shard, {} ms at the tip)",
-                        self.name,
+                        s.name,
                         o.max_records,
                         o.poll_interval.as_millis(),
                         o.idle_poll_interval.as_millis()
@@ -328,53 +356,7 @@ impl Config {
     /// errors name the field (every consumer's problem at once). Returns the kinds'
     /// warnings, each as `<kind> "<name>": <warning>`.
     pub fn validate(&self, registry: &crate::plugin::Registry) -> Result<Vec<String>> {
-        let w = &self.worker;
-        if w.failover < Duration::from_millis(100) {
-            bail!("field `worker.failover`: must be at least 100ms");
-        }
-        if w.renew_interval.is_zero() || w.renew_interval * 2 > w.failover {
-            bail!(
-                "field `worker.renew_interval`: must be positive and at most half of worker.failover ({:?})",
-                w.failover
-            );
-        }
-        if w.queue_capacity == 0 {
-            bail!("field `worker.queue_capacity`: must be at least 1");
-        }
-        if w.id.as_deref().is_some_and(|id| id.is_empty() || id == weir_core::lease::RELEASE_REQUEST) {
-            bail!(
-                "field `worker.id`: must not be empty or {:?} (that id asks a worker to release a lease)",
-                weir_core::lease::RELEASE_REQUEST
-            );
-        }
-        if self.stream.shards == 0 || self.stream.shards > 1024 {
-            bail!("field `stream.shards`: must be between 1 and 1024");
-        }
-        for (field, v) in
-            [("stream.error_rate", self.stream.error_rate), ("stream.malformed_rate", self.stream.malformed_rate)]
-        {
-            if !(0.0..=1.0).contains(&v) {
-                bail!("field `{field}`: must be between 0 and 1, got {v}");
-            }
-        }
-        if self.leases.kind == LeasesKind::Dynamodb && self.leases.table.as_deref().is_none_or(str::is_empty) {
-            bail!("field `leases.table`: required when leases.kind = \"dynamodb\"");
-        }
-        if self.stream.kind == StreamKind::Memory && self.stream.efo_consumer.is_some() {
-            bail!("field `stream.efo_consumer`: only for stream.kind = \"kinesis\"");
-        }
-        if self.metrics.cloudwatch
-            && (self.metrics.interval < Duration::from_secs(1) || self.metrics.namespace.is_empty())
-        {
-            bail!("field `metrics`: with cloudwatch = true, interval must be at least 1s and namespace non-empty");
-        }
-        if self.leases.namespace.is_empty() {
-            bail!("field `leases.namespace`: must not be empty");
-        }
-        if self.consumers.is_empty() {
-            bail!("field `consumers`: at least one consumer is needed");
-        }
-        let mut problems = Vec::new();
+        let mut problems = self.section_problems();
         let mut warnings = Vec::new();
         let mut seen = std::collections::HashSet::new();
         for (i, c) in self.consumers.iter().enumerate() {
@@ -397,6 +379,71 @@ impl Config {
             bail!("{}", problems.join("\n"));
         }
         Ok(warnings)
+    }
+
+    /// Every problem of the sections other than the consumers', each naming its field.
+    fn section_problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        let mut problem = |field: &str, what: String| problems.push(format!("field `{field}`: {what}"));
+        let w = &self.worker;
+        if w.failover < Duration::from_millis(100) {
+            problem("worker.failover", "must be at least 100ms".into());
+        }
+        if w.renew_interval.is_zero() || w.renew_interval * 2 > w.failover {
+            problem(
+                "worker.renew_interval",
+                format!("must be positive and at most half of worker.failover ({:?})", w.failover),
+            );
+        }
+        if w.queue_capacity == 0 {
+            problem("worker.queue_capacity", "must be at least 1".into());
+        }
+        if w.id.as_deref().is_some_and(|id| id.is_empty() || id == weir_core::lease::RELEASE_REQUEST) {
+            problem(
+                "worker.id",
+                format!(
+                    "must not be empty or {:?} (that id asks a worker to release a lease)",
+                    weir_core::lease::RELEASE_REQUEST
+                ),
+            );
+        }
+        if self.stream.shards == 0 || self.stream.shards > 1024 {
+            problem("stream.shards", "must be between 1 and 1024".into());
+        }
+        for (field, set) in [
+            ("rate", &self.stream.rate),
+            ("tenants", &self.stream.tenants),
+            ("error_rate", &self.stream.error_rate),
+            ("malformed_rate", &self.stream.malformed_rate),
+        ] {
+            if set.is_some() {
+                problem(&format!("stream.{field}"), format!("moved to `generator.{field}` (section [generator])"));
+            }
+        }
+        let g = &self.generator;
+        for (field, v) in [("generator.error_rate", g.error_rate), ("generator.malformed_rate", g.malformed_rate)] {
+            if !(0.0..=1.0).contains(&v) {
+                problem(field, format!("must be between 0 and 1, got {v}"));
+            }
+        }
+        if self.leases.kind == LeasesKind::Dynamodb && self.leases.table.as_deref().is_none_or(str::is_empty) {
+            problem("leases.table", "required when leases.kind = \"dynamodb\"".into());
+        }
+        if self.stream.kind == StreamKind::Memory && self.stream.efo_consumer.is_some() {
+            problem("stream.efo_consumer", "only for stream.kind = \"kinesis\"".into());
+        }
+        if self.metrics.cloudwatch
+            && (self.metrics.interval < Duration::from_secs(1) || self.metrics.namespace.is_empty())
+        {
+            problem("metrics", "with cloudwatch = true, interval must be at least 1s and namespace non-empty".into());
+        }
+        if self.leases.namespace.is_empty() {
+            problem("leases.namespace", "must not be empty".into());
+        }
+        if self.consumers.is_empty() {
+            problem("consumers", "at least one consumer is needed".into());
+        }
+        problems
     }
 
     /// Runtime settings from `[worker]`.

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use anyhow::{Context as _, Result};
 use tokio::sync::OnceCell;
 use weir_core::Clock;
-use weir_core::ports::{ObjectSink, StreamWriter};
+use weir_core::ports::{ObjectSink, StoreLocation, StreamWriter};
 
 use crate::config::AwsSection;
 
@@ -131,23 +131,23 @@ impl Context {
         self.archive_prefix.as_deref()
     }
 
-    /// An object store: a local `directory` or an S3 `bucket`, exactly one of them;
-    /// `field` names the section for errors (`consumers[2]`, `consumers[2].lookup`).
-    pub async fn object_sink(
-        &self,
-        field: &str,
-        directory: Option<&Path>,
-        bucket: Option<&str>,
-    ) -> Result<Arc<dyn ObjectSink>> {
-        match (directory, bucket) {
-            (Some(dir), None) => Ok(Arc::new(
+    /// The object store at `location`; `field` names the section for errors
+    /// (`consumers[2]`, `consumers[2].lookup`).
+    pub async fn object_sink(&self, field: &str, location: &StoreLocation) -> Result<Arc<dyn ObjectSink>> {
+        Ok(match location {
+            StoreLocation::Directory(dir) => Arc::new(
                 weir_local::FsObjectSink::new(dir).with_context(|| format!("{field}.directory {}", dir.display()))?,
-            )),
-            (None, Some(bucket)) => {
-                Ok(Arc::new(weir_aws::S3ObjectSink::new(self.aws.s3().await, bucket, weir_aws::S3Options::default())))
+            ),
+            StoreLocation::Bucket(bucket) => {
+                Arc::new(weir_aws::S3ObjectSink::new(self.aws.s3().await, bucket, weir_aws::S3Options::default()))
             }
-            _ => anyhow::bail!("{field}: needs exactly one of `directory` and `bucket`"),
-        }
+        })
+    }
+
+    /// The location a section's `directory` and `bucket` fields name (exactly one);
+    /// the error names `field`.
+    pub fn store_location(field: &str, directory: Option<&Path>, bucket: Option<&str>) -> Result<StoreLocation> {
+        StoreLocation::from_fields(directory, bucket).map_err(|e| anyhow::anyhow!("field `{field}`: {e}"))
     }
 
     /// A writer of records into the Kinesis stream `stream` (PutRecords, batched).
