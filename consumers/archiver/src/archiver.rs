@@ -14,7 +14,7 @@ use weir_core::{
     Acks, Clock, CloseReason, Consumer, ConsumerError, Intent, Record, RecordBatch, ShardContext, ShardId, Timestamp,
 };
 
-use crate::delivery::buffers::{Appended, BufferError, Buffers, Limits, OPEN_COST};
+use crate::delivery::buffers::{Appended, BufferError, Buffers, Limits};
 use crate::delivery::deliver::{BacklogRetry, Delivery, DeliveryConfig, DeliveryError, DeliveryMode};
 use crate::delivery::ledger::Ledger;
 use crate::delivery::naming::Naming;
@@ -89,7 +89,7 @@ impl Archiver {
             DeliveryConfig {
                 consumer: options.name.clone(),
                 mode: options.mode,
-                naming: Naming::new(&options.name, 1, &s.file_extension, s.time_zone),
+                naming: Naming::new(&options.name, 1, &s.file_extension),
                 prefixes: s.prefixes.clone(),
                 time_zone: s.time_zone,
                 compression: s.compression,
@@ -98,16 +98,13 @@ impl Archiver {
             },
             sink,
         );
-        // Room for about as many partitions as the budget holds open (an entry costs
-        // about 100 bytes, an open buffer at least OPEN_COST).
-        let cache_entries = (options.max_buffer_memory / OPEN_COST).clamp(4, 1 << 18);
         let buffers = match &options.spill_directory {
             None => Buffers::new(limits),
             Some(dir) => Buffers::new(limits).with_spill(crate::delivery::spill::Spill::open(dir, &options.name)?),
         };
         Ok(Self {
             name: options.name.clone(),
-            fast: FastPath::new(&options.transformer, s, cache_entries),
+            fast: FastPath::new(&options.transformer, s),
             pipeline: Pipeline::new(s, options.transformer)?,
             buffers,
             ledger: Ledger::default(),
@@ -244,14 +241,12 @@ impl Archiver {
     ) -> Result<(), DeliveryError> {
         let now = self.clock.now();
         let any_sealed = !sealed.is_empty();
-        // A close or a drain (delivered now) always updates the gauges.
-        let closing = matches!(backlog, BacklogRetry::Now);
         let (buffers, ledger, delivery) = (&mut self.buffers, &mut self.ledger, &mut self.delivery);
         let r = delivery.deliver(sealed, now, ledger, acks, buffers.deflater(), backlog).await;
-        // Otherwise at most once a second: the gauges walk every open buffer, and with
-        // many partitions seals come often.
+        // At most once a second (and after a shard closes): the gauges walk every open
+        // buffer, and with many partitions seals come often.
         let stale = self.gauges_at.is_none_or(|at| now.saturating_since(at) >= Duration::from_secs(1));
-        if any_sealed && (closing || stale) {
+        if any_sealed && stale {
             self.set_buffer_gauges(now);
         }
         r
@@ -316,7 +311,7 @@ impl Archiver {
                 }
             };
             let raw = part.data();
-            if let Some(fast) = &mut self.fast {
+            if let Some(fast) = &self.fast {
                 line.clear();
                 if fast.route(raw, record.approximate_arrival, &mut line, &mut key) {
                     let line = Line { key: &key, bytes: &line, raw, record };
@@ -422,6 +417,7 @@ impl Consumer for Archiver {
                 break;
             }
         }
+        self.set_buffer_gauges(self.clock.now());
         if self.ledger.has_pending(shard) {
             return Err(match delivered {
                 Err(e) => ConsumerError::with_source(format!("records of {shard} are not durable yet"), e),

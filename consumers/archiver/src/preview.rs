@@ -52,7 +52,7 @@ impl Archiver {
 
     fn preview_of(&self, routed: Routed, arrival: Timestamp) -> Preview {
         let Routed::Line { line, route } = routed else { return Preview::Dropped };
-        let key = self.delivery.key_at(&route, arrival);
+        let key = self.delivery.key_at(&crate::pipeline::route::RouteKey::of(&route), arrival);
         match route {
             Route::Data(_) => Preview::Data { key, line: text(&line) },
             Route::Error(_) => Preview::Error { key, record: serde_json::from_slice(&line).unwrap_or_default() },

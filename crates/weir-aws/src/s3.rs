@@ -112,7 +112,8 @@ impl S3ObjectSink {
     }
 
     fn metadata(options: &PutOptions) -> Option<HashMap<String, String>> {
-        (!options.metadata.is_empty()).then(|| options.metadata.clone().into_iter().collect())
+        (!options.metadata.is_empty())
+            .then(|| options.metadata.iter().map(|(k, v)| (k.to_string(), v.clone())).collect())
     }
 
     async fn put_single(&self, key: &str, body: Bytes, options: &PutOptions) -> Result<PutOutcome, SinkError> {
@@ -123,8 +124,8 @@ impl S3ObjectSink {
             .key(key)
             .if_none_match("*")
             .body(ByteStream::from(body))
-            .set_content_type(options.content_type.clone())
-            .set_content_encoding(options.content_encoding.clone())
+            .set_content_type(options.content_type.as_deref().map(str::to_owned))
+            .set_content_encoding(options.content_encoding.as_deref().map(str::to_owned))
             .set_metadata(Self::metadata(options));
         let (sse, kms_key) = self.encryption();
         req = req.set_server_side_encryption(sse).set_ssekms_key_id(kms_key);
@@ -141,8 +142,8 @@ impl S3ObjectSink {
             .create_multipart_upload()
             .bucket(&self.bucket)
             .key(key)
-            .set_content_type(options.content_type.clone())
-            .set_content_encoding(options.content_encoding.clone())
+            .set_content_type(options.content_type.as_deref().map(str::to_owned))
+            .set_content_encoding(options.content_encoding.as_deref().map(str::to_owned))
             .set_metadata(Self::metadata(options));
         let (sse, kms_key) = self.encryption();
         req = req.set_server_side_encryption(sse).set_ssekms_key_id(kms_key);

@@ -124,7 +124,7 @@ async fn s3_puts_carry_encryption_headers_and_metadata() {
         let options = PutOptions {
             content_type: Some("application/x-ndjson".into()),
             content_encoding: Some("gzip".into()),
-            metadata: [("weir-shards".to_owned(), "shardId-0".to_owned())].into(),
+            metadata: vec![("weir-shards".into(), "shardId-0".to_owned())],
         };
         sink.put_if_absent(&key, bytes::Bytes::from_static(b"x"), &options).await.unwrap();
         let head = client.head_object().bucket(&bucket).key(&key).send().await.unwrap();

@@ -14,6 +14,8 @@
 use bytes::Bytes;
 use flate2::{Compress, Compression, Decompress, FlushCompress, FlushDecompress, Status};
 
+use crate::delivery::small_deflate::SmallDeflate;
+
 use crate::firehose_config::Compression as Format;
 
 /// Uncompressed bytes staged per body before they are compressed.
@@ -29,12 +31,18 @@ pub struct BodyError(pub String);
 /// The raw-deflate compressors shared by every body of an archiver.
 pub struct Deflater {
     compress: Compress,
-    /// Level 1 for runs under [`SMALL_RUN`] bytes: its fixed Huffman codes skip the
-    /// per-block tree building that dominates compressing a few hundred bytes (with
-    /// 100,000 partitions of a few records each, that was a fifth of the archiver's
-    /// time), at a few percent of ratio on pieces that small.
-    small: Compress,
+    /// For runs under [`SMALL_RUN`] bytes: fixed Huffman codes skip the per-block tree
+    /// building that dominates compressing a few hundred bytes (with 100,000 partitions
+    /// of a few records each, that was a fifth of the archiver's time), at a few percent
+    /// of ratio on pieces that small; and its hash table is small enough to clear for
+    /// every object (see [`crate::delivery::small_deflate`]).
+    small: SmallDeflate,
+    /// Where small objects are finished (see [`Body::finish_with`]).
+    scratch: Vec<u8>,
 }
+
+/// Objects smaller than this are finished in [`Deflater`]'s scratch.
+const SMALL_OBJECT: usize = 16 * 1024;
 
 /// Runs shorter than this are compressed at level 1 (see [`Deflater`]).
 pub const SMALL_RUN: usize = 4096;
@@ -44,20 +52,23 @@ impl Deflater {
     pub fn new(level: u32) -> Self {
         Self {
             compress: Compress::new(Compression::new(level), false),
-            small: Compress::new(Compression::new(level.min(1)), false),
+            small: SmallDeflate::default(),
+            scratch: Vec::new(),
         }
     }
 
     /// Compresses `input` as an independent run of blocks appended to `out`; `last`
     /// ends the stream with a final block.
     fn run(&mut self, input: &[u8], out: &mut Vec<u8>, last: bool) -> Result<(), BodyError> {
-        let compress = if input.len() < SMALL_RUN { &mut self.small } else { &mut self.compress };
+        if input.len() < SMALL_RUN && self.small.run(input, out, last).is_some() {
+            return Ok(());
+        }
+        let compress = &mut self.compress;
         compress.reset();
         let flush = if last { FlushCompress::Finish } else { FlushCompress::Sync };
         let mut consumed = 0usize;
         loop {
-            // Small runs can grow (headers, incompressible bytes): room for all at once.
-            out.reserve(if input.len() < SMALL_RUN { input.len() + 64 } else { input.len() / 4 + 256 });
+            out.reserve(input.len() / 4 + 256);
             let before_in = compress.total_in();
             let status = compress.compress_vec(&input[consumed..], out, flush).map_err(|e| BodyError(e.to_string()))?;
             consumed += (compress.total_in() - before_in) as usize;
@@ -128,10 +139,12 @@ impl Body {
                     staged.clear();
                 }
                 // The stage grows geometrically up to CHUNK (growing it a few records at
-                // a time copied each chunk dozens of times).
+                // a time copied each chunk dozens of times), from room for about two
+                // records (most of 100,000 partitions hold a few).
                 let needed = staged.len() + data.len();
                 if staged.capacity() < needed {
-                    let target = needed.max((staged.capacity() * 2).clamp(256, CHUNK));
+                    let grown = if staged.capacity() == 0 { needed * 2 } else { staged.capacity() * 2 };
+                    let target = needed.max(grown.clamp(256, CHUNK));
                     staged.reserve_exact(target - staged.len());
                 }
                 staged.extend_from_slice(data);
@@ -258,10 +271,16 @@ impl Body {
                 out.extend_from_slice(&v);
                 Ok(Bytes::from(out))
             }
-            Body::Gzip { runs, staged, mut crc, len, .. } => {
+            Body::Gzip { runs, staged, mut crc, len, runs_len } => {
                 crc.update(&staged);
-                let compressed: usize = runs.iter().map(Vec::len).sum();
-                let mut out = Vec::with_capacity(GZIP_HEADER.len() + compressed + staged.len() / 2 + 64);
+                // The last run may grow (fixed codes on incompressible bytes: 9 bits a byte).
+                let size = GZIP_HEADER.len() + runs_len + staged.len() * 9 / 8 + 32;
+                // A small object is written in the compressor's scratch and copied out at
+                // its size: one allocation instead of two (a vector, then the `Bytes`
+                // header for its spare room), for each of 100,000 small objects.
+                let small = size < SMALL_OBJECT;
+                let mut out = if small { std::mem::take(&mut deflater.scratch) } else { Vec::with_capacity(size) };
+                out.clear();
                 out.extend_from_slice(&GZIP_HEADER);
                 spilled(&mut out)?;
                 for r in runs {
@@ -270,6 +289,11 @@ impl Body {
                 deflater.run(&staged, &mut out, true)?;
                 out.extend_from_slice(&crc.finalize().to_le_bytes());
                 out.extend_from_slice(&(len as u32).to_le_bytes());
+                if small {
+                    let body = Bytes::copy_from_slice(&out);
+                    deflater.scratch = out;
+                    return Ok(body);
+                }
                 Ok(Bytes::from(out))
             }
         }

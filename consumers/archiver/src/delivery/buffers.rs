@@ -45,7 +45,7 @@ use crate::delivery::relief::fold;
 use crate::delivery::sealed::{FlushReason, Sealed, Span};
 use crate::delivery::spill::{Spill, SpillRef};
 use crate::firehose_config::Compression;
-use crate::pipeline::route::Route;
+use crate::pipeline::route::{Route, RouteKey, data_pairs};
 
 /// What to do with a record for a new partition when `max_active` are open.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -162,7 +162,7 @@ pub struct Buffers {
     pub(crate) limits: Limits,
     /// Open buffers by route key ([`Route::encode`]); foldhash, as a key is hashed for
     /// every record.
-    pub(crate) open: HashMap<Box<[u8]>, Open, foldhash::fast::RandomState>,
+    pub(crate) open: HashMap<Box<[u8]>, Box<Open>, foldhash::fast::RandomState>,
     pub(crate) data_open: usize,
     /// Sum of the open buffers' costs.
     pub(crate) held: usize,
@@ -296,8 +296,14 @@ impl Buffers {
     /// Opens the buffer of route `key`; returns the buffer sealed to make room.
     fn open_buffer(&mut self, key: &[u8], now: Timestamp) -> Result<Vec<Sealed>, BufferError> {
         let mut sealed = Vec::new();
-        let route = Route::decode(key).ok_or(BufferError::RouteKey)?;
-        let is_data = matches!(route, Route::Data(_));
+        // A data route's key, well formed, or an error route's (checked without
+        // building the route).
+        let is_data = match data_pairs(key).map(|mut pairs| pairs.all(|p| p.is_some())) {
+            Some(true) => true,
+            Some(false) => return Err(BufferError::RouteKey),
+            None if Route::error_type(key).is_some() => false,
+            None => return Err(BufferError::RouteKey),
+        };
         if let Some(max) = self.limits.max_active.filter(|max| is_data && self.data_open >= *max) {
             match self.limits.overflow {
                 Overflow::Reject => return Err(BufferError::TooManyPartitions(max)),
@@ -323,7 +329,7 @@ impl Buffers {
         self.held += cost;
         self.open.insert(
             key.into(),
-            Open {
+            Box::new(Open {
                 generation,
                 cost,
                 is_data,
@@ -337,7 +343,7 @@ impl Buffers {
                 spilled: Vec::new(),
                 spilled_stage: Vec::new(),
                 spilled_stage_len: 0,
-            },
+            }),
         );
         Ok(sealed)
     }
@@ -432,37 +438,35 @@ impl Buffers {
         let raw = decode(sealed.compression, &sealed.body)?;
         let mut body = Body::new(sealed.compression);
         body.append(&raw, &mut self.deflater)?;
-        let is_data = matches!(sealed.route, Route::Data(_));
+        let is_data = sealed.key.is_data();
         if is_data {
             self.data_open += 1;
         }
-        let mut key = Vec::new();
-        sealed.route.encode(&mut key);
+        let key: Box<[u8]> = sealed.key.as_bytes().into();
         self.open.insert(
-            key.as_slice().into(),
-            Open {
+            key.clone(),
+            Box::new(Open {
                 generation: sealed.generation,
                 cost: 0,
                 is_data,
                 body,
                 raw_bytes: sealed.raw_bytes,
                 opened,
-                oldest_arrival: sealed.spans.values().map(|s| s.oldest_arrival).min(),
-                spans: sealed.slots.iter().map(|s| sealed.spans.get(s).cloned()).collect(),
+                oldest_arrival: Some(sealed.oldest_arrival),
+                spans: sealed.spans,
                 slots: sealed.slots,
                 entries: sealed.entries,
                 spilled: Vec::new(),
                 spilled_stage: Vec::new(),
                 spilled_stage_len: 0,
-            },
+            }),
         );
         self.remeasure(&key);
         Ok(())
     }
 
     pub(crate) fn seal(&mut self, key: &[u8], reason: FlushReason) -> Result<Sealed, BufferError> {
-        let route = Route::decode(key).ok_or(BufferError::RouteKey)?;
-        let Some(mut b) = self.open.remove(key) else {
+        let Some((key, mut b)) = self.open.remove_entry(key) else {
             return Err(BufferError::Body(BodyError("no such buffer".into())));
         };
         if let Some(spill) = self.spill.as_mut() {
@@ -488,13 +492,14 @@ impl Buffers {
         Ok(Sealed {
             generation: b.generation,
             held: b.cost,
-            route,
+            key: RouteKey::new(key),
             body: body?,
             raw_bytes: b.raw_bytes,
-            spans: b.slots.iter().zip(b.spans).filter_map(|(s, span)| Some((s.clone(), span?))).collect(),
+            oldest_arrival: b.oldest_arrival.unwrap_or(Timestamp::from_millis(0)),
             reason,
             compression: self.limits.compression,
             slots: b.slots,
+            spans: b.spans,
             entries: b.entries,
         })
     }
@@ -522,8 +527,9 @@ mod tests {
         assert_eq!((f.reason, f.records(), f.raw_bytes), (FlushReason::Size, 2, 100));
         assert!(f.body.len() < 100, "compressed body");
         assert_eq!(gunzip(&f.body), line.repeat(2));
-        assert_eq!(f.oldest_arrival(), t(4), "oldest arrival, not first");
-        assert_eq!((f.spans[&shard].first.clone(), f.spans[&shard].last.clone()), (pos(1), pos(2)));
+        assert_eq!(f.oldest_arrival, t(4), "oldest arrival, not first");
+        let span = f.span(&shard).unwrap();
+        assert_eq!((span.first.clone(), span.last.clone()), (pos(1), pos(2)));
         assert_eq!(b.active(), 0);
     }
 
@@ -535,9 +541,9 @@ mod tests {
         b.append(&key("t2"), b"y\n", &s, &pos(2), t(0), t(130)).unwrap();
         assert!(b.due(t(159)).unwrap().is_empty());
         let first = b.due(t(160)).unwrap();
-        assert_eq!(first.iter().map(|f| f.route.clone()).collect::<Vec<_>>(), vec![key("t1")]);
+        assert_eq!(first.iter().map(|f| f.route()).collect::<Vec<_>>(), vec![key("t1")]);
         assert_eq!(first[0].reason, FlushReason::Interval);
-        assert_eq!(b.due(t(190)).unwrap()[0].route, key("t2"));
+        assert_eq!(b.due(t(190)).unwrap()[0].route(), key("t2"));
         let mut z = Buffers::new(limits(1 << 20, 0, 10, Overflow::FlushOldest));
         z.append(&key("t1"), b"x\n", &s, &pos(1), t(0), t(5)).unwrap();
         assert_eq!(z.due(t(5)).unwrap().len(), 1);
@@ -553,7 +559,7 @@ mod tests {
         assert!(evict.append(&err, b"e\n", &s, &pos(3), t(0), t(3)).unwrap().sealed.is_empty());
         let out = evict.append(&key("c"), b"3\n", &s, &pos(4), t(0), t(4)).unwrap().sealed;
         assert_eq!(out.len(), 1);
-        assert_eq!((out[0].route.clone(), out[0].reason), (key("a"), FlushReason::Overflow));
+        assert_eq!((out[0].route(), out[0].reason), (key("a"), FlushReason::Overflow));
         assert_eq!(evict.active(), 3);
         let mut reject = Buffers::new(limits(1 << 20, 300, 2, Overflow::Reject));
         reject.append(&key("a"), b"1\n", &s, &pos(1), t(0), t(1)).unwrap();
@@ -578,7 +584,7 @@ mod tests {
         let rest = b.all().unwrap();
         assert_eq!(gunzip(&rest[0].body), "1-7\n");
         assert_eq!(rest[0].generation, g, "the buffer keeps its identity");
-        assert_eq!(rest[0].spans.keys().collect::<Vec<_>>(), vec![&s1]);
+        assert_eq!(rest[0].spans().map(|(s, _)| s).collect::<Vec<_>>(), vec![&s1]);
     }
 
     proptest! {
@@ -609,10 +615,10 @@ mod tests {
             let mut records = 0;
             let lost: BTreeSet<ShardId> = [ShardId::new("s0")].into();
             for f in &sealed {
-                got.entry(f.route.scope()).or_default().push_str(&gunzip(&f.body));
+                got.entry(f.route().scope()).or_default().push_str(&gunzip(&f.body));
                 records += f.records();
                 if let Some(r) = f.without(&lost, b.deflater()).unwrap() {
-                    rebuilt.entry(r.route.scope()).or_default().push_str(&gunzip(&r.body));
+                    rebuilt.entry(r.route().scope()).or_default().push_str(&gunzip(&r.body));
                 }
             }
             prop_assert_eq!(got, expected);

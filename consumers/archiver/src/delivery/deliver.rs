@@ -30,14 +30,15 @@ use weir_core::{Acks, Intent, IntentError, ShardId, Timestamp};
 
 use crate::delivery::body::Deflater;
 use crate::delivery::ledger::Ledger;
-use crate::delivery::manifest::{self, InlineCounts, InlineLimits};
+use crate::delivery::manifest::{self, InlineCounts, InlineLimits, IntentRef};
 use crate::delivery::naming::Naming;
 use crate::delivery::resolve::is_claim;
 use crate::delivery::sealed::Sealed;
 use crate::firehose_config::Compression;
+use crate::firehose_config::java_time::local_time;
 use crate::firehose_config::prefix::{Evaluation, Prefixes};
 use crate::metrics as m;
-use crate::pipeline::route::Route;
+use crate::pipeline::route::RouteKey;
 
 /// How objects are delivered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,7 +54,7 @@ pub enum DeliveryMode {
 struct Pending {
     sealed: Sealed,
     /// The key, once chosen.
-    key: Option<String>,
+    key: Option<Arc<str>>,
     /// Exactly-once: the intents naming `key` are stored.
     intents_stored: bool,
 }
@@ -122,7 +123,7 @@ pub struct Delivery {
     concurrency: usize,
     /// Keys this process wrote (the newest [`REMEMBERED_KEYS`]), shared with their
     /// order of writing.
-    written: HashSet<Arc<str>>,
+    written: WrittenKeys,
     written_order: VecDeque<Arc<str>>,
     /// The consumer's name (manifest keys).
     consumer: String,
@@ -132,6 +133,9 @@ pub struct Delivery {
 
 /// Keys this process wrote, remembered so that reopening a shard does not claim them.
 const REMEMBERED_KEYS: usize = 16_384;
+
+/// A set of written keys (foldhash: two lookups per object put).
+pub type WrittenKeys = HashSet<Arc<str>, foldhash::fast::RandomState>;
 
 /// Whether [`Delivery::deliver`] tries the waiting objects again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -170,7 +174,7 @@ impl Delivery {
             retry_at: None,
             retry_delay: Duration::from_millis(200),
             concurrency: concurrency.max(1),
-            written: HashSet::new(),
+            written: WrittenKeys::default(),
             written_order: VecDeque::new(),
             consumer,
             inline: InlineCounts::new(inline),
@@ -204,7 +208,7 @@ impl Delivery {
     }
 
     /// The keys this process wrote (remembered ones), as of now.
-    pub fn written_keys(&self) -> HashSet<Arc<str>> {
+    pub fn written_keys(&self) -> WrittenKeys {
         self.written.clone()
     }
 
@@ -220,7 +224,7 @@ impl Delivery {
 
     /// Arrival of the oldest record in an object waiting for the store.
     pub fn oldest_arrival(&self) -> Option<Timestamp> {
-        self.backlog.iter().map(|p| p.sealed.oldest_arrival()).min()
+        self.backlog.iter().map(|p| p.sealed.oldest_arrival).min()
     }
 
     /// Whether a retry is due at `now`.
@@ -234,7 +238,7 @@ impl Delivery {
         let lost: BTreeSet<ShardId> = [shard.clone()].into();
         let mut kept = VecDeque::new();
         for p in self.backlog.drain(..) {
-            if !p.sealed.spans.contains_key(shard) {
+            if p.sealed.span(shard).is_none() {
                 kept.push_back(p);
                 continue;
             }
@@ -358,8 +362,7 @@ impl Delivery {
         metrics::gauge!(m::BACKLOG_BYTES).set(self.backlog_bytes() as f64);
     }
 
-    fn remember(&mut self, key: String) {
-        let key: Arc<str> = key.into();
+    fn remember(&mut self, key: Arc<str>) {
         if self.written.insert(key.clone()) {
             self.written_order.push_back(key);
             if self.written_order.len() > REMEMBERED_KEYS
@@ -370,45 +373,54 @@ impl Delivery {
         }
     }
 
-    pub(crate) fn key_for(&self, sealed: &Sealed) -> String {
-        self.key_at(&sealed.route, sealed.oldest_arrival())
+    pub(crate) fn key_for(&self, sealed: &Sealed, scratch: &mut String) -> Arc<str> {
+        self.key_into(&sealed.key, sealed.oldest_arrival, scratch);
+        Arc::from(scratch.as_str())
     }
 
-    /// The key an object of `route` whose oldest record arrived at `oldest` gets.
-    pub(crate) fn key_at(&self, route: &Route, oldest: Timestamp) -> String {
+    /// The key an object of route `route` whose oldest record arrived at `oldest` gets.
+    pub(crate) fn key_at(&self, route: &RouteKey, oldest: Timestamp) -> String {
+        let mut key = String::with_capacity(256);
+        self.key_into(route, oldest, &mut key);
+        key
+    }
+
+    /// [`Delivery::key_at`], written into `key` (cleared first).
+    fn key_into(&self, route: &RouteKey, oldest: Timestamp, key: &mut String) {
+        key.clear();
         let empty = Default::default();
-        let (template, keys, kind) = match route {
-            Route::Data(keys) => (&self.prefixes.data, keys, ""),
-            Route::Error(t) => (&self.prefixes.error, &empty, t.as_str()),
+        let (template, kind) = match route.error_type() {
+            None => (&self.prefixes.data, ""),
+            Some(t) => (&self.prefixes.error, t.as_str()),
         };
         let e = Evaluation {
             oldest_arrival: oldest,
             time_zone: self.time_zone,
-            partition_keys: keys,
+            partition_keys: &empty,
             error_output_type: kind,
         };
-        let fallback = |why: &dyn std::fmt::Display| {
-            // Values were checked when the records were routed; only the length can
-            // still differ (another timestamp, or 512 characters of multi-byte text
-            // past the stores' 1,024 bytes). A key no store accepts would be retried
-            // forever: fall back to the error prefix.
-            tracing::error!(error = %why, "no valid key for a sealed object; using the error prefix");
-            let e = Evaluation { error_output_type: "prefix-evaluation-failed", ..e };
-            let mut key = self.prefixes.error.evaluate(&e).unwrap_or_default();
-            self.naming.push_name(&mut key, oldest);
-            key
-        };
-        match template.evaluate(&e) {
-            Err(err) => fallback(&err),
-            Ok(prefix) => {
-                let mut key = prefix;
-                self.naming.push_name(&mut key, oldest);
-                match weir_core::ports::validate_key(&key) {
-                    Ok(()) => key,
-                    Err(err) => fallback(&err),
+        let local = local_time(oldest, self.time_zone);
+        let why = match template.evaluate_into(&e, &local, |name| route.value(name), key) {
+            Err(err) => err.to_string(),
+            Ok(()) => {
+                self.naming.push_name_local(key, &local);
+                match weir_core::ports::validate_key(key) {
+                    Ok(()) => return,
+                    Err(err) => err.to_string(),
                 }
             }
+        };
+        // Values were checked when the records were routed; only the length can still
+        // differ (another timestamp, or 512 characters of multi-byte text past the
+        // stores' 1,024 bytes). A key no store accepts would be retried forever: fall
+        // back to the error prefix.
+        tracing::error!(error = %why, "no valid key for a sealed object; using the error prefix");
+        key.clear();
+        let e = Evaluation { error_output_type: "prefix-evaluation-failed", ..e };
+        if self.prefixes.error.evaluate_into(&e, &local, |_| None, key).is_err() {
+            key.clear();
         }
+        self.naming.push_name_local(key, &local);
     }
 
     /// Chooses keys and (exactly-once) stores intents for objects that have none.
@@ -418,8 +430,9 @@ impl Delivery {
         acks: &dyn Acks,
         deflater: &mut Deflater,
     ) -> Result<(), IntentStep> {
+        let mut scratch = String::with_capacity(256);
         for p in ready.iter_mut().filter(|p| p.key.is_none()) {
-            p.key = Some(self.key_for(&p.sealed));
+            p.key = Some(self.key_for(&p.sealed, &mut scratch));
         }
         if self.mode == DeliveryMode::Firehose {
             return Ok(());
@@ -435,38 +448,44 @@ impl Delivery {
         }
         // Per shard, the intents of this round's new objects: inline when few, else
         // one manifest.
-        let mut per_shard: BTreeMap<ShardId, Vec<Intent>> = BTreeMap::new();
-        for &i in &fresh {
+        let scopes: Vec<String> = fresh.iter().map(|&i| ready[i].sealed.key.scope()).collect();
+        let mut per_shard: BTreeMap<&ShardId, Vec<IntentRef<'_>>> = BTreeMap::new();
+        for (&i, scope) in fresh.iter().zip(&scopes) {
             let p = &ready[i];
-            let key = p.key.clone().unwrap_or_default();
-            let scope = p.sealed.route.scope();
-            for (shard, span) in &p.sealed.spans {
-                per_shard.entry(shard.clone()).or_default().push(Intent {
-                    target: key.clone(),
-                    scope: scope.clone(),
-                    first: span.first.clone(),
-                    last: span.last.clone(),
+            let target = p.key.as_deref().unwrap_or_default();
+            for (shard, span) in p.sealed.spans() {
+                per_shard.entry(shard).or_default().push(IntentRef {
+                    target,
+                    scope,
+                    first: &span.first,
+                    last: &span.last,
                 });
             }
         }
         let mut intents = Vec::new();
         let mut inline = Vec::new();
         let mut manifests: Vec<(ShardId, String, Bytes)> = Vec::new();
+        let mut unencodable = false;
         for (shard, list) in per_shard {
-            if self.inline.fits(&shard, list.len()) {
+            if self.inline.fits(shard, list.len()) {
                 inline.push((shard.clone(), list.len()));
-                intents.extend(list.into_iter().map(|i| (shard.clone(), i)));
+                intents.extend(list.iter().map(|i| (shard.clone(), i.to_intent())));
                 continue;
             }
-            let key = manifest::key(&self.consumer, &shard);
-            let Some((body, intent)) = manifest::write(&key, &shard, list) else {
-                for &i in fresh.iter().rev() {
-                    ready[i].key = None;
-                }
-                return Err(IntentStep::Fail("cannot encode an intent manifest".into(), std::mem::take(ready)));
+            let key = manifest::key(&self.consumer, shard);
+            let Some((body, intent)) = manifest::write(&key, shard, &list) else {
+                unencodable = true;
+                break;
             };
             intents.push((shard.clone(), intent));
-            manifests.push((shard, key, body));
+            manifests.push((shard.clone(), key, body));
+        }
+        drop(scopes);
+        if unencodable {
+            for &i in fresh.iter().rev() {
+                ready[i].key = None;
+            }
+            return Err(IntentStep::Fail("cannot encode an intent manifest".into(), std::mem::take(ready)));
         }
         if let Err(msg) = self.put_manifests(&manifests).await {
             for &i in fresh.iter().rev() {
@@ -562,7 +581,7 @@ impl Delivery {
                 Compression::Uncompressed => "application/x-ndjson".into(),
             }),
             content_encoding: None,
-            metadata: [("weir-records".to_owned(), p.sealed.records().to_string())].into(),
+            metadata: vec![("weir-records".into(), p.sealed.records().to_string())],
         };
         match self.sink.put_if_absent(key, p.sealed.body.clone(), &options).await {
             Ok(PutOutcome::Created) => PutResult::Durable,
@@ -589,7 +608,7 @@ enum PutResult {
 }
 
 fn settle(ledger: &mut Ledger, sealed: &Sealed) {
-    for shard in sealed.spans.keys() {
+    for (shard, _) in sealed.spans() {
         ledger.settle(shard, sealed.generation);
     }
 }
@@ -605,10 +624,7 @@ struct Durable {
 
 impl Durable {
     fn add(&mut self, sealed: &Sealed) {
-        let route = match sealed.route {
-            Route::Data(_) => &mut self.data,
-            Route::Error(_) => &mut self.error,
-        };
+        let route = if sealed.key.is_data() { &mut self.data } else { &mut self.error };
         route.0 += 1;
         route.1 += sealed.records();
         self.bytes += sealed.body.len() as u64;

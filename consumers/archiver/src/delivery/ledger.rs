@@ -8,24 +8,35 @@
 //! record when no generation holding it is pending, else the remembered position of
 //! the pending generation with the smallest first record.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use weir_core::{ExtendedSequenceNumber, ShardId};
+
+/// A place in [`ShardLedger::pending`].
+#[derive(Debug)]
+enum Slot {
+    /// Pending: the position finished before its first record.
+    Pending(Option<ExtendedSequenceNumber>),
+    /// Durable (or abandoned).
+    Settled,
+}
 
 #[derive(Debug, Default)]
 struct ShardLedger {
     /// Last record fully processed (routed to buffers, dropped or skipped).
     finished: Option<ExtendedSequenceNumber>,
-    /// Pending generations in the order they took their first record of the shard
-    /// (records of a shard arrive in stream order, so this is the order of their first
-    /// positions): the position finished before each one's first record. Kept in order
-    /// so that the durable position, asked after every batch, is not a search through
-    /// every open buffer; keyed by a counter rather than by position so that settling
-    /// one of 100,000 objects is not a walk comparing sequence numbers.
-    pending: BTreeMap<u64, Option<ExtendedSequenceNumber>>,
-    /// The place in `pending` of each pending generation.
+    /// Generations in the order they took their first record of the shard (records of
+    /// a shard arrive in stream order, so this is the order of their first positions):
+    /// the position finished before each one's first record while it is pending. The
+    /// front is always pending (settled ones there are dropped), so the durable
+    /// position, asked after every batch, is read, not searched; settling one of
+    /// 100,000 objects marks its place, with no tree to rebalance.
+    pending: VecDeque<Slot>,
+    /// The place of each pending generation (counted from the first place ever opened).
     firsts: HashMap<u64, u64, foldhash::fast::RandomState>,
-    /// Generations opened so far (the next place in `pending`).
+    /// The place of `pending`'s front.
+    base: u64,
+    /// Generations opened so far (the next place).
     opened: u64,
     /// Last position acknowledged.
     acked: Option<ExtendedSequenceNumber>,
@@ -39,16 +50,28 @@ impl ShardLedger {
         if let std::collections::hash_map::Entry::Vacant(e) = self.firsts.entry(generation) {
             e.insert(self.opened);
             let before = previous.cloned().or_else(|| self.finished.clone());
-            self.pending.insert(self.opened, before);
+            self.pending.push_back(Slot::Pending(before));
             self.opened += 1;
+        }
+    }
+
+    /// `generation` is no longer pending.
+    fn settle(&mut self, generation: u64) {
+        let Some(place) = self.firsts.remove(&generation) else { return };
+        if let Some(slot) = self.pending.get_mut((place - self.base) as usize) {
+            *slot = Slot::Settled;
+        }
+        while let Some(Slot::Settled) = self.pending.front() {
+            self.pending.pop_front();
+            self.base += 1;
         }
     }
 
     /// The position every record up to which is durable.
     fn durable(&self) -> Option<ExtendedSequenceNumber> {
-        match self.pending.first_key_value() {
-            None => self.finished.clone(),
-            Some((_, before)) => before.clone(),
+        match self.pending.front() {
+            Some(Slot::Pending(before)) => before.clone(),
+            _ => self.finished.clone(),
         }
     }
 }
@@ -104,10 +127,8 @@ impl Ledger {
 
     /// `generation` is durable (or, with `durable == false`, abandoned) for `shard`.
     pub fn settle(&mut self, shard: &ShardId, generation: u64) {
-        if let Some(l) = self.shards.get_mut(shard)
-            && let Some(place) = l.firsts.remove(&generation)
-        {
-            l.pending.remove(&place);
+        if let Some(l) = self.shards.get_mut(shard) {
+            l.settle(generation);
         }
     }
 

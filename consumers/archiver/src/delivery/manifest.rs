@@ -23,6 +23,14 @@
 //! read (deleted by hand, corrupt) is reported and taken as "nothing written": the
 //! records are archived again (duplicates, never a loss).
 //!
+//! Format (gzip): version 2 is [`MAGIC`], then the shard and each intent as
+//! length-prefixed fields (`u32` little-endian lengths; sub-sequence numbers `u64`),
+//! each target and scope front-coded against the previous one (a `u32` count of bytes
+//! shared, then the rest): an archiver at 100,000 partitions writes a manifest entry
+//! per object, and JSON with its escaped scopes was a tenth of its time
+//! (`cargo bench -p weir-archiver --bench cardinality`). Version 1, gzip'd JSON
+//! (`{"version":1,"shard":…,"intents":[…]}`), is still read.
+//!
 //! Names start with `_weir/` (hidden from Hive, Athena and Glue, which skip names
 //! starting with `_`) and end in `.manifest`, so no `*.gz` or `*.json` glob reading the
 //! archive matches them.
@@ -31,8 +39,8 @@ use std::collections::HashMap;
 use std::io::{Read, Write};
 
 use bytes::Bytes;
-use serde::{Deserialize, Serialize};
-use weir_core::{ExtendedSequenceNumber, Intent, ShardId};
+use serde::Deserialize;
+use weir_core::{ExtendedSequenceNumber, Intent, SequenceNumber, ShardId};
 
 /// The scope of an intent whose target is a manifest. (Data scopes are JSON objects,
 /// error scopes start with `error:`.)
@@ -60,11 +68,41 @@ pub enum ManifestError {
     },
 }
 
-#[derive(Serialize, Deserialize)]
-struct Body {
+/// The first bytes of a version 2 manifest (after gunzip).
+pub const MAGIC: &[u8; 8] = b"WEIRMF2\n";
+
+/// A version 1 manifest.
+#[derive(Deserialize)]
+struct BodyV1 {
     version: u32,
     shard: ShardId,
     intents: Vec<Intent>,
+}
+
+/// One intent, borrowed from the objects of a round (a manifest lists thousands: they
+/// are written without being built).
+#[derive(Debug, Clone)]
+pub struct IntentRef<'a> {
+    /// [`Intent::target`].
+    pub target: &'a str,
+    /// [`Intent::scope`].
+    pub scope: &'a str,
+    /// [`Intent::first`].
+    pub first: &'a ExtendedSequenceNumber,
+    /// [`Intent::last`].
+    pub last: &'a ExtendedSequenceNumber,
+}
+
+impl IntentRef<'_> {
+    /// The intent.
+    pub fn to_intent(&self) -> Intent {
+        Intent {
+            target: self.target.to_owned(),
+            scope: self.scope.to_owned(),
+            first: self.first.clone(),
+            last: self.last.clone(),
+        }
+    }
 }
 
 /// A fresh manifest key of `consumer` for `shard`.
@@ -80,29 +118,119 @@ pub fn is_manifest(intent: &Intent) -> bool {
 
 /// The manifest of `intents` (all of `shard`): its body, and the one intent that goes
 /// into the lease, covering every intent's range.
-pub fn write(key: &str, shard: &ShardId, intents: Vec<Intent>) -> Option<(Bytes, Intent)> {
-    let first: ExtendedSequenceNumber = intents.iter().map(|i| &i.first).min()?.clone();
-    let last: ExtendedSequenceNumber = intents.iter().map(|i| &i.last).max()?.clone();
-    let json = serde_json::to_vec(&Body { version: 1, shard: shard.clone(), intents }).ok()?;
-    let mut gz = flate2::write::GzEncoder::new(Vec::with_capacity(json.len() / 4), flate2::Compression::fast());
-    gz.write_all(&json).ok()?;
+pub fn write(key: &str, shard: &ShardId, intents: &[IntentRef<'_>]) -> Option<(Bytes, Intent)> {
+    let first: ExtendedSequenceNumber = intents.iter().map(|i| i.first).min()?.clone();
+    let last: ExtendedSequenceNumber = intents.iter().map(|i| i.last).max()?.clone();
+    let mut raw = Vec::with_capacity(64 + intents.len() * 160);
+    raw.extend_from_slice(MAGIC);
+    put_text(&mut raw, shard.as_str().as_bytes());
+    raw.extend_from_slice(&u32::try_from(intents.len()).ok()?.to_le_bytes());
+    let (mut target, mut scope): (&[u8], &[u8]) = (b"", b"");
+    for i in intents {
+        put_shared(&mut raw, target, i.target.as_bytes());
+        put_shared(&mut raw, scope, i.scope.as_bytes());
+        (target, scope) = (i.target.as_bytes(), i.scope.as_bytes());
+        for position in [i.first, i.last] {
+            put_text(&mut raw, position.sequence.as_str().as_bytes());
+            raw.extend_from_slice(&position.sub_sequence.to_le_bytes());
+        }
+    }
+    let mut gz = flate2::write::GzEncoder::new(Vec::with_capacity(raw.len() / 4), flate2::Compression::fast());
+    gz.write_all(&raw).ok()?;
     let body = Bytes::from(gz.finish().ok()?);
     Some((body, Intent { target: key.to_owned(), scope: MANIFEST_SCOPE.to_owned(), first, last }))
+}
+
+fn put_text(out: &mut Vec<u8>, text: &[u8]) {
+    out.extend_from_slice(&(text.len() as u32).to_le_bytes());
+    out.extend_from_slice(text);
+}
+
+/// `text` as the count of bytes it shares with `previous`, then the rest.
+fn put_shared(out: &mut Vec<u8>, previous: &[u8], text: &[u8]) {
+    let shared = previous.iter().zip(text).take_while(|(a, b)| a == b).count();
+    out.extend_from_slice(&(shared as u32).to_le_bytes());
+    put_text(out, &text[shared..]);
+}
+
+/// Reads a version 2 body, field by field, every length checked.
+struct Reader<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    fn bytes(&mut self, n: usize) -> Result<&'a [u8], String> {
+        let (taken, rest) = self.rest.split_at_checked(n).ok_or("ends early")?;
+        self.rest = rest;
+        Ok(taken)
+    }
+
+    fn u32(&mut self) -> Result<usize, String> {
+        let b = self.bytes(4)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
+    }
+
+    fn u64(&mut self) -> Result<u64, String> {
+        let b = self.bytes(8)?;
+        Ok(u64::from_le_bytes(b.try_into().map_err(|_| "ends early")?))
+    }
+
+    fn text(&mut self) -> Result<&'a str, String> {
+        let n = self.u32()?;
+        std::str::from_utf8(self.bytes(n)?).map_err(|e| format!("not UTF-8: {e}"))
+    }
+
+    /// A front-coded text after `previous`.
+    fn shared(&mut self, previous: &str) -> Result<String, String> {
+        let shared = self.u32()?;
+        let head = previous.get(..shared).ok_or("shares more than the previous text has")?;
+        Ok(format!("{head}{}", self.text()?))
+    }
+
+    fn position(&mut self) -> Result<ExtendedSequenceNumber, String> {
+        let sequence = SequenceNumber::parse(self.text()?).map_err(|e| e.to_string())?;
+        Ok(ExtendedSequenceNumber::new(sequence, self.u64()?))
+    }
+}
+
+fn read_v2(raw: &[u8]) -> Result<(ShardId, Vec<Intent>), String> {
+    let mut r = Reader { rest: &raw[MAGIC.len()..] };
+    let shard = ShardId::new(r.text()?);
+    let n = r.u32()?;
+    // Each intent takes at least 32 bytes: a count past that is corrupt.
+    if n > r.rest.len() / 32 {
+        return Err(format!("{n} intents in {} bytes", r.rest.len()));
+    }
+    let mut intents: Vec<Intent> = Vec::with_capacity(n);
+    for _ in 0..n {
+        let (target, scope) = intents.last().map_or(("", ""), |i| (i.target.as_str(), i.scope.as_str()));
+        let (target, scope) = (r.shared(target)?, r.shared(scope)?);
+        intents.push(Intent { target, scope, first: r.position()?, last: r.position()? });
+    }
+    if !r.rest.is_empty() {
+        return Err(format!("{} bytes after the last intent", r.rest.len()));
+    }
+    Ok((shard, intents))
 }
 
 /// The intents a manifest of `shard` lists.
 pub fn read(key: &str, shard: &ShardId, body: &[u8]) -> Result<Vec<Intent>, ManifestError> {
     let bad = |reason: String| ManifestError::Unreadable { key: key.to_owned(), reason };
-    let mut json = Vec::new();
-    flate2::read::GzDecoder::new(body).read_to_end(&mut json).map_err(|e| bad(format!("not gzip: {e}")))?;
-    let b: Body = serde_json::from_slice(&json).map_err(|e| bad(format!("not a manifest: {e}")))?;
-    if b.version != 1 {
-        return Err(bad(format!("version {} (this weir reads version 1)", b.version)));
+    let mut raw = Vec::new();
+    flate2::read::GzDecoder::new(body).read_to_end(&mut raw).map_err(|e| bad(format!("not gzip: {e}")))?;
+    let (written_for, intents) = if raw.starts_with(MAGIC) {
+        read_v2(&raw).map_err(|e| bad(format!("not a manifest: {e}")))?
+    } else {
+        let b: BodyV1 = serde_json::from_slice(&raw).map_err(|e| bad(format!("not a manifest: {e}")))?;
+        if b.version != 1 {
+            return Err(bad(format!("version {} (this weir reads versions 1 and 2)", b.version)));
+        }
+        (b.shard, b.intents)
+    };
+    if written_for != *shard {
+        return Err(bad(format!("it belongs to shard {written_for}")));
     }
-    if b.shard != *shard {
-        return Err(bad(format!("it belongs to shard {}", b.shard)));
-    }
-    Ok(b.intents)
+    Ok(intents)
 }
 
 /// When intents go inline into a lease rather than into a manifest.
@@ -165,6 +293,7 @@ impl InlineCounts {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::any;
     use weir_core::SequenceNumber;
 
     fn p(n: u128) -> ExtendedSequenceNumber {
@@ -183,14 +312,72 @@ mod tests {
         assert!(k.ends_with(".manifest"));
         weir_core::ports::validate_key(&k).unwrap();
         let intents = vec![intent("a.gz", 5, 9), intent("b.gz", 2, 20), intent("c.gz", 7, 8)];
-        let (body, lease_intent) = write(&k, &shard, intents.clone()).unwrap();
+        let refs: Vec<IntentRef<'_>> = intents
+            .iter()
+            .map(|i| IntentRef { target: &i.target, scope: &i.scope, first: &i.first, last: &i.last })
+            .collect();
+        let (body, lease_intent) = write(&k, &shard, &refs).unwrap();
         assert!(is_manifest(&lease_intent));
         assert_eq!((lease_intent.first, lease_intent.last), (p(2), p(20)));
         assert_eq!(read(&k, &shard, &body).unwrap(), intents);
         let other = ShardId::new("shardId-000000000002");
         assert!(read(&k, &other, &body).is_err(), "another shard's manifest is refused");
         assert!(read(&k, &shard, b"not gzip").is_err());
-        assert!(write(&k, &shard, Vec::new()).is_none(), "no manifest of nothing");
+        assert!(write(&k, &shard, &[]).is_none(), "no manifest of nothing");
+    }
+
+    fn gzip(raw: &[u8]) -> Vec<u8> {
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(raw).unwrap();
+        gz.finish().unwrap()
+    }
+
+    #[test]
+    fn version_one_manifests_are_still_read() {
+        let shard = ShardId::new("shardId-000000000001");
+        let intents = vec![intent("a.gz", 5, 9), intent("b.gz", 2, 20)];
+        let v1 = serde_json::json!({"version": 1, "shard": shard, "intents": intents});
+        let body = gzip(&serde_json::to_vec(&v1).unwrap());
+        assert_eq!(read("k", &shard, &body).unwrap(), intents);
+        let v3 = gzip(br#"{"version":3,"shard":"shardId-000000000001","intents":[]}"#);
+        assert!(read("k", &shard, &v3).unwrap_err().to_string().contains("version 3"));
+    }
+
+    proptest::proptest! {
+        /// Any intents round-trip, and no cut or changed byte of a manifest is read as
+        /// anything but an error or the same intents (never a panic).
+        #[test]
+        fn manifests_round_trip_and_corruption_is_an_error(
+            items in proptest::collection::vec(("[a-c/=]{0,12}", "[a-c\"{}]{0,8}", 0u128..1u128 << 100, any::<u64>()), 1..20),
+            cut in any::<proptest::sample::Index>(),
+            flip in any::<proptest::sample::Index>(),
+        ) {
+            let shard = ShardId::new("shardId-000000000007");
+            let intents: Vec<Intent> = items
+                .iter()
+                .map(|(t, s, seq, sub)| Intent {
+                    target: t.clone(),
+                    scope: s.clone(),
+                    first: ExtendedSequenceNumber::new(SequenceNumber::from_u128(*seq), *sub),
+                    last: ExtendedSequenceNumber::new(SequenceNumber::from_u128(seq + 1), 0),
+                })
+                .collect();
+            let refs: Vec<IntentRef<'_>> = intents
+                .iter()
+                .map(|i| IntentRef { target: &i.target, scope: &i.scope, first: &i.first, last: &i.last })
+                .collect();
+            let (body, _) = write("k", &shard, &refs).unwrap();
+            proptest::prop_assert_eq!(&read("k", &shard, &body).unwrap(), &intents);
+            let mut raw = Vec::new();
+            flate2::read::GzDecoder::new(&body[..]).read_to_end(&mut raw).unwrap();
+            let cut = cut.index(raw.len());
+            proptest::prop_assert!(read("k", &shard, &gzip(&raw[..cut])).is_err());
+            let at = flip.index(raw.len());
+            raw[at] ^= 0x55;
+            if let Ok(got) = read("k", &shard, &gzip(&raw)) {
+                proptest::prop_assert_eq!(got.len(), intents.len());
+            }
+        }
     }
 
     #[test]

@@ -20,6 +20,7 @@ pub mod naming;
 pub mod relief;
 pub mod resolve;
 pub mod sealed;
+pub mod small_deflate;
 pub mod spill;
 #[cfg(test)]
 mod testing;

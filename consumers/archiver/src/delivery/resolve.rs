@@ -8,7 +8,7 @@
 //! records (of this shard, in the intent's range, routed to the intent's scope) are
 //! durable and are skipped when the stream delivers them again.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -141,7 +141,7 @@ pub async fn resolve_shard(
     shard: &ShardId,
     open: Vec<Intent>,
     claim: &Bytes,
-    written: &HashSet<Arc<str>>,
+    written: &crate::delivery::deliver::WrittenKeys,
 ) -> Resolution {
     let intents = expand_manifests(sink.as_ref(), shard, open).await?;
     let own = |key: &str| written.contains(key).then_some(KeyState::Written);

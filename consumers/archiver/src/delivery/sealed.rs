@@ -2,14 +2,14 @@
 //! how to rebuild it without some shards' records (their leases were lost before it
 //! was durable).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use bytes::Bytes;
 use weir_core::{ExtendedSequenceNumber, ShardId, Timestamp};
 
 use crate::delivery::body::{Body, BodyError, Deflater, decode};
 use crate::firehose_config::Compression;
-use crate::pipeline::route::Route;
+use crate::pipeline::route::RouteKey;
 
 /// The records of one shard in a buffer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,20 +42,24 @@ pub enum FlushReason {
 pub struct Sealed {
     /// Identity for acknowledgement tracking (kept by [`Sealed::without`]).
     pub generation: u64,
-    /// Its route.
-    pub route: Route,
+    /// Its route's key (the route itself is decoded only where it is needed).
+    pub key: RouteKey,
     /// The object body (compressed as configured).
     pub body: Bytes,
     /// Bytes before compression.
     pub raw_bytes: u64,
-    /// Per shard: the records it holds.
-    pub spans: BTreeMap<ShardId, Span>,
     /// Why it was sealed.
     pub reason: FlushReason,
     /// Memory it held while open (see [`crate::delivery::buffers::OPEN_COST`]).
     pub held: usize,
+    /// Arrival of its oldest record (prefix timestamps use it).
+    pub oldest_arrival: Timestamp,
     pub(crate) compression: Compression,
+    /// The shards of its records, each once, and (same place) their records (`None`:
+    /// none left after a rebuild).
     pub(crate) slots: Vec<ShardId>,
+    pub(crate) spans: Vec<Option<Span>>,
+    /// Per record: its shard's place in `slots`, and its length.
     pub(crate) entries: Vec<(u32, u32)>,
 }
 
@@ -65,15 +69,26 @@ impl Sealed {
         self.entries.len() as u64
     }
 
-    /// Arrival of its oldest record (prefix timestamps use it).
-    pub fn oldest_arrival(&self) -> Timestamp {
-        self.spans.values().map(|s| s.oldest_arrival).min().unwrap_or(Timestamp::from_millis(0))
+    /// Per shard, the records it holds.
+    pub fn spans(&self) -> impl Iterator<Item = (&ShardId, &Span)> {
+        self.slots.iter().zip(&self.spans).filter_map(|(s, span)| Some((s, span.as_ref()?)))
+    }
+
+    /// The records of `shard` it holds.
+    pub fn span(&self, shard: &ShardId) -> Option<&Span> {
+        self.spans().find(|(s, _)| *s == shard).map(|(_, span)| span)
+    }
+
+    /// The route, decoded from its key.
+    #[cfg(test)]
+    pub fn route(&self) -> crate::pipeline::route::Route {
+        self.key.route().expect("a route key")
     }
 
     /// The same object without the records of `lost` shards; `None` when nothing is
     /// left. Used when leases were lost before the object was durable.
     pub fn without(&self, lost: &BTreeSet<ShardId>, deflater: &mut Deflater) -> Result<Option<Sealed>, BodyError> {
-        if !self.spans.keys().any(|s| lost.contains(s)) {
+        if !self.spans().any(|(s, _)| lost.contains(s)) {
             return Ok(Some(self.clone()));
         }
         let raw = decode(self.compression, &self.body)?;
@@ -93,16 +108,20 @@ impl Sealed {
         if entries.is_empty() {
             return Ok(None);
         }
+        let spans: Vec<Option<Span>> =
+            self.slots.iter().zip(&self.spans).map(|(s, span)| span.clone().filter(|_| !lost.contains(s))).collect();
+        let oldest_arrival = spans.iter().flatten().map(|s| s.oldest_arrival).min().unwrap_or(self.oldest_arrival);
         Ok(Some(Sealed {
             generation: self.generation,
-            route: self.route.clone(),
+            key: self.key.clone(),
             body: body.finish(deflater)?,
             raw_bytes,
-            spans: self.spans.iter().filter(|(s, _)| !lost.contains(*s)).map(|(s, v)| (s.clone(), v.clone())).collect(),
             reason: self.reason,
             held: self.held,
+            oldest_arrival,
             compression: self.compression,
             slots: self.slots.clone(),
+            spans,
             entries,
         }))
     }

@@ -57,7 +57,7 @@ pub fn mixed_line(i: usize, len: usize) -> String {
 pub fn contents(sealed: &[Sealed]) -> BTreeMap<String, String> {
     let mut got: BTreeMap<String, String> = BTreeMap::new();
     for f in sealed {
-        got.entry(f.route.scope()).or_default().push_str(&gunzip(&f.body));
+        got.entry(f.route().scope()).or_default().push_str(&gunzip(&f.body));
     }
     got
 }

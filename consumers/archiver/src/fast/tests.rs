@@ -62,7 +62,7 @@ struct Paths {
 fn paths(transformer: Transformer, query: Option<&str>, delimiter: bool) -> Paths {
     let s = settings(query, delimiter);
     Paths {
-        fast: FastPath::new(&transformer, &s, 64).expect("a configuration with a fast path"),
+        fast: FastPath::new(&transformer, &s).expect("a configuration with a fast path"),
         reference: Pipeline::new(&s, transformer).unwrap(),
     }
 }
@@ -272,7 +272,7 @@ fn hostile_records_are_left_to_the_reference() {
 #[test]
 fn configurations_without_a_fast_path() {
     let s = settings(Some("{tenantId: .tenant_id, toolName: .tool_name}"), false);
-    assert!(FastPath::new(&Transformer::InProcess(std::sync::Arc::new(crate::McpNormalize)), &s, 8).is_none());
+    assert!(FastPath::new(&Transformer::InProcess(std::sync::Arc::new(crate::McpNormalize)), &s).is_none());
     for query in [
         "{tenantId: .meta.tenant, toolName: .tool_name}",
         "{tenantId: (.tenant_id | ascii_downcase), toolName: .tool_name}",
@@ -280,10 +280,10 @@ fn configurations_without_a_fast_path() {
         "{tenantId: .tenant_id, toolName: .tool_name, x: .y}",
     ] {
         let s = settings(Some(query), false);
-        assert!(FastPath::new(&Transformer::None, &s, 8).is_none(), "{query}");
+        assert!(FastPath::new(&Transformer::None, &s).is_none(), "{query}");
     }
     let s = settings(Some("{tenantId: .tenantId, toolName: .nosuchfield}"), false);
-    assert!(FastPath::new(&Transformer::McpNormalize, &s, 8).is_none(), "a field the normalised line lacks");
+    assert!(FastPath::new(&Transformer::McpNormalize, &s).is_none(), "a field the normalised line lacks");
 }
 
 #[test]

@@ -153,12 +153,16 @@ impl JavaPattern {
 
     /// [`JavaPattern::format`], appended to `out`.
     pub fn format_into(&self, out: &mut String, instant: Timestamp, tz: Tz) {
-        let utc = Utc.timestamp_millis_opt(instant.as_millis()).single().unwrap_or_default();
-        let t = utc.with_timezone(&tz);
+        self.format_local(out, &local_time(instant, tz));
+    }
+
+    /// [`JavaPattern::format_into`] of a time already in its zone ([`local_time`]): a
+    /// key with several timestamp expressions converts its time once.
+    pub fn format_local(&self, out: &mut String, t: &DateTime<Tz>) {
         for item in &self.items {
             match item {
                 Item::Literal(s) => out.push_str(s),
-                Item::Field { letter, count } => field(out, &t, *letter, *count),
+                Item::Field { letter, count } => field(out, t, *letter, *count),
             }
         }
     }
@@ -180,7 +184,27 @@ const MONTHS: [&str; 12] = [
 ];
 const DAYS: [&str; 7] = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"];
 
+/// `instant` in time zone `tz` (the epoch for times chrono cannot represent).
+pub fn local_time(instant: Timestamp, tz: Tz) -> DateTime<Tz> {
+    Utc.timestamp_millis_opt(instant.as_millis()).single().unwrap_or_default().with_timezone(&tz)
+}
+
 fn num(out: &mut String, value: i64, width: usize) {
+    // The common case (this runs for every timestamp field of every object key): a
+    // small non-negative value, written without the formatter.
+    if (0..1_000_000).contains(&value) && width <= 6 {
+        let mut digits = [b'0'; 6];
+        let mut v = value;
+        let mut n = 0;
+        while v > 0 {
+            digits[5 - n] = b'0' + (v % 10) as u8;
+            v /= 10;
+            n += 1;
+        }
+        let n = n.max(width).max(1);
+        out.push_str(std::str::from_utf8(&digits[6 - n..]).unwrap_or_default());
+        return;
+    }
     let _ = write!(out, "{value:0width$}");
 }
 
@@ -299,6 +323,17 @@ mod tests {
         assert_eq!(f("'It''s' HH 'o''clock'"), "It's 10 o'clock");
         assert_eq!(f("''"), "'");
         assert_eq!(f("dd.MM.yyyy - HH"), "27.08.2018 - 10");
+    }
+
+    #[test]
+    fn numbers_are_the_formatters() {
+        for value in [0i64, 1, 9, 10, 59, 99, 100, 2018, 9999, 99_999, 999_999, 1_000_000, -1, -2018] {
+            for width in 1..=9 {
+                let mut out = String::new();
+                num(&mut out, value, width);
+                assert_eq!(out, format!("{value:0width$}"), "{value} in {width}");
+            }
+        }
     }
 
     #[test]

@@ -29,7 +29,7 @@ use chrono_tz::Tz;
 use rand::Rng;
 use weir_core::Timestamp;
 
-use super::java_time::{JavaPattern, PatternError};
+use super::java_time::{JavaPattern, PatternError, local_time};
 
 /// Longest evaluated prefix Firehose accepts.
 pub const MAX_PREFIX_CHARS: usize = 512;
@@ -264,27 +264,53 @@ fn random_string() -> String {
 impl Template {
     /// Evaluates the prefix for one object.
     pub fn evaluate(&self, e: &Evaluation<'_>) -> Result<String, PrefixError> {
+        let local = local_time(e.oldest_arrival, e.time_zone);
+        self.evaluate_by(e, &local, |k| e.partition_keys.get(k).map(String::as_str))
+    }
+
+    /// [`Template::evaluate`] with the partition values from `value` (the
+    /// `partition_keys` of `e` are not used), so they need not be built as a map, and
+    /// the oldest arrival already in its zone (`local`).
+    pub(crate) fn evaluate_by<'v>(
+        &self,
+        e: &Evaluation<'_>,
+        local: &chrono::DateTime<Tz>,
+        value: impl Fn(&str) -> Option<&'v str>,
+    ) -> Result<String, PrefixError> {
         // Room for the object name the caller appends.
         let mut out = String::with_capacity(256);
+        self.evaluate_into(e, local, value, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`Template::evaluate_by`] appended to `out` (on an error `out` holds part of it).
+    pub(crate) fn evaluate_into<'v>(
+        &self,
+        e: &Evaluation<'_>,
+        local: &chrono::DateTime<Tz>,
+        value: impl Fn(&str) -> Option<&'v str>,
+        out: &mut String,
+    ) -> Result<(), PrefixError> {
+        let start = out.len();
         for s in &self.segments {
             match s {
                 Segment::Literal(text) => out.push_str(text),
-                Segment::Timestamp(p) => p.format_into(&mut out, e.oldest_arrival, e.time_zone),
+                Segment::Timestamp(p) => p.format_local(out, local),
                 Segment::RandomString => out.push_str(&random_string()),
                 Segment::ErrorOutputType => out.push_str(e.error_output_type),
                 Segment::KeyFromQuery(k) | Segment::KeyFromLambda(k) => {
-                    let value = e.partition_keys.get(k).ok_or_else(|| PrefixError::MissingKey(k.clone()))?;
+                    let value = value(k).ok_or_else(|| PrefixError::MissingKey(k.clone()))?;
                     check_partition_value(value)
                         .map_err(|reason| PrefixError::InvalidValue { key: k.clone(), reason })?;
                     out.push_str(value);
                 }
             }
         }
-        let chars = out.chars().count();
+        let chars = out[start..].chars().count();
         if chars > MAX_PREFIX_CHARS {
             return Err(PrefixError::TooLong { field: self.field, chars });
         }
-        Ok(out)
+        Ok(())
     }
 }
 

@@ -69,6 +69,71 @@ impl Route {
     }
 }
 
+/// A route's key as buffers find it ([`Route::encode`]), owned: what a sealed buffer
+/// keeps instead of its route, so that sealing builds no map.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct RouteKey(Box<[u8]>);
+
+impl RouteKey {
+    /// Wraps an encoded key.
+    pub fn new(bytes: Box<[u8]>) -> Self {
+        Self(bytes)
+    }
+
+    /// The key of `route`.
+    pub fn of(route: &Route) -> Self {
+        let mut key = Vec::new();
+        route.encode(&mut key);
+        Self(key.into())
+    }
+
+    /// The encoded bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    /// The route (`None` for bytes [`Route::encode`] did not write).
+    pub fn route(&self) -> Option<Route> {
+        Route::decode(&self.0)
+    }
+
+    /// Whether it is a data route's.
+    pub fn is_data(&self) -> bool {
+        self.0.first() == Some(&DATA_TAG)
+    }
+
+    /// The error output type of an error route's key.
+    pub fn error_type(&self) -> Option<ErrorOutputType> {
+        Route::error_type(&self.0)
+    }
+
+    /// The value of partition key `name` (data routes).
+    pub fn value(&self, name: &str) -> Option<&str> {
+        data_pairs(&self.0)?.map_while(|p| p).find(|(n, _)| *n == name).map(|(_, v)| v)
+    }
+
+    /// [`Route::scope`] of the route, written from the key.
+    pub fn scope(&self) -> String {
+        let Some(pairs) = data_pairs(&self.0) else {
+            return self.route().map(|r| r.scope()).unwrap_or_default();
+        };
+        // As serde_json writes a map of strings: `{"name":"value",...}`, sorted.
+        let mut out = Vec::with_capacity(self.0.len() + 16);
+        out.push(b'{');
+        for (i, pair) in pairs.enumerate() {
+            let Some((name, value)) = pair else { return String::new() };
+            if i > 0 {
+                out.push(b',');
+            }
+            let _ = serde_json::to_writer(&mut out, name);
+            out.push(b':');
+            let _ = serde_json::to_writer(&mut out, value);
+        }
+        out.push(b'}');
+        String::from_utf8(out).unwrap_or_default()
+    }
+}
+
 /// The (name, value) pairs of a data route's key, in order, without building a map;
 /// `None` when `key` is not a data route's, an item `None` when the key is malformed.
 pub fn data_pairs(key: &[u8]) -> Option<impl Iterator<Item = Option<(&str, &str)>>> {
@@ -137,6 +202,13 @@ mod tests {
             prop_assert_eq!(Route::error_type(&ka), None);
             let pairs: Vec<(&str, &str)> = data_pairs(&ka).unwrap().map(Option::unwrap).collect();
             prop_assert_eq!(pairs, a.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect::<Vec<_>>());
+            let key = RouteKey::new(ka.clone().into());
+            prop_assert_eq!(key.scope(), ra.scope());
+            prop_assert!(key.is_data());
+            for (k, v) in &a {
+                prop_assert_eq!(key.value(k), Some(v.as_str()));
+            }
+            prop_assert_eq!(key.route(), Some(ra.clone()));
         }
     }
 
@@ -147,6 +219,8 @@ mod tests {
             Route::Error(t).encode(&mut key);
             assert_eq!(Route::decode(&key), Some(Route::Error(t)));
             assert_eq!(Route::error_type(&key), Some(t));
+            let key = RouteKey::new(key.into());
+            assert_eq!((key.is_data(), key.error_type(), key.scope()), (false, Some(t), Route::Error(t).scope()));
         }
         assert_eq!(Route::decode(b"\x02"), None);
         assert_eq!(Route::decode(b"\x00\x05\x00\x00\x00ab"), None, "length past the end");

@@ -1,17 +1,18 @@
-use std::collections::BTreeMap;
+use std::borrow::Cow;
 
 use async_trait::async_trait;
 use bytes::Bytes;
 
-/// Options of a put.
+/// Options of a put. (Names are usually constants: an archiver puts an object for
+/// each of 100,000 partitions, and these cost no allocation then.)
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PutOptions {
     /// MIME type, e.g. `application/x-ndjson`.
-    pub content_type: Option<String>,
+    pub content_type: Option<Cow<'static, str>>,
     /// Content encoding, e.g. `gzip`.
-    pub content_encoding: Option<String>,
-    /// User metadata.
-    pub metadata: BTreeMap<String, String>,
+    pub content_encoding: Option<Cow<'static, str>>,
+    /// User metadata, each name once.
+    pub metadata: Vec<(Cow<'static, str>, String)>,
 }
 
 /// Result of a create-only put.

@@ -70,7 +70,7 @@ impl FilesConsumer {
         let options = PutOptions {
             content_type: Some("application/x-ndjson".into()),
             content_encoding: Some("gzip".into()),
-            metadata: BTreeMap::new(),
+            metadata: Vec::new(),
         };
         let mut retry = crate::Backoff::new(Duration::from_millis(100), Duration::from_secs(10));
         loop {

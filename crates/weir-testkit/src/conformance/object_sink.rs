@@ -75,7 +75,7 @@ fn opts() -> PutOptions {
     PutOptions {
         content_type: Some("application/x-ndjson".into()),
         content_encoding: Some("gzip".into()),
-        metadata: [("weir-test".to_owned(), "1".to_owned())].into(),
+        metadata: vec![("weir-test".into(), "1".to_owned())],
     }
 }
 

@@ -1,6 +1,6 @@
-//! The archiver remembers the route keys of partition-key values it has seen: a record
-//! routed with a warm cache goes exactly where a fresh archiver sends it, and values
-//! the sanitiser refuses go to the error output every time, with the reason.
+//! Routing is a function of the record alone: after any other records, a record goes
+//! exactly where a fresh archiver sends it, and values the sanitiser refuses go to the
+//! error output every time, with the reason.
 #![allow(clippy::unwrap_used, clippy::print_stdout)] // a test: a failed expectation is a failed test
 
 mod support;
@@ -18,7 +18,7 @@ use weir_testkit::{ManualClock, MemoryObjectSink};
 fn archiver() -> Archiver {
     let mut o = ArchiverOptions::new("a", settings(1 << 20));
     o.transformer = Transformer::McpNormalize;
-    // Tiny, so that the cache (sized from the budget) also starts over during a run.
+    // Tiny, so that buffers are sealed and opened again during a run.
     o.max_active_partitions = Some(2);
     o.max_buffer_memory = 6 * 1536;
     Archiver::new(o, Arc::new(MemoryObjectSink::new()), Arc::new(ManualClock::new(Timestamp::from_millis(T0)))).unwrap()
@@ -62,7 +62,7 @@ fn value() -> impl Strategy<Value = String> {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
     #[test]
-    fn a_warm_cache_routes_as_a_fresh_archiver(values in proptest::collection::vec((value(), value()), 1..40)) {
+    fn a_record_routes_as_in_a_fresh_archiver(values in proptest::collection::vec((value(), value()), 1..40)) {
         let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
         let shard = ShardId::new("s");
         let warm = archiver();
