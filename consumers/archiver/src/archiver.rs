@@ -364,6 +364,11 @@ impl Consumer for Archiver {
                 self.delivery.backlog_bytes()
             )));
         }
+        if let Some(reason) = self.buffers.spill_failure() {
+            return Err(ConsumerError::msg(format!(
+                "spill_directory cannot be written ({reason}); refusing records until it can (the stream keeps them)"
+            )));
+        }
         self.shards.entry(shard.clone()).or_default();
         self.ensure_resolved(shard).await?;
         let now = self.clock.now();
@@ -446,3 +451,76 @@ impl Consumer for Archiver {
 
 /// Buffers sealed and delivered together when a shard closes.
 const CLOSE_CHUNK: usize = 2048;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::firehose_config::{from_json, validate};
+    use crate::pipeline::transform::Transformer;
+    use bytes::Bytes;
+    use weir_core::{ExtendedSequenceNumber, SequenceNumber};
+    use weir_testkit::{CrashSwitch, ManualClock, MemoryObjectSink, SimAcks, SimLeases};
+
+    const T0: i64 = 1_764_400_000_000;
+
+    /// Records of 2,000 tenants, one partition each: `n` to `n + count`.
+    fn batch(shard: &ShardId, n: u64, count: u64) -> RecordBatch {
+        let records = (n..n + count)
+            .map(|i| Record {
+                partition_key: format!("pk{i}"),
+                position: ExtendedSequenceNumber::plain(SequenceNumber::from_u128(i as u128 + 1)),
+                approximate_arrival: Timestamp::from_millis(T0),
+                data: Bytes::from(format!(r#"{{"tenantId":"t{}","toolName":"x","sessionId":"r{i}","ts":{T0}}}"#, i % 2000)),
+            })
+            .collect();
+        RecordBatch { shard_id: shard.clone(), records, millis_behind_latest: Some(0), child_shards: None }
+    }
+
+    /// A spill directory that cannot be written: the batch in which a spill fails is
+    /// taken whole (its buffers sealed early), later batches are refused naming the
+    /// directory while it still fails, and once it works every record is archived once.
+    #[tokio::test]
+    async fn a_spill_directory_that_fails_refuses_batches_until_it_works() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = include_str!("../tests/fixtures/mcp-destination.json");
+        let mut settings = validate(&from_json(text).unwrap()).unwrap();
+        settings.append_delimiter = false;
+        let mut o = ArchiverOptions::new("a", settings);
+        o.transformer = Transformer::McpNormalize;
+        o.max_buffer_memory = 1 << 20;
+        o.spill_directory = Some(dir.path().to_path_buf());
+        let sink = Arc::new(MemoryObjectSink::new());
+        let mut a = Archiver::new(o, sink.clone(), Arc::new(ManualClock::new(Timestamp::from_millis(T0)))).unwrap();
+        let leases = SimLeases::new();
+        let acks = SimAcks::new(leases.clone(), 1, CrashSwitch::after(None));
+        let shard = ShardId::new("s");
+        a.on_shard_open(&leases.take(&shard, 1)).await.unwrap();
+        a.buffers.spill_mut().unwrap().fail_writes(true);
+        // 2,000 partitions of about 1 KiB each: past the 1 MiB budget, spills fail.
+        let mut n = 0;
+        while a.buffers.spill_failure.is_none() {
+            a.on_batch(&batch(&shard, n, 500), &acks).await.unwrap();
+            n += 500;
+            assert!(n < 40_000, "the budget was never reached");
+        }
+        let refused = a.on_batch(&batch(&shard, n, 500), &acks).await.unwrap_err().to_string();
+        assert!(refused.contains("spill_directory cannot be written") && refused.contains("injected"), "{refused}");
+        a.buffers.spill_mut().unwrap().fail_writes(false);
+        a.on_batch(&batch(&shard, n, 500), &acks).await.unwrap();
+        a.on_shard_close(&shard, CloseReason::Shutdown, &acks).await.unwrap();
+        let mut seen = std::collections::BTreeMap::new();
+        for (key, body) in sink.snapshot() {
+            if key.starts_with("_weir/") {
+                continue;
+            }
+            let mut text = String::new();
+            std::io::Read::read_to_string(&mut flate2::read::MultiGzDecoder::new(&body[..]), &mut text).unwrap();
+            for line in text.lines() {
+                let v: serde_json::Value = serde_json::from_str(line).unwrap();
+                *seen.entry(v["session_id"].as_str().unwrap().to_owned()).or_insert(0) += 1;
+            }
+        }
+        assert_eq!(seen.len() as u64, n + 500, "every record taken is archived");
+        assert!(seen.values().all(|c| *c == 1), "once");
+    }
+}

@@ -36,7 +36,8 @@ impl Buffers {
                 }
                 if let Err(e) = self.spill_one(&key) {
                     metrics::counter!(crate::metrics::SPILL_FAILURES).increment(1);
-                    tracing::error!(error = %e, "cannot spill buffers to disk; sealing them early instead");
+                    tracing::error!(error = %e, "cannot spill buffers to disk; sealing them early, and refusing new records until it works");
+                    self.spill_failure = Some(e.to_string());
                     break;
                 }
             }

@@ -149,6 +149,18 @@ impl Spill {
         Ok(r)
     }
 
+    /// Whether a write works now: one byte written and released.
+    pub fn probe(&mut self) -> Result<(), SpillError> {
+        let r = self.write(&[0])?;
+        self.release(&r);
+        Ok(())
+    }
+
+    /// The directory, for messages.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// Appends the piece's bytes to `out`.
     pub fn read(&self, r: &SpillRef, out: &mut Vec<u8>) -> Result<(), SpillError> {
         let f = self.files.get(&r.file).ok_or_else(|| SpillError::Io {
