@@ -470,7 +470,10 @@ mod tests {
                 partition_key: format!("pk{i}"),
                 position: ExtendedSequenceNumber::plain(SequenceNumber::from_u128(i as u128 + 1)),
                 approximate_arrival: Timestamp::from_millis(T0),
-                data: Bytes::from(format!(r#"{{"tenantId":"t{}","toolName":"x","sessionId":"r{i}","ts":{T0}}}"#, i % 2000)),
+                data: Bytes::from(format!(
+                    r#"{{"tenantId":"t{}","toolName":"x","sessionId":"r{i}","ts":{T0}}}"#,
+                    i % 2000
+                )),
             })
             .collect();
         RecordBatch { shard_id: shard.clone(), records, millis_behind_latest: Some(0), child_shards: None }

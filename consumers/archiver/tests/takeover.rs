@@ -12,41 +12,11 @@ use bytes::Bytes;
 use support::*;
 use weir_archiver::Transformer;
 use weir_archiver::{Archiver, ArchiverOptions};
-use weir_core::ports::{ObjectMeta, ObjectSink, PutOptions, PutOutcome, SinkError};
+use weir_core::ports::{ObjectSink, PutOptions, PutOutcome};
 use weir_core::{Checkpoint, Consumer, Intent, ShardContext, ShardId, Timestamp, WorkerId};
-use weir_testkit::{CrashSwitch, ManualClock, MemoryObjectSink, SimAcks, SimLeases};
-
-/// A store whose every call takes 100 ms.
-struct Slow(Arc<MemoryObjectSink>);
+use weir_testkit::{CrashSwitch, ManualClock, MemoryObjectSink, SimAcks, SimLeases, SlowSink};
 
 const LATENCY: Duration = Duration::from_millis(100);
-
-#[async_trait::async_trait]
-impl ObjectSink for Slow {
-    async fn put_if_absent(&self, key: &str, body: Bytes, o: &PutOptions) -> Result<PutOutcome, SinkError> {
-        tokio::time::sleep(LATENCY).await;
-        self.0.put_if_absent(key, body, o).await
-    }
-    async fn get(&self, key: &str) -> Result<Option<Bytes>, SinkError> {
-        tokio::time::sleep(LATENCY).await;
-        self.0.get(key).await
-    }
-    async fn stat(&self, key: &str) -> Result<Option<ObjectMeta>, SinkError> {
-        tokio::time::sleep(LATENCY).await;
-        self.0.stat(key).await
-    }
-    async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, SinkError> {
-        tokio::time::sleep(LATENCY).await;
-        self.0.list(prefix).await
-    }
-    async fn delete(&self, key: &str) -> Result<(), SinkError> {
-        tokio::time::sleep(LATENCY).await;
-        self.0.delete(key).await
-    }
-    fn location(&self) -> String {
-        "slow".into()
-    }
-}
 
 #[tokio::test(start_paused = true)]
 async fn four_shards_with_a_thousand_open_intents_each_resolve_in_parallel() {
@@ -77,7 +47,7 @@ async fn four_shards_with_a_thousand_open_intents_each_resolve_in_parallel() {
     let clock = ManualClock::new(Timestamp::from_millis(T0));
     let mut o = ArchiverOptions::new("mcp-archive", settings(1 << 20));
     o.transformer = Transformer::McpNormalize;
-    let mut a = Archiver::new(o, Arc::new(Slow(store.clone())), Arc::new(clock.clone())).unwrap();
+    let mut a = Archiver::new(o, Arc::new(SlowSink::new(store.clone(), LATENCY)), Arc::new(clock.clone())).unwrap();
     let leases = SimLeases::new();
     let acks = SimAcks::new(leases.clone(), 2, CrashSwitch::after(None));
     let started = tokio::time::Instant::now();

@@ -5,6 +5,7 @@
 //! - [`MemoryLeaseTable`]: lease table with DynamoDB's conditional semantics.
 //! - [`MemoryObjectSink`]: create-only object store in memory.
 //! - [`MemoryStreamWriter`]: a stream writer in memory that can refuse writes.
+//! - [`SlowSink`]: any object sink, each call slowed by a fixed latency.
 //! - [`FaultyReader`]: wraps any [`weir_core::ports::ShardReader`] and injects errors,
 //!   delays, throttling and resource-in-use.
 //! - [`FaultyLeaseTable`]: one worker's view of a shared table, partitionable.
@@ -31,6 +32,7 @@ mod memory_lease_table;
 mod memory_sink;
 mod memory_writer;
 mod recording_consumer;
+mod slow_sink;
 
 pub use clock::ManualClock;
 pub use crash::{CrashSwitch, CrashingSink, SimAcks, SimLeases};
@@ -41,3 +43,4 @@ pub use memory_lease_table::MemoryLeaseTable;
 pub use memory_sink::MemoryObjectSink;
 pub use memory_writer::MemoryStreamWriter;
 pub use recording_consumer::{AckMode, ConsumerControl, Event, Recorded, RecordingConsumer};
+pub use slow_sink::SlowSink;
