@@ -38,6 +38,8 @@ impl Default for StreamOptions {
 struct ShardState {
     info: ShardInfo,
     records: Vec<Record>,
+    /// Records before this index are past retention: reads do not return them.
+    expired: usize,
     children: Vec<ChildShard>,
 }
 
@@ -88,6 +90,7 @@ impl MemoryStream {
                         closed: false,
                     },
                     records: Vec::new(),
+                    expired: 0,
                     children: Vec::new(),
                 }
             })
@@ -192,6 +195,7 @@ impl MemoryStream {
                     closed: false,
                 },
                 records: Vec::new(),
+                expired: 0,
                 children: Vec::new(),
             });
         }
@@ -211,6 +215,16 @@ impl MemoryStream {
     /// Every record of every shard (tests compare deliveries against it).
     pub fn all_records(&self) -> Vec<(ShardId, Record)> {
         self.lock().shards.iter().flat_map(|s| s.records.iter().map(|r| (s.info.id.clone(), r.clone()))).collect()
+    }
+
+    /// Expires every record that arrived before `arrival`, as the stream's retention
+    /// period does: reads no longer return them (from any starting position). Open
+    /// reads already past them are not affected.
+    pub fn expire_before(&self, arrival: Timestamp) {
+        let mut s = self.lock();
+        for shard in &mut s.shards {
+            shard.expired = shard.expired.max(shard.records.partition_point(|r| r.approximate_arrival < arrival));
+        }
     }
 
     /// The stream's clock.
@@ -241,13 +255,13 @@ impl ShardReader for MemoryStream {
             .position(|sh| &sh.info.id == shard)
             .ok_or_else(|| ReadError::ShardNotFound(shard.clone()))?;
         let recs = &s.shards[idx].records;
-        let cursor = match from {
+        let cursor = s.shards[idx].expired.max(match from {
             StartingPosition::TrimHorizon => 0,
             StartingPosition::Latest => recs.len(),
             StartingPosition::AtTimestamp(t) => recs.partition_point(|r| r.approximate_arrival < *t),
             StartingPosition::AtSequenceNumber(q) => recs.partition_point(|r| r.position.sequence < *q),
             StartingPosition::AfterSequenceNumber(q) => recs.partition_point(|r| r.position.sequence <= *q),
-        };
+        });
         drop(s);
         let expires_at = self.inner.options.subscription_lifetime.map(|d| tokio::time::Instant::now() + d);
         Ok(Box::new(MemorySubscription {

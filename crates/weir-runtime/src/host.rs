@@ -209,6 +209,10 @@ pub(crate) async fn run_host(
 
 fn failure(name: &ConsumerName, shard: &ShardId, stats: &WorkerStats, e: &ConsumerError, call: &str) {
     metrics::counter!(crate::metrics::CONSUMER_FAILURES, "consumer" => name.to_string()).increment(1);
-    stats.lane(shard, name, |s| s.failures += 1);
+    let text: String = e.to_string().chars().take(500).collect();
+    stats.lane(shard, name, |s| {
+        s.failures += 1;
+        s.last_error = Some(format!("{call}: {text}"));
+    });
     tracing::warn!(consumer = %name, %shard, call, error = %e, "consumer call failed");
 }

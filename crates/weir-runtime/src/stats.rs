@@ -14,6 +14,11 @@ pub struct LaneStats {
     pub failures: u64,
     /// The last position the consumer processed.
     pub last: Option<ExtendedSequenceNumber>,
+    /// Whether the lane is detached now (failing or backed up; it catches up or
+    /// retries on its own).
+    pub detached: bool,
+    /// The last failed call's error, secrets redacted as in logs.
+    pub last_error: Option<String>,
 }
 
 /// What the live reads of one shard delivered.
@@ -31,6 +36,8 @@ pub struct ShardRead {
     /// everything in the shard then had been read. (A non-empty batch's
     /// `MillisBehindLatest` is not trusted for this; emulators report 0 early.)
     pub at_tip: Option<tokio::time::Instant>,
+    /// When the last read answered (a batch, empty or not; an EFO event).
+    pub last_answer: Option<tokio::time::Instant>,
 }
 
 /// Live counters of a worker, for summaries and readiness. Cheap: updated per batch.
@@ -64,6 +71,7 @@ impl WorkerStats {
             r.records += batch.records.len() as u64;
             r.bytes += bytes;
             r.last_arrival = last.or(r.last_arrival);
+            r.last_answer = Some(tokio::time::Instant::now());
             if let Some(p) = batch.last_position() {
                 r.last_position = Some(p.clone());
             }

@@ -18,7 +18,7 @@ use anyhow::{Context, Result, bail};
 use tokio_util::sync::CancellationToken;
 use weir_core::ports::LeaseTable;
 use weir_local::{GeneratorConfig, MemoryStream, SqliteLeaseTable, StreamOptions};
-use weir_runtime::{TokioClock, Worker, WorkerStats};
+use weir_runtime::{TokioClock, Worker};
 
 use crate::run::{cancel_on_signal, spawn_generator};
 
@@ -142,7 +142,7 @@ pub async fn run(args: DemoArgs, registry: &crate::plugin::Registry) -> Result<(
     cancel_on_signal(shutdown.clone());
     let stop_workers = CancellationToken::new();
     let mut workers = Vec::new();
-    let mut stats: Vec<WorkerStats> = Vec::new();
+    let mut stats: Vec<crate::status::WorkerView> = Vec::new();
     let mut status = Vec::new();
     let alerts_seen = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
     for i in 1..=args.workers {
@@ -169,7 +169,7 @@ pub async fn run(args: DemoArgs, registry: &crate::plugin::Registry) -> Result<(
             built.consumers,
             clock.clone(),
         )?;
-        stats.push(w.stats());
+        stats.push(crate::status::WorkerView { id: id.clone(), read: "in-process".into(), stats: w.stats() });
         let token = stop_workers.clone();
         workers.push(tokio::spawn(async move { w.run(token).await }));
     }
@@ -219,7 +219,7 @@ pub async fn run(args: DemoArgs, registry: &crate::plugin::Registry) -> Result<(
     let total_counted = || {
         stats
             .iter()
-            .flat_map(|s| s.lanes())
+            .flat_map(|s| s.stats.lanes())
             .filter(|(k, _)| k.1.as_str() == "count")
             .map(|(_, v)| v.records)
             .sum::<u64>()
@@ -238,7 +238,7 @@ pub async fn run(args: DemoArgs, registry: &crate::plugin::Registry) -> Result<(
     let stream_counts: BTreeMap<_, _> = stream.record_counts().into_iter().collect();
     let mut lanes = BTreeMap::new();
     for s in &stats {
-        for (k, v) in s.lanes() {
+        for (k, v) in s.stats.lanes() {
             let e: &mut weir_runtime::LaneStats = lanes.entry(k).or_default();
             e.records += v.records;
             e.detaches += v.detaches;

@@ -1,10 +1,12 @@
-//! `/metrics` (Prometheus), `/healthz` (the process is up) and `/readyz` (every worker
-//! finished its first lease cycle; the body also shows each archiver's backlog).
+//! `/metrics` (Prometheus), `/healthz` (the process is up), `/readyz` (every worker
+//! finished its first lease cycle; the body also shows each archiver's backlog) and
+//! `/status` (JSON for `weir doctor`: held shards, reads, detached consumers, errors).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use crate::plugin::StatusLine;
+use crate::status::WorkerView;
 use anyhow::{Context, Result};
 use axum::Router;
 use axum::extract::State;
@@ -13,12 +15,11 @@ use axum::routing::get;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use weir_runtime::WorkerStats;
 
 #[derive(Clone)]
 struct AppState {
     metrics: PrometheusHandle,
-    workers: Arc<Vec<WorkerStats>>,
+    workers: Arc<Vec<WorkerView>>,
     status: Arc<Vec<StatusLine>>,
 }
 
@@ -47,7 +48,7 @@ const DRAIN_CONNECTIONS: std::time::Duration = std::time::Duration::from_secs(2)
 pub async fn serve(
     addr: SocketAddr,
     metrics: PrometheusHandle,
-    workers: Vec<WorkerStats>,
+    workers: Vec<WorkerView>,
     status: Vec<StatusLine>,
     shutdown: CancellationToken,
 ) -> Result<JoinHandle<()>> {
@@ -63,11 +64,19 @@ pub async fn serve(
                     body.push_str(&line());
                     body.push('\n');
                 }
-                if s.workers.iter().all(WorkerStats::is_ready) {
+                if s.workers.iter().all(|w| w.stats.is_ready()) {
                     (StatusCode::OK, format!("ready\n{body}"))
                 } else {
                     (StatusCode::SERVICE_UNAVAILABLE, format!("starting\n{body}"))
                 }
+            }),
+        )
+        .route(
+            "/status",
+            get(|State(s): State<AppState>| async move {
+                let report: Vec<_> = s.workers.iter().map(crate::status::report).collect();
+                let body = serde_json::to_string_pretty(&report).unwrap_or_default();
+                ([(axum::http::header::CONTENT_TYPE, "application/json")], body)
             }),
         )
         .with_state(state);
@@ -75,7 +84,7 @@ pub async fn serve(
         tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr} (http.listen)"))?;
     // With port 0 the system chose one: say which.
     let addr = listener.local_addr().unwrap_or(addr);
-    tracing::info!(%addr, "serving /metrics, /healthz, /readyz");
+    tracing::info!(%addr, "serving /metrics, /healthz, /readyz, /status");
     Ok(tokio::spawn(async move {
         use std::future::IntoFuture;
         let served = axum::serve(listener, app).with_graceful_shutdown(shutdown.clone().cancelled_owned());

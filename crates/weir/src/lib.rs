@@ -38,6 +38,7 @@ mod replay_progress;
 mod replay_source;
 mod run;
 mod sns;
+mod status;
 mod summary;
 mod telemetry;
 

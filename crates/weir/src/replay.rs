@@ -216,8 +216,14 @@ pub async fn run(mut args: ReplayArgs, registry: &Registry) -> Result<()> {
     crate::run::cancel_on_signal(stop.clone());
     let http = match args.listen {
         Some(addr) => Some(
-            crate::http::serve(addr, crate::http::install_recorder()?, vec![stats.clone()], built.status, stop.clone())
-                .await?,
+            crate::http::serve(
+                addr,
+                crate::http::install_recorder()?,
+                vec![crate::status::WorkerView { id: worker_id.clone(), read: "replay".into(), stats: stats.clone() }],
+                built.status,
+                stop.clone(),
+            )
+            .await?,
         ),
         None => None,
     };

@@ -131,7 +131,7 @@ pub(crate) async fn wire_stream(config: &Config, clock: Arc<TokioClock>) -> Resu
 }
 
 /// The Kinesis stream the config names, read with `options`.
-async fn open_kinesis(config: &Config, options: KinesisOptions) -> Result<KinesisStream> {
+pub(crate) async fn open_kinesis(config: &Config, options: KinesisOptions) -> Result<KinesisStream> {
     let aws = &config.aws;
     let client = aws_sdk_kinesis::Client::new(&sdk(aws, &aws.kinesis_endpoint_url).await);
     KinesisStream::open(client, &config.stream.name, options)
@@ -240,7 +240,12 @@ pub async fn run(config: Config, until_caught_up: bool, registry: &Registry) -> 
     };
     let http = match (config.http.listen, metrics) {
         (Some(addr), Some(metrics)) => {
-            Some(crate::http::serve(addr, metrics, vec![worker.stats()], status, shutdown.clone()).await?)
+            let view = crate::status::WorkerView {
+                id: worker_id.clone(),
+                read: config.read_kind().to_owned(),
+                stats: worker.stats(),
+            };
+            Some(crate::http::serve(addr, metrics, vec![view], status, shutdown.clone()).await?)
         }
         _ => None,
     };

@@ -816,6 +816,85 @@ fn doctor_tells_a_live_fleet_from_a_dead_worker() {
     assert!(stdout.contains("did not move in 1.5s"), "{stdout}");
 }
 
+/// `weir doctor --worker` reads a live worker's `/status`: an archiver whose output
+/// directory is gone (replaced by a file, so no put can work) backs up, refuses
+/// batches and is detached; the doctor names it with its last error and exits 1.
+#[test]
+fn doctor_names_an_archiver_refusing_batches_from_the_workers_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let cfg = write_config(
+        dir.path(),
+        &format!(
+            "[worker]\nid = \"w-doc\"\nrenew_interval = \"300ms\"\ntaker_interval = \"300ms\"\n\
+             [stream]\nshards = 1\n[generator]\nrate = 200\n[leases]\npath = \"{0}/leases.db\"\n\
+             [[consumers]]\ntype = \"count\"\nname = \"count\"\n\
+             [[consumers]]\ntype = \"archiver\"\nname = \"archive\"\ndirectory = \"{1}\"\nmax_backlog_bytes = 1\n\
+             [consumers.destination]\nPrefix = \"d/\"\nErrorOutputPrefix = \"e/\"\n\
+             BufferingHints = {{ SizeInMBs = 1, IntervalInSeconds = 0 }}\n\
+             [http]\nlisten = \"127.0.0.1:{2}\"\n",
+            dir.path().display(),
+            out.display(),
+            port
+        ),
+    );
+    let cfg = cfg.to_str().unwrap();
+    struct KillOnDrop(std::process::Child);
+    impl Drop for KillOnDrop {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let log = dir.path().join("run.log");
+    let _child = KillOnDrop(
+        weir()
+            .args(["run", "--config", cfg])
+            .stderr(Stdio::from(std::fs::File::create(&log).unwrap()))
+            .spawn()
+            .unwrap(),
+    );
+    let worker = format!("http://127.0.0.1:{port}");
+    let doctor = || {
+        let out = weir().args(["doctor", "--config", cfg, "--observe", "700ms", "--worker", &worker]).output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    // Healthy first: objects land, nothing is stuck.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let written = std::fs::read_dir(out.join("d")).map(|d| d.count()).unwrap_or(0);
+        if written > 0 && get(port, "/readyz").is_some_and(|(s, _)| s == 200) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no object written: {}", std::fs::read_to_string(&log).unwrap());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (code, stdout) = doctor();
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(stdout.contains("note  the in-process stream lives inside its worker"), "{stdout}");
+    let status = get(port, "/status").unwrap().1;
+    assert!(status.contains("\"worker\": \"w-doc\"") && status.contains("\"consumer\": \"archive\""), "{status}");
+    // The output directory becomes a file: puts fail, the backlog passes 1 byte, the
+    // archiver refuses batches and is detached.
+    std::fs::remove_dir_all(&out).unwrap();
+    std::fs::write(&out, b"not a directory").unwrap();
+    let (code, stdout) = loop {
+        let (code, stdout) = doctor();
+        if code == Some(1) || Instant::now() > deadline + Duration::from_secs(60) {
+            break (code, stdout);
+        }
+    };
+    assert_eq!(code, Some(1), "{stdout}");
+    let line = stdout.lines().find(|l| l.contains("archive is detached")).unwrap_or_else(|| panic!("{stdout}"));
+    assert!(line.starts_with("STUCK shardId-000000000000: archive is detached on w-doc's read"), "{line}");
+    assert!(line.contains("refusing records until they are written (the stream keeps them)"), "{line}");
+    assert!(stdout.contains("1 stuck of 1 leases not ended"), "{stdout}");
+    assert!(!stdout.contains("count is detached"), "{stdout}");
+    println!("{stdout}");
+}
+
 /// A namespace another stream's application uses, or one a newer weir wrote, stops
 /// `weir run` at start with the reason, before any lease is touched.
 #[test]

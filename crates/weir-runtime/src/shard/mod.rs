@@ -286,7 +286,10 @@ impl ShardWorker {
                 continue;
             }
             if lane.offer(&batch, capacity, detach_after, now).is_some() {
-                self.deps.stats.lane(&shard, &lane.host.name, |s| s.detaches += 1);
+                self.deps.stats.lane(&shard, &lane.host.name, |s| {
+                    s.detaches += 1;
+                    s.detached = true;
+                });
                 continue;
             }
             if end.is_some() {
@@ -314,7 +317,10 @@ impl ShardWorker {
                 LaneMode::Attached | LaneMode::AtEnd { .. } | LaneMode::Closing(_) if failing => {
                     lane.detach(DetachReason::Failing, now);
                     let name = lane.host.name.clone();
-                    self.deps.stats.lane(self.held.key(), &name, |s| s.detaches += 1);
+                    self.deps.stats.lane(self.held.key(), &name, |s| {
+                        s.detaches += 1;
+                        s.detached = true;
+                    });
                 }
                 LaneMode::Idle { resume_at } if *resume_at <= now => {
                     let plan = CatchupPlan {
@@ -365,6 +371,7 @@ impl ShardWorker {
                     l.after = through;
                     l.full_since = None;
                     l.retry.reset();
+                    self.deps.stats.lane(self.held.key(), &l.host.name, |s| s.detached = false);
                     tracing::info!(shard = %self.held.key(), consumer = %l.host.name, "consumer caught up and rejoined the live read");
                 }
                 let _ = reply.send(ok);
@@ -376,6 +383,7 @@ impl ShardWorker {
                 let l = &mut self.lanes[lane];
                 l.mode = LaneMode::Attached; // so detach() below starts from a clean state
                 l.detach(DetachReason::Failing, now);
+                self.deps.stats.lane(self.held.key(), &l.host.name, |s| s.detached = true);
             }
         }
     }

@@ -263,6 +263,15 @@ impl ConsumerEntry {
 impl Config {
     /// How the stream is read, in words (start-up log lines and `weir config check`);
     /// `efo` is whether live reads go through the enhanced fan-out consumer.
+    /// How `weir run` reads the stream: `enhanced fan-out`, `polling` or `in-process`.
+    pub fn read_kind(&self) -> &'static str {
+        match (&self.stream.kind, &self.stream.efo_consumer) {
+            (StreamKind::Memory, _) => "in-process",
+            (StreamKind::Kinesis, Some(_)) => "enhanced fan-out",
+            (StreamKind::Kinesis, None) => "polling",
+        }
+    }
+
     pub fn describe_stream(&self, efo: bool) -> String {
         let s = &self.stream;
         match s.kind {

@@ -1,62 +1,14 @@
-//! `weir doctor`: why a shard is not moving, from the lease table. It reads the table
-//! twice, `--observe` apart, and explains every lease that is not progressing: parents
-//! that some consumer has not finished (named), a holder whose renewals stopped, a
-//! lease nobody holds, a handoff that does not complete, a consumer whose checkpoint
-//! did not move on a shard its worker renews. Exit status 1 when something is stuck.
+//! Findings from the lease table, read twice `observed` apart: parents that some
+//! consumer has not finished (named), a holder whose renewals stopped, a lease nobody
+//! holds, a handoff that does not complete, a consumer whose checkpoint did not move
+//! on a shard its worker renews.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::Result;
-use clap::Args;
 use weir_core::{Checkpoint, ConsumerName, Lease};
 
+use super::Finding;
 use crate::leases::checkpoint_text;
-use crate::plugin::Registry;
-
-/// `weir doctor …`.
-#[derive(Debug, Args)]
-pub(crate) struct DoctorArgs {
-    /// The TOML config file (its `[leases]` section and consumers are used).
-    #[arg(long, short)]
-    config: PathBuf,
-    /// How long to watch the table (at least the workers' renew interval; a worker
-    /// renews every `worker.renew_interval`).
-    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
-    observe: Duration,
-}
-
-/// What the doctor says about one lease.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Finding {
-    /// The shard.
-    pub shard: String,
-    /// Whether the shard is stuck (as opposed to a note).
-    pub stuck: bool,
-    /// The explanation.
-    pub text: String,
-}
-
-/// Runs `weir doctor`.
-pub(crate) async fn run(args: DoctorArgs, registry: &Registry) -> Result<()> {
-    let (config, table) = crate::leases::open_table(&args.config, registry).await?;
-    let before = crate::leases::list(table.as_ref()).await?;
-    println!("{} leases in {}; watching {:?}", before.len(), config.leases.describe(), args.observe);
-    tokio::time::sleep(args.observe).await;
-    let after = crate::leases::list(table.as_ref()).await?;
-    let consumers: Vec<ConsumerName> = config.consumers.iter().map(|c| ConsumerName::new(c.name.as_str())).collect();
-    let findings = diagnose(&before, &after, args.observe, &consumers);
-    let stuck = findings.iter().filter(|f| f.stuck).count();
-    for f in &findings {
-        println!("{} {}: {}", if f.stuck { "STUCK" } else { "note " }, f.shard, f.text);
-    }
-    let open = after.iter().filter(|l| !l.ended).count();
-    println!("{stuck} stuck of {open} leases not ended");
-    if stuck > 0 {
-        std::process::exit(1);
-    }
-    Ok(())
-}
 
 /// The findings for the table as read `observed` apart (`before`, then `after`).
 pub(crate) fn diagnose(
