@@ -10,6 +10,7 @@
 //!   its acknowledgements to the shard it names.
 //! - `lane.rs`: the per-(shard, consumer) queue and progress shared by both sides.
 //! - `reader_task.rs`: a shard read that survives errors, expiry and throttling.
+//! - [`streams`]: several streams as one reader and catalog (multi-stream fleets).
 //! - [`WindowReader`]: a reader bounded by the end of a past window (replays).
 //! - [`archive`]: an archive's objects in a window read as a stream (replays from
 //!   the archive).
@@ -29,6 +30,7 @@ pub mod metrics;
 mod reader_task;
 mod shard;
 mod stats;
+pub mod streams;
 mod window;
 mod worker;
 

@@ -336,6 +336,8 @@ impl Coordinator {
                 return Vec::new();
             }
         };
+        // Leases of streams this fleet does not read (any more) are left alone.
+        let leases: Vec<weir_core::Lease> = leases.into_iter().filter(|l| self.catalog.covers(&l.key)).collect();
         self.seen.observe(&leases, &workers, now);
         let held_keys: HashSet<ShardId> = held.lock().unwrap_or_else(|p| p.into_inner()).keys().cloned().collect();
         let mut out = Vec::new();

@@ -59,7 +59,8 @@ impl CatchUp {
             return Ok(false);
         }
         let (reads, lanes) = (stats.reads(), stats.lanes());
-        Ok(leases.iter().all(|l| {
+        // Leases of streams this fleet does not read are not waited for.
+        Ok(leases.iter().filter(|l| self.catalog.covers(&l.key)).all(|l| {
             if l.ended {
                 return true;
             }

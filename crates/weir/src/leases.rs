@@ -14,7 +14,7 @@ use weir_core::{
 };
 
 use weir_core::policy::Cleanup;
-use weir_core::ports::LeaseTable;
+use weir_core::ports::{LeaseTable, StreamCatalog};
 
 use crate::config::Config;
 use crate::plugin::Registry;
@@ -107,10 +107,14 @@ enum LeasesCommand {
 pub(crate) async fn run(args: LeasesArgs, registry: &Registry) -> Result<()> {
     match args.command {
         LeasesCommand::List { config, consumer, json } => {
-            let (_, table) = open_table(&config, registry).await?;
+            let (config, table) = open_table(&config, registry).await?;
             let leases = list(table.as_ref()).await?;
+            let scope = Scope::of(&config, table.as_ref()).await?;
             let consumer = consumer.map(ConsumerName::new);
-            print!("{}", if json { list_json(&leases)? } else { list_table(&leases, consumer.as_ref()) });
+            print!(
+                "{}",
+                if json { list_json(&leases, &scope)? } else { list_table(&leases, consumer.as_ref(), &scope) }
+            );
             Ok(())
         }
         LeasesCommand::Seek { consumer, to, shard, all, force, config } => {
@@ -171,11 +175,13 @@ pub(crate) async fn run(args: LeasesArgs, registry: &Registry) -> Result<()> {
         }
         LeasesCommand::DeleteEnded { config, dry_run } => {
             let (config, table) = open_table(&config, registry).await?;
-            let catalog = crate::run::stream_catalog(&config).await?;
+            let catalog = crate::run::fleet_streams(&config, table.as_ref()).await?;
             let listed =
                 catalog.list_shards().await.map_err(|e| anyhow::anyhow!("cannot list the stream's shards: {e}"))?;
             let listed = listed.into_iter().map(|s| s.id).collect();
-            let leases = list(table.as_ref()).await?;
+            // Leases of streams this config does not read are not judged by its list.
+            let leases: Vec<Lease> =
+                list(table.as_ref()).await?.into_iter().filter(|l| catalog.covers(&l.key)).collect();
             let (mut deleted, mut kept) = (0, 0);
             for (lease, verdict) in weir_core::policy::ended_lease_cleanup(&leases, &listed) {
                 let key = &lease.key;
@@ -207,10 +213,11 @@ pub(crate) async fn run(args: LeasesArgs, registry: &Registry) -> Result<()> {
             let (config, table) = open_table(&config, registry).await?;
             let leases = list(table.as_ref()).await?;
             let lease = leases.iter().find(|l| l.key.as_str() == shard).ok_or_else(|| no_lease(&shard, &config))?;
+            let scope = Scope::of(&config, table.as_ref()).await?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&with_state(lease, &leases)?)?);
+                println!("{}", serde_json::to_string_pretty(&with_state(lease, &leases, &scope)?)?);
             } else {
-                print!("{}", show_text(lease, &leases));
+                print!("{}", show_text(lease, &leases, &scope));
             }
             Ok(())
         }
@@ -253,6 +260,45 @@ pub(crate) fn parse_position(text: &str) -> Result<Checkpoint> {
     }
 }
 
+/// Which leases a config reads: its streams' names and the one whose leases keep bare
+/// shard ids (`None` inside: every lease, for tests).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Scope(Option<(Vec<String>, Option<String>)>);
+
+impl Scope {
+    /// The scope of `config` on `table`.
+    pub(crate) async fn of(config: &Config, table: &dyn LeaseTable) -> Result<Self> {
+        let names: Vec<String> = config.stream_list().iter().map(|s| s.name.clone()).collect();
+        // A namespace not claimed yet: its bare keys are the (first) stream's.
+        let bare = table.namespace_meta().await?.map(|m| m.stream).or_else(|| names.first().cloned());
+        Ok(Self(Some((names, bare))))
+    }
+
+    /// Whether this config reads the lease.
+    pub(crate) fn covers(&self, lease: &Lease) -> bool {
+        self.unconfigured(lease).is_none()
+    }
+
+    /// The stream a lease belongs to when this config does not read it.
+    fn unconfigured(&self, lease: &Lease) -> Option<String> {
+        let (names, bare) = self.0.as_ref()?;
+        let key = lease.key.as_str();
+        if weir_runtime::streams::stream_of(key, names, bare.as_deref()).is_some() {
+            return None;
+        }
+        Some(key.split_once(':').map_or_else(|| bare.clone().unwrap_or_default(), |(s, _)| s.to_owned()))
+    }
+}
+
+/// What a lease is doing, in words; leases of a stream the config does not read are
+/// `unconfigured` (workers leave them alone).
+fn shown_state(lease: &Lease, all: &[Lease], scope: &Scope) -> String {
+    match scope.unconfigured(lease) {
+        Some(stream) if !lease.ended => format!("unconfigured (stream {stream:?} is not in [[streams]])"),
+        _ => state(lease, all),
+    }
+}
+
 /// What a lease is doing, in words.
 pub(crate) fn state(lease: &Lease, all: &[Lease]) -> String {
     if lease.ended {
@@ -285,13 +331,13 @@ pub(crate) fn checkpoint_text(cp: &Checkpoint) -> String {
     }
 }
 
-fn with_state(lease: &Lease, all: &[Lease]) -> Result<serde_json::Value> {
+fn with_state(lease: &Lease, all: &[Lease], scope: &Scope) -> Result<serde_json::Value> {
     // Hash keys go past what a JSON number holds exactly: decimal strings.
     let mut plain = lease.clone();
     plain.hash_range = None;
     let mut v = serde_json::to_value(&plain)?;
     if let Some(o) = v.as_object_mut() {
-        o.insert("state".into(), state(lease, all).into());
+        o.insert("state".into(), shown_state(lease, all, scope).into());
         let range =
             lease.hash_range.map(|r| serde_json::json!({ "start": r.start.to_string(), "end": r.end.to_string() }));
         o.insert("hash_range".into(), range.unwrap_or(serde_json::Value::Null));
@@ -299,8 +345,8 @@ fn with_state(lease: &Lease, all: &[Lease]) -> Result<serde_json::Value> {
     Ok(v)
 }
 
-fn list_json(leases: &[Lease]) -> Result<String> {
-    let all: Vec<serde_json::Value> = leases.iter().map(|l| with_state(l, leases)).collect::<Result<_>>()?;
+fn list_json(leases: &[Lease], scope: &Scope) -> Result<String> {
+    let all: Vec<serde_json::Value> = leases.iter().map(|l| with_state(l, leases, scope)).collect::<Result<_>>()?;
     Ok(format!("{}\n", serde_json::to_string_pretty(&all)?))
 }
 
@@ -310,7 +356,7 @@ fn short(text: String) -> String {
     if digits > 16 { format!("…{}", &text[digits - 12..]) } else { text }
 }
 
-fn list_table(leases: &[Lease], only: Option<&ConsumerName>) -> String {
+fn list_table(leases: &[Lease], only: Option<&ConsumerName>, scope: &Scope) -> String {
     let mut consumers: Vec<ConsumerName> = leases
         .iter()
         .flat_map(|l| l.checkpoints.keys().chain(l.intents.keys()).cloned())
@@ -336,7 +382,7 @@ fn list_table(leases: &[Lease], only: Option<&ConsumerName>) -> String {
             l.key.to_string(),
             l.owner.as_ref().map_or("-".into(), ToString::to_string),
             l.counter.to_string(),
-            state(l, leases),
+            shown_state(l, leases, scope),
             list(&l.parents),
             list(&l.children),
         ];
@@ -359,14 +405,14 @@ fn list_table(leases: &[Lease], only: Option<&ConsumerName>) -> String {
     out
 }
 
-fn show_text(l: &Lease, all: &[Lease]) -> String {
+fn show_text(l: &Lease, all: &[Lease], scope: &Scope) -> String {
     let mut out = String::new();
     let mut line = |k: &str, v: String| out.push_str(&format!("{k:<10} {v}\n"));
     let ids = |ids: &[ShardId]| ids.iter().map(ShardId::as_str).collect::<Vec<_>>().join(", ");
     line("shard", l.key.to_string());
     line("owner", l.owner.as_ref().map_or("-".into(), ToString::to_string));
     line("counter", l.counter.to_string());
-    line("state", state(l, all));
+    line("state", shown_state(l, all, scope));
     line("initial", checkpoint_text(&l.initial));
     line("parents", ids(&l.parents));
     line("children", ids(&l.children));

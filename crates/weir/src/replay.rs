@@ -136,9 +136,7 @@ pub async fn run(mut args: ReplayArgs, registry: &Registry) -> Result<()> {
         args.to = Some(SystemClock.now().as_millis().to_string());
     }
     let mut config = load(&args.config, registry)?;
-    if let Some(stream) = &args.stream {
-        config.stream.name = stream.clone();
-    }
+    config = config.with_one_stream(args.stream.as_deref())?;
     let job = job_name(&args)?;
     if args.efo && config.stream.efo_consumer.is_none() && args.from_archive.is_none() {
         bail!(

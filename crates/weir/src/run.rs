@@ -9,10 +9,31 @@ use weir_aws::{AwsSettings, DynamoDbLeaseTable, KinesisOptions, KinesisStream, l
 use weir_core::Clock;
 use weir_core::ports::{LeaseTable, ShardReader, StreamCatalog};
 use weir_local::{GeneratorConfig, McpEventGenerator, MemoryStream, SqliteLeaseTable, StreamOptions};
+use weir_runtime::consumers::OnlyStreams;
+use weir_runtime::streams::{StreamPart, Streams};
 use weir_runtime::{TokioClock, Worker};
 
 use crate::config::{AwsSection, Config, LeasesKind, StreamKind};
 use crate::plugin::{Aws, BuildEnv, Registry};
+
+/// Wraps the consumers whose config entry names `streams` so they get only those
+/// streams' records.
+fn only_their_streams(
+    consumers: Vec<Box<dyn weir_core::Consumer>>,
+    config: &Config,
+    streams: &Streams,
+) -> Vec<Box<dyn weir_core::Consumer>> {
+    consumers
+        .into_iter()
+        .map(|c| {
+            let reads = config.consumers.iter().find(|e| e.name == c.name()).and_then(|e| e.streams.clone());
+            match reads {
+                Some(reads) => Box::new(OnlyStreams::new(c, streams.clone(), reads)) as Box<dyn weir_core::Consumer>,
+                None => c,
+            }
+        })
+        .collect()
+}
 
 /// `<hostname>-<pid>-<random>`: unique per process.
 pub fn default_worker_id() -> String {
@@ -96,8 +117,10 @@ pub(crate) struct Wired {
     pub table: Arc<dyn LeaseTable>,
     pub reader: Arc<dyn ShardReader>,
     pub catalog: Arc<dyn StreamCatalog>,
-    /// The in-process stream, when the config uses it (it gets a generator).
-    memory: Option<MemoryStream>,
+    /// The in-process streams the config uses (each gets a generator).
+    memory: Vec<MemoryStream>,
+    /// With several streams, the joined streams (to give consumers only theirs).
+    pub streams: Option<Streams>,
 }
 
 pub(crate) async fn sdk(aws: &AwsSection, service_endpoint: &Option<String>) -> aws_config::SdkConfig {
@@ -131,7 +154,7 @@ pub(crate) async fn wire_stream(config: &Config, clock: Arc<TokioClock>) -> Resu
 }
 
 /// The Kinesis stream the config names, read with `options`.
-pub(crate) async fn open_kinesis(config: &Config, options: KinesisOptions) -> Result<KinesisStream> {
+async fn open_kinesis(config: &Config, options: KinesisOptions) -> Result<KinesisStream> {
     let aws = &config.aws;
     let client = aws_sdk_kinesis::Client::new(&sdk(aws, &aws.kinesis_endpoint_url).await);
     KinesisStream::open(client, &config.stream.name, options)
@@ -139,22 +162,60 @@ pub(crate) async fn open_kinesis(config: &Config, options: KinesisOptions) -> Re
         .map_err(|e| anyhow::anyhow!("stream {}: {e}", config.stream.name))
 }
 
-/// The shard list of the stream the config names, for commands that only read it
-/// (no enhanced fan-out consumer is registered). The in-process stream exists only
-/// inside the process that runs it.
-pub(crate) async fn stream_catalog(config: &Config) -> Result<Arc<dyn StreamCatalog>> {
-    match config.stream.kind {
-        StreamKind::Memory => anyhow::bail!(
-            "stream.kind = \"memory\": the in-process stream lives only inside `weir run`; this command needs a Kinesis stream's shard list"
-        ),
-        StreamKind::Kinesis => Ok(Arc::new(open_kinesis(config, KinesisOptions::default()).await?)),
+/// Wires the config's lease table and stream(s), and claims the lease namespace for
+/// them (see [`crate::namespace`]). The streams are always joined (see
+/// [`weir_runtime::streams`]), one stream too, so that leases of streams the config
+/// does not name (`stream:shardId` keys) are left alone.
+pub(crate) async fn wire(config: &Config, clock: Arc<TokioClock>) -> Result<Wired> {
+    let table = lease_table(config).await?;
+    let names: Vec<String> = config.stream_list().iter().map(|s| s.name.clone()).collect();
+    let bare = if config.streams.len() < 2 {
+        crate::namespace::claim(table.as_ref(), &config.stream.name, &config.leases.namespace).await?;
+        config.stream.name.clone()
+    } else {
+        crate::namespace::claim_streams(table.as_ref(), &names, &config.leases.namespace).await?
+    };
+    let mut parts = Vec::new();
+    let mut memory = Vec::new();
+    for section in config.stream_list() {
+        let one = config.clone().with_one_stream(Some(&section.name))?;
+        let (reader, catalog, m) = wire_stream(&one, clock.clone()).await?;
+        memory.extend(m);
+        parts.push(StreamPart { name: section.name.clone(), bare: section.name == bare, reader, catalog });
     }
+    let streams = Streams::new(parts);
+    Ok(Wired {
+        table,
+        reader: Arc::new(streams.clone()),
+        catalog: Arc::new(streams.clone()),
+        memory,
+        streams: (config.streams.len() > 1).then_some(streams),
+    })
 }
 
-pub(crate) async fn wire(config: &Config, clock: Arc<TokioClock>) -> Result<Wired> {
-    let (reader, catalog, memory) = wire_stream(config, clock).await?;
-    let table = lease_table(config).await?;
-    Ok(Wired { table, reader, catalog, memory })
+/// The config's Kinesis streams, joined as the fleet reads them, for commands that
+/// list or look at shards (polling; no enhanced fan-out consumer is registered,
+/// nothing is claimed). The in-process stream exists only inside the process that
+/// runs it.
+pub(crate) async fn fleet_streams(config: &Config, table: &dyn LeaseTable) -> Result<Streams> {
+    let bare = table.namespace_meta().await?.map(|m| m.stream);
+    let mut parts = Vec::new();
+    for section in config.stream_list() {
+        let one = config.clone().with_one_stream(Some(&section.name))?;
+        if one.stream.kind == StreamKind::Memory {
+            anyhow::bail!(
+                "stream.kind = \"memory\": the in-process stream lives only inside `weir run`; this command needs a Kinesis stream"
+            );
+        }
+        let stream = Arc::new(open_kinesis(&one, KinesisOptions::default()).await?);
+        parts.push(StreamPart {
+            name: section.name.clone(),
+            bare: bare.as_deref().is_none_or(|b| b == section.name),
+            reader: stream.clone(),
+            catalog: stream,
+        });
+    }
+    Ok(Streams::new(parts))
 }
 
 /// An S3 client with the config's endpoint and addressing style.
@@ -205,8 +266,8 @@ pub(crate) fn build_env(config: &Config, worker_id: &str, clock: Arc<dyn Clock>)
 pub async fn run(config: Config, until_caught_up: bool, registry: &Registry) -> Result<()> {
     let worker_id = config.worker.id.clone().unwrap_or_else(default_worker_id);
     let clock = Arc::new(TokioClock::new());
+    let config = if config.streams.len() == 1 { config.with_one_stream(None)? } else { config };
     let wired = wire(&config, clock.clone()).await?;
-    crate::namespace::claim(wired.table.as_ref(), &config.stream.name, &config.leases.namespace).await?;
     let catch_up = until_caught_up.then(|| crate::catch_up::CatchUp {
         table: wired.table.clone(),
         catalog: wired.catalog.clone(),
@@ -217,8 +278,11 @@ pub async fn run(config: Config, until_caught_up: bool, registry: &Registry) -> 
     });
     let built = registry.build(&config.consumers, &build_env(&config, &worker_id, clock.clone())).await?;
     let status = built.status.clone();
-    let worker =
-        Worker::new(config.runtime(&worker_id), wired.table, wired.reader, wired.catalog, built.consumers, clock)?;
+    let consumers = match &wired.streams {
+        None => built.consumers,
+        Some(streams) => only_their_streams(built.consumers, &config, streams),
+    };
+    let worker = Worker::new(config.runtime(&worker_id), wired.table, wired.reader, wired.catalog, consumers, clock)?;
     let shutdown = CancellationToken::new();
     cancel_on_signal(shutdown.clone());
     // The CloudWatch writer stops after the worker, so its last line has the final values.
@@ -249,15 +313,19 @@ pub async fn run(config: Config, until_caught_up: bool, registry: &Registry) -> 
         }
         _ => None,
     };
-    let producer = wired.memory.map(|stream| {
-        let generator = GeneratorConfig {
-            tenants: config.generator.tenants,
-            error_rate: config.generator.error_rate,
-            malformed_rate: config.generator.malformed_rate,
-            ..GeneratorConfig::default()
-        };
-        spawn_generator(stream, generator, config.generator.rate, None, None, shutdown.clone())
-    });
+    let producers: Vec<_> = wired
+        .memory
+        .into_iter()
+        .map(|stream| {
+            let generator = GeneratorConfig {
+                tenants: config.generator.tenants,
+                error_rate: config.generator.error_rate,
+                malformed_rate: config.generator.malformed_rate,
+                ..GeneratorConfig::default()
+            };
+            spawn_generator(stream, generator, config.generator.rate, None, None, shutdown.clone())
+        })
+        .collect();
     tracing::info!(
         worker = %worker_id,
         reading = %config.describe_stream(true),
@@ -273,7 +341,7 @@ pub async fn run(config: Config, until_caught_up: bool, registry: &Registry) -> 
     {
         println!("caught up: every shard read to the start ({records} records processed), checkpoints written");
     }
-    if let Some(p) = producer {
+    for p in producers {
         let sent = p.await.unwrap_or(0);
         tracing::info!(records_generated = sent, "generator stopped");
     }

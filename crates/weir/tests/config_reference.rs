@@ -74,7 +74,8 @@ fn fields(fields: &syn::Fields) -> Vec<Field> {
                 name: renamed.unwrap_or(f.ident.as_ref()?.to_string()),
                 ty: f.ty.clone(),
                 doc: doc(&f.attrs),
-                skipped: serde.contains("skip") || serde.contains("flatten"),
+                skipped: (serde.contains("skip") && !serde.contains("skip_serializing_if"))
+                    || serde.contains("flatten"),
             })
         })
         .collect()

@@ -62,6 +62,14 @@ impl ReadError {
 pub trait StreamCatalog: Send + Sync {
     /// Every shard within retention, open and closed, with parents.
     async fn list_shards(&self) -> Result<Vec<ShardInfo>, ReadError>;
+
+    /// Whether the lease with this key is one of this catalog's shards: workers take
+    /// and read only such leases, and leave the others alone (the leases of a stream
+    /// removed from a multi-stream fleet's config). Default: every key.
+    fn covers(&self, key: &ShardId) -> bool {
+        let _ = key;
+        true
+    }
 }
 
 /// Opens reads of the shards of one stream.

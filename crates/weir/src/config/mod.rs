@@ -158,6 +158,44 @@ mod tests {
     }
 
     #[test]
+    fn several_streams_are_checked_together() {
+        let ok = write(
+            "[[streams]]\nkind = \"kinesis\"\nname = \"a\"\n[[streams]]\nkind = \"kinesis\"\nname = \"b\"\nefo_consumer = \"weir\"\n\
+             [[consumers]]\ntype = \"count\"\nname = \"c\"\nstreams = [\"b\"]\n[[consumers]]\ntype = \"count\"\nname = \"d\"\n",
+        );
+        let c = load(ok.path()).unwrap();
+        assert_eq!(c.stream_list().iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["a", "b"]);
+        assert_eq!(c.consumers[0].streams, Some(vec!["b".to_owned()]));
+        assert!(c.describe_stream(true).contains("\"a\" by polling"));
+        assert!(c.describe_stream(true).contains("\"b\" through enhanced fan-out consumer \"weir\""));
+        let one = c.clone().with_one_stream(Some("b")).unwrap();
+        assert_eq!((one.stream.name.as_str(), one.streams.len()), ("b", 0));
+        let e = c.clone().with_one_stream(None).unwrap_err().to_string();
+        assert!(e.contains("lists 2 streams; name one with --stream (a, b)"), "{e}");
+        let e = c.with_one_stream(Some("z")).unwrap_err().to_string();
+        assert!(e.contains("\"z\" is not one of the config's [[streams]] (a, b)"), "{e}");
+
+        let bad = write(
+            "[stream]\nname = \"x\"\n[[streams]]\nname = \"a\"\n[[streams]]\nname = \"a\"\nefo_consumer = \"e\"\n\
+             [[streams]]\nname = \"no/slash\"\n\
+             [[consumers]]\ntype = \"count\"\nname = \"c\"\nstreams = [\"a\", \"q\"]\n",
+        );
+        let e = format!("{:#}", load(bad.path()).unwrap_err());
+        for problem in [
+            "field `stream`: give either [stream] or [[streams]], not both",
+            "field `streams[1].name`: \"a\" is listed twice",
+            "field `streams[1].efo_consumer`: only for kind = \"kinesis\"",
+            "field `streams[2].name`: a Kinesis stream name",
+            "field `consumers[0].streams`: \"q\" is not one of the [[streams]]",
+        ] {
+            assert!(e.contains(problem), "{problem} missing from {e}");
+        }
+        let single = write("[[consumers]]\ntype = \"count\"\nname = \"c\"\nstreams = [\"mcp-events\"]\n");
+        let e = format!("{:#}", load(single.path()).unwrap_err());
+        assert!(e.contains("field `consumers[0].streams`: only with [[streams]]"), "{e}");
+    }
+
+    #[test]
     #[allow(clippy::result_large_err)] // figment's Jail API returns its own error type
     fn environment_overrides_file() {
         let f = write("[worker]\nfailover = \"10s\"\n[[consumers]]\ntype = \"count\"\nname = \"c\"\n");

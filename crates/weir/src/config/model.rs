@@ -11,8 +11,13 @@ use serde::{Deserialize, Serialize};
 pub struct Config {
     /// The worker's lease timing and queues.
     pub worker: WorkerSection,
-    /// Where records come from.
+    /// Where records come from (one stream).
     pub stream: StreamSection,
+    /// Several streams read by one fleet, each a table like `[stream]` (instead of
+    /// `[stream]`). Leases of all of them live in one namespace and are balanced
+    /// together; consumers read all of them unless their `streams` says otherwise. A
+    /// stream removed from this list is left alone: its leases stay, unread.
+    pub streams: Vec<StreamSection>,
     /// The synthetic MCP events of the in-process stream (`stream.kind = "memory"`).
     pub generator: GeneratorSection,
     /// Where leases and checkpoints live.
@@ -128,7 +133,7 @@ pub enum StreamKind {
 }
 
 /// `[stream]`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct StreamSection {
     /// `memory` (embedded) or `kinesis`.
@@ -239,6 +244,10 @@ pub struct ConsumerEntry {
     pub kind: String,
     /// Consumer name (keys its checkpoints; letters, digits, '-' or '_'; unique).
     pub name: String,
+    /// With `[[streams]]`: the names of the streams this consumer reads (default:
+    /// all). Records of the others are acknowledged without reaching it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub streams: Option<Vec<String>>,
     /// The kind's own fields.
     #[serde(flatten)]
     pub settings: serde_json::Map<String, serde_json::Value>,
@@ -251,7 +260,7 @@ impl ConsumerEntry {
             serde_json::Value::Object(m) => m,
             _ => serde_json::Map::new(),
         };
-        Self { kind: kind.to_owned(), name: name.to_owned(), settings }
+        Self { kind: kind.to_owned(), name: name.to_owned(), streams: None, settings }
     }
 
     /// The consumer's name.
@@ -261,33 +270,81 @@ impl ConsumerEntry {
 }
 
 impl Config {
-    /// How the stream is read, in words (start-up log lines and `weir config check`);
-    /// `efo` is whether live reads go through the enhanced fan-out consumer.
-    /// How `weir run` reads the stream: `enhanced fan-out`, `polling` or `in-process`.
+    /// The streams to read: `[[streams]]`, or `[stream]` alone.
+    pub fn stream_list(&self) -> Vec<&StreamSection> {
+        if self.streams.is_empty() { vec![&self.stream] } else { self.streams.iter().collect() }
+    }
+
+    /// This config with only the stream named `name` (of `[[streams]]`, or `[stream]`
+    /// renamed when there is no list): for commands that read one stream.
+    pub fn with_one_stream(mut self, name: Option<&str>) -> Result<Self> {
+        match (name, self.streams.len()) {
+            (Some(n), 0) => self.stream.name = n.to_owned(),
+            (None, 0) => {}
+            (None, 1) => self.stream = self.streams.remove(0),
+            (None, _) => bail!(
+                "the config lists {} streams; name one with --stream ({})",
+                self.streams.len(),
+                self.streams.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ")
+            ),
+            (Some(n), _) => {
+                let Some(i) = self.streams.iter().position(|s| s.name == n) else {
+                    bail!(
+                        "stream {n:?} is not one of the config's [[streams]] ({})",
+                        self.streams.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ")
+                    );
+                };
+                self.stream = self.streams.swap_remove(i);
+            }
+        }
+        self.streams.clear();
+        Ok(self)
+    }
+
+    /// How `weir run` reads its streams, as `/status` says: one stream's
+    /// [`StreamSection::read_kind`], that of all of them when they agree, `polling`
+    /// for Kinesis streams read both ways, `mixed` otherwise.
     pub fn read_kind(&self) -> &'static str {
-        match (&self.stream.kind, &self.stream.efo_consumer) {
+        let kinds: std::collections::BTreeSet<&str> = self.stream_list().iter().map(|s| s.read_kind()).collect();
+        match kinds.len() {
+            1 => kinds.into_iter().next().unwrap_or("mixed"),
+            _ if !kinds.contains("in-process") => "polling",
+            _ => "mixed",
+        }
+    }
+
+    /// How the streams are read, in words (start-up log lines and `weir config check`);
+    /// `efo` is whether live reads go through the enhanced fan-out consumers.
+    pub fn describe_stream(&self, efo: bool) -> String {
+        self.stream_list().iter().map(|s| s.describe(efo, self.generator.rate)).collect::<Vec<_>>().join("; ")
+    }
+}
+
+impl StreamSection {
+    /// How `weir run` reads this stream: `enhanced fan-out`, `polling` or `in-process`.
+    pub fn read_kind(&self) -> &'static str {
+        match (&self.kind, &self.efo_consumer) {
             (StreamKind::Memory, _) => "in-process",
             (StreamKind::Kinesis, Some(_)) => "enhanced fan-out",
             (StreamKind::Kinesis, None) => "polling",
         }
     }
 
-    pub fn describe_stream(&self, efo: bool) -> String {
-        let s = &self.stream;
-        match s.kind {
-            StreamKind::Memory => format!(
-                "in-process stream {:?} ({} shards, synthetic MCP events at {}/s)",
-                s.name, s.shards, self.generator.rate
-            ),
-            StreamKind::Kinesis => match (&s.efo_consumer, efo) {
+    /// How this stream is read, in words; `rate` is the generator's (in-process).
+    pub fn describe(&self, efo: bool, rate: u32) -> String {
+        match self.kind {
+            StreamKind::Memory => {
+                format!("in-process stream {:?} ({} shards, synthetic MCP events at {rate}/s)", self.name, self.shards)
+            }
+            StreamKind::Kinesis => match (&self.efo_consumer, efo) {
                 (Some(consumer), true) => {
-                    format!("Kinesis stream {:?} through enhanced fan-out consumer {consumer:?}", s.name)
+                    format!("Kinesis stream {:?} through enhanced fan-out consumer {consumer:?}", self.name)
                 }
                 _ => {
                     let o = weir_aws::KinesisOptions::default();
                     format!(
                         "Kinesis stream {:?} by polling (GetRecords of up to {} records, at least {} ms apart per shard, {} ms at the tip)",
-                        s.name,
+                        self.name,
                         o.max_records,
                         o.poll_interval.as_millis(),
                         o.idle_poll_interval.as_millis()
@@ -416,8 +473,40 @@ impl Config {
                 ),
             );
         }
-        if self.stream.shards == 0 || self.stream.shards > 1024 {
-            problem("stream.shards", "must be between 1 and 1024".into());
+        if !self.streams.is_empty() && self.stream != StreamSection::default() {
+            problem("stream", "give either [stream] or [[streams]], not both".into());
+        }
+        let sections: Vec<(String, &StreamSection)> = if self.streams.is_empty() {
+            vec![("stream".into(), &self.stream)]
+        } else {
+            self.streams.iter().enumerate().map(|(i, s)| (format!("streams[{i}]"), s)).collect()
+        };
+        let mut names = std::collections::BTreeSet::new();
+        for (at, stream) in &sections {
+            if stream.shards == 0 || stream.shards > 1024 {
+                problem(&format!("{at}.shards"), "must be between 1 and 1024".into());
+            }
+            if stream.kind == StreamKind::Memory && stream.efo_consumer.is_some() {
+                problem(&format!("{at}.efo_consumer"), "only for kind = \"kinesis\"".into());
+            }
+            let valid = !stream.name.is_empty()
+                && stream.name.len() <= 128
+                && stream.name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+            if !valid {
+                problem(&format!("{at}.name"), "a Kinesis stream name: 1-128 of letters, digits, '_', '-', '.'".into());
+            }
+            if !names.insert(stream.name.as_str()) {
+                problem(&format!("{at}.name"), format!("{:?} is listed twice", stream.name));
+            }
+        }
+        for (i, c) in self.consumers.iter().enumerate() {
+            let Some(reads) = &c.streams else { continue };
+            if self.streams.is_empty() {
+                problem(&format!("consumers[{i}].streams"), "only with [[streams]]".into());
+            }
+            for r in reads.iter().filter(|r| !names.contains(r.as_str())) {
+                problem(&format!("consumers[{i}].streams"), format!("{r:?} is not one of the [[streams]]"));
+            }
         }
         for (field, set) in [
             ("rate", &self.stream.rate),
@@ -437,9 +526,6 @@ impl Config {
         }
         if self.leases.kind == LeasesKind::Dynamodb && self.leases.table.as_deref().is_none_or(str::is_empty) {
             problem("leases.table", "required when leases.kind = \"dynamodb\"".into());
-        }
-        if self.stream.kind == StreamKind::Memory && self.stream.efo_consumer.is_some() {
-            problem("stream.efo_consumer", "only for stream.kind = \"kinesis\"".into());
         }
         if self.metrics.cloudwatch
             && (self.metrics.interval < Duration::from_secs(1) || self.metrics.namespace.is_empty())

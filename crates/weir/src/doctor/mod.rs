@@ -66,6 +66,16 @@ pub(crate) async fn run(args: DoctorArgs, registry: &Registry) -> Result<()> {
     println!("{} leases in {}; watching {:?}", before.len(), config.leases.describe(), args.observe);
     tokio::time::sleep(args.observe).await;
     let after = crate::leases::list(table.as_ref()).await?;
+    // Leases of streams this config does not read are left alone by its workers.
+    let scope = crate::leases::Scope::of(&config, table.as_ref()).await?;
+    let others = after.iter().filter(|l| !l.ended && !scope.covers(l)).count();
+    if others > 0 {
+        println!("note  {others} leases of streams not in this config are left alone (weir leases list shows them)");
+    }
+    let (before, after): (Vec<_>, Vec<_>) = (
+        before.into_iter().filter(|l| scope.covers(l)).collect(),
+        after.into_iter().filter(|l| scope.covers(l)).collect(),
+    );
     let consumers: Vec<ConsumerName> = config.consumers.iter().map(|c| ConsumerName::new(c.name.as_str())).collect();
     let mut findings = leases::diagnose(&before, &after, args.observe, &consumers);
 
@@ -81,9 +91,9 @@ pub(crate) async fn run(args: DoctorArgs, registry: &Registry) -> Result<()> {
     findings.extend(workers::diagnose(&statuses, args.silent_after));
 
     if args.no_stream {
-    } else if config.stream.kind == StreamKind::Kinesis {
-        let stream = crate::run::open_kinesis(&config, weir_aws::KinesisOptions::default()).await?;
-        let oldest = retention::oldest_retained(&stream, &after, Duration::from_secs(10)).await;
+    } else if config.stream_list().iter().all(|s| s.kind == StreamKind::Kinesis) {
+        let streams = crate::run::fleet_streams(&config, table.as_ref()).await?;
+        let oldest = retention::oldest_retained(&streams, &after, Duration::from_secs(10)).await;
         findings.extend(retention::diagnose(&after, &oldest, &consumers));
     } else {
         println!("note  the in-process stream lives inside its worker; its trim horizon is not read");
