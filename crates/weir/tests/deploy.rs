@@ -52,25 +52,34 @@ const NOT_GRANTED: &[(&str, &str)] = &[
 /// behalf for an SSE-KMS bucket.
 const IMPLIED: &[&str] = &["kms:GenerateDataKey", "kms:Decrypt"];
 
-/// Operation module names of each SDK (`src/operation/<name>/`), from cargo metadata.
+/// Operation module names of each SDK (`src/operation/<name>/`), read from the SDK
+/// crates' sources in the cargo registry at the versions `Cargo.lock` pins (which the
+/// build unpacked). Not `cargo metadata`: offline, it wants every platform's
+/// dependencies downloaded, and a fresh machine's build fetches only its own.
 fn sdk_operations() -> BTreeMap<&'static str, BTreeSet<String>> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let out = Command::new(cargo)
-        .args(["metadata", "--format-version", "1", "--locked", "--offline"])
-        .current_dir(root())
-        .output()
-        .expect("cargo metadata");
-    assert!(out.status.success(), "cargo metadata: {}", String::from_utf8_lossy(&out.stderr));
-    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let lock: toml::Table = toml::from_str(&std::fs::read_to_string(root().join("Cargo.lock")).unwrap()).unwrap();
+    let cargo_home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cargo"));
+    let registries: Vec<PathBuf> = std::fs::read_dir(cargo_home.join("registry/src"))
+        .unwrap_or_else(|e| panic!("{}: {e}", cargo_home.display()))
+        .flatten()
+        .map(|e| e.path())
+        .collect();
     let mut ops = BTreeMap::new();
     for (krate, service) in SERVICES {
-        let package = meta["packages"]
+        let version = lock["package"]
             .as_array()
             .unwrap()
             .iter()
-            .find(|p| p["name"] == *krate)
-            .unwrap_or_else(|| panic!("{krate} is not a dependency"));
-        let dir = Path::new(package["manifest_path"].as_str().unwrap()).parent().unwrap().join("src/operation");
+            .find(|p| p["name"].as_str() == Some(*krate))
+            .and_then(|p| p["version"].as_str())
+            .unwrap_or_else(|| panic!("{krate} is not in Cargo.lock"));
+        let dir = registries
+            .iter()
+            .map(|r| r.join(format!("{krate}-{version}/src/operation")))
+            .find(|d| d.is_dir())
+            .unwrap_or_else(|| panic!("{krate} {version}: sources not unpacked under {registries:?}"));
         let names: BTreeSet<String> = std::fs::read_dir(&dir)
             .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
             .flatten()
