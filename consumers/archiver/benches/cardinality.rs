@@ -5,7 +5,8 @@
 //! 250–900 bytes) partitioned by jq on the raw fields. Each run is its own process, so
 //! its peak RSS is its own. Prints objects written, CPU-s per 100k records (the
 //! archiver's calls; the bench's own counting sink excluded), peak RSS, bytes out, and
-//! plain gzip of the same output bytes as the ceiling.
+//! plain gzip of the same output bytes as the ceiling. Each figure is the fastest of
+//! three runs.
 //!
 //! cargo bench -p weir-archiver --bench cardinality            (300,000 records a run)
 //! cargo bench -p weir-archiver --bench cardinality -- 100000  (another count)
@@ -306,14 +307,26 @@ fn main() {
     let n: u64 = args.iter().skip(1).find_map(|a| a.parse().ok()).unwrap_or(if full { 300_000 } else { 20_000 });
     let cardinalities: &[u64] = if full { &[240, 2_000, 12_000, 100_000] } else { &[240, 2_000, 12_000] };
     let me = std::env::current_exe().unwrap();
+    // The shared machine's noise reaches the thread CPU time too (caches, the other
+    // core): with --bench each configuration runs three times and the fastest run is
+    // reported, as the throughput bench reports its fastest round.
+    let rounds = if full { 3 } else { 1 };
     let run = |shape: &str, partitions: u64, budget: u64, spill: bool| -> serde_json::Value {
         let spill = if spill { "1" } else { "0" };
-        let out = std::process::Command::new(&me)
-            .args(["--one", shape, &partitions.to_string(), &n.to_string(), &budget.to_string(), spill])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        serde_json::from_slice(&out.stdout).unwrap()
+        let mut best: Option<serde_json::Value> = None;
+        for _ in 0..rounds {
+            let out = std::process::Command::new(&me)
+                .args(["--one", shape, &partitions.to_string(), &n.to_string(), &budget.to_string(), spill])
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            let seconds = |v: &serde_json::Value| v["seconds"].as_f64().unwrap_or(f64::MAX);
+            if best.as_ref().is_none_or(|b| seconds(&v) < seconds(b)) {
+                best = Some(v);
+            }
+        }
+        best.unwrap()
     };
     println!("\n{n} records over one hour, exactly-once, one core; each run its own process");
     println!(

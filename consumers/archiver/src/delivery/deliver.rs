@@ -535,7 +535,7 @@ impl Delivery {
 
     /// Writes intent manifests, create-only, before the intents naming them.
     async fn put_manifests(&self, manifests: &[(ShardId, String, Bytes)]) -> Result<(), String> {
-        let options = PutOptions { content_type: Some("application/gzip".into()), ..PutOptions::default() };
+        let options = PutOptions { content_type: Some("application/octet-stream".into()), ..PutOptions::default() };
         let puts: Vec<_> = manifests
             .iter()
             .map(|(_, key, body)| {
