@@ -3,7 +3,8 @@
 #   unit and property tests, runtime tests under paused time, conformance suites
 #   (memory, SQLite, filesystem; DynamoDB and S3 on moto, S3 on s3s-fs, Kinesis on
 #   ferrokinesis and kinesis-mock), the binary's end-to-end tests, the two-worker
-#   SIGKILL test in tests/, and the benchmarks once in test mode; then deploy/'s static
+#   SIGKILL test in tests/, and the benchmarks once in test mode; every fuzz target
+#   under fuzz/ for 30 s (scripts/fuzz.sh); then deploy/'s static
 #   checks and the fleet test: weir's image built with podman and run as a fleet of
 #   containers (tests/fleet/run.sh; needs root to install podman on a fresh machine).
 # Emulators are installed (pinned versions, once) by tests/emulators/install.sh; every
@@ -25,6 +26,8 @@ stage "build"
 cargo build --locked -p weir -p weir-example-tool-minutes
 stage "workspace tests"
 cargo test --workspace --all-targets --locked --no-fail-fast
+stage "fuzz (30 s per target)"
+./scripts/fuzz.sh 30
 stage "deploy lint"
 ./deploy/lint.sh
 stage "fleet test"

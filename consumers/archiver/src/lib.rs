@@ -25,7 +25,10 @@
 //!
 //! `archiver.rs` drives them per batch and tick; `firehose_config/` reads a delivery
 //! stream's `ExtendedS3DestinationConfiguration` (API JSON, CloudFormation YAML, or
-//! TOML) with Firehose's ranges, its `Prefix` expressions and Java time patterns.
+//! TOML) with Firehose's ranges, its `Prefix` expressions and Java time patterns;
+//! `options.rs` builds an archiver from them, `preview.rs` says where a record would go
+//! without writing it (`weir prefix eval`), `metrics.rs` names the metrics, and `fuzzing.rs`
+//! (feature `fuzzing` only) holds the entry points of the fuzz targets under `fuzz/`.
 //!
 //! # Guarantees
 //! Every input record ends in exactly one data object, one error object, or is counted
@@ -72,6 +75,9 @@ mod archiver;
 mod delivery;
 mod fast;
 pub mod firehose_config;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod metrics;
 mod options;
 mod pipeline;

@@ -2,115 +2,12 @@
 //! path answers is what the reference answers (the same line bytes, the same route),
 //! and the common shapes are answered.
 
-use bytes::Bytes;
 use proptest::prelude::*;
-use weir_core::{ExtendedSequenceNumber, Record, SequenceNumber, ShardId};
 
+use super::differential::{configs, paths, settings};
 use super::*;
-use crate::firehose_config::{from_json, validate};
-use crate::pipeline::transform::Part;
-use crate::pipeline::{Pipeline, Routed};
 
 const ARRIVAL: Timestamp = Timestamp::from_millis(1_764_400_000_000);
-
-/// The configurations with a fast path: (name, transform, query, append delimiter).
-fn configs() -> Vec<(&'static str, Transformer, Option<&'static str>, bool)> {
-    vec![
-        ("design note", Transformer::McpNormalize, Some("{tenantId: .tenant_id, toolName: .tool_name}"), false),
-        ("raw", Transformer::None, Some("{tenantId: .tenantId, toolName: .toolName}"), true),
-        (
-            "raw, keys of one field and booleans",
-            Transformer::None,
-            Some("{toolName: .success, tenantId: .tenantId}"),
-            false,
-        ),
-        (
-            "mcp, timestamp key",
-            Transformer::McpNormalize,
-            Some("{tenantId: .timestamp_utc, toolName: .schema_version}"),
-            true,
-        ),
-        ("raw, no partitioning", Transformer::None, None, false),
-        ("mcp, no partitioning", Transformer::McpNormalize, None, false),
-    ]
-}
-
-fn settings(query: Option<&str>, delimiter: bool) -> ArchiverSettings {
-    let text = include_str!("../../tests/fixtures/mcp-destination.json");
-    let mut d = from_json(text).unwrap();
-    match query {
-        Some(q) => {
-            d.processing.processors[0].parameters[0].value = serde_json::Value::String(q.to_owned());
-        }
-        None => {
-            d.dynamic_partitioning = Default::default();
-            d.processing = Default::default();
-            d.prefix = Some("events/".into());
-            d.error_output_prefix = Some("errors/!{firehose:error-output-type}/".into());
-        }
-    }
-    let mut s = validate(&d).unwrap();
-    s.append_delimiter = delimiter;
-    s
-}
-
-struct Paths {
-    fast: FastPath,
-    reference: Pipeline,
-}
-
-fn paths(transformer: Transformer, query: Option<&str>, delimiter: bool) -> Paths {
-    let s = settings(query, delimiter);
-    Paths {
-        fast: FastPath::new(&transformer, &s).expect("a configuration with a fast path"),
-        reference: Pipeline::new(&s, transformer).unwrap(),
-    }
-}
-
-impl Paths {
-    /// What the reference makes of one part.
-    fn reference(&self, data: &[u8]) -> Routed {
-        let record = Record {
-            partition_key: "pk".into(),
-            position: ExtendedSequenceNumber::plain(SequenceNumber::from_u128(1)),
-            approximate_arrival: ARRIVAL,
-            data: Bytes::copy_from_slice(data),
-        };
-        let shard = ShardId::new("shardId-000000000000");
-        let outcome = futures::executor::block_on(self.reference.transform(&shard, &[Part::whole(&record)])).remove(0);
-        self.reference.route(outcome, data, ARRIVAL, ARRIVAL)
-    }
-
-    /// Both paths on one part: `Ok(true)` when the fast path answered (and agreed).
-    fn agree(&mut self, data: &[u8]) -> Result<bool, TestCaseError> {
-        let mut line = b"earlier lines".to_vec();
-        let mut key = Vec::new();
-        let answered = self.fast.route(data, ARRIVAL, &mut line, &mut key);
-        if !answered {
-            prop_assert_eq!(&line[..], b"earlier lines", "not sure, yet the line changed");
-            return Ok(false);
-        }
-        let Routed::Line { line: want, route } = self.reference(data) else {
-            return Err(TestCaseError::fail(format!("fast path answered, reference dropped {data:?}")));
-        };
-        prop_assert!(
-            matches!(route, crate::pipeline::route::Route::Data(_)),
-            "reference errs: {:?} for {:?}",
-            want,
-            String::from_utf8_lossy(data)
-        );
-        let mut want_key = Vec::new();
-        route.encode(&mut want_key);
-        prop_assert_eq!(
-            String::from_utf8_lossy(&line[13..]),
-            String::from_utf8_lossy(&want),
-            "line of {:?}",
-            String::from_utf8_lossy(data)
-        );
-        prop_assert_eq!(key, want_key, "route of {:?}", String::from_utf8_lossy(data));
-        Ok(true)
-    }
-}
 
 /// JSON values an event's fields may hold, hostile ones included.
 fn field_value() -> impl Strategy<Value = String> {
@@ -207,7 +104,7 @@ proptest! {
     #[test]
     fn the_fast_path_gives_the_references_answer(data in event()) {
         for (_, transformer, query, delimiter) in configs() {
-            paths(transformer, query, delimiter).agree(&data)?;
+            paths(transformer, query, delimiter).agree(&data).map_err(TestCaseError::fail)?;
         }
     }
 
@@ -225,9 +122,9 @@ proptest! {
         let normalized = weir_mcp::normalize_line(raw.as_bytes(), ARRIVAL).unwrap();
         for (name, transformer, query, delimiter) in configs() {
             let mut p = paths(transformer, query, delimiter);
-            prop_assert!(p.agree(raw.as_bytes())?, "{} not answered: {}", name, raw);
+            prop_assert!(p.agree(raw.as_bytes()).map_err(TestCaseError::fail)?, "{} not answered: {}", name, raw);
             if name == "raw" {
-                prop_assert!(p.agree(&normalized)? || query.is_some(), "{}", name);
+                prop_assert!(p.agree(&normalized).map_err(TestCaseError::fail)? || query.is_some(), "{}", name);
             }
         }
     }

@@ -127,6 +127,20 @@ pub fn event(
     }
 }
 
+/// The outcomes of the records of `input` from the function's answer `body`: one per
+/// input record, in input order, whatever the body holds (not JSON, the wrong shape,
+/// too few or unknown records: the records concerned fail with Firehose's codes).
+pub fn decode_response(input: &TransformEvent, body: &[u8]) -> Vec<Outcome> {
+    match serde_json::from_slice::<TransformResponse>(body) {
+        Ok(resp) => check_response(input, &resp),
+        Err(e) => fail_all(
+            input.records.len(),
+            "Lambda.JsonProcessingException",
+            format!("transform response is not the expected JSON: {e}"),
+        ),
+    }
+}
+
 /// Turns a response into one outcome per input record, in input order. A response that
 /// breaks the contract fails the records it concerns, never silently.
 pub fn check_response(input: &TransformEvent, response: &TransformResponse) -> Vec<Outcome> {
@@ -280,16 +294,7 @@ impl LambdaTransform {
         let mut delay = Duration::from_millis(100);
         loop {
             match self.invoker.invoke(&self.settings.arn, payload.clone()).await {
-                Ok(body) => {
-                    return match serde_json::from_slice::<TransformResponse>(&body) {
-                        Ok(resp) => check_response(&ev, &resp),
-                        Err(e) => fail_all(
-                            parts.len(),
-                            "Lambda.JsonProcessingException",
-                            format!("transform response is not the expected JSON: {e}"),
-                        ),
-                    };
-                }
+                Ok(body) => return decode_response(&ev, &body),
                 Err(e) if e.retryable && attempt < self.settings.retries => {
                     attempt += 1;
                     let (function, error) = (self.redacted_arn(), self.redacted(&e.to_string()));
