@@ -1,4 +1,4 @@
-//! Bad input, read back by DuckDB from the local filesystem: more than 30 kinds of
+//! Bad input, read back by DuckDB from the local filesystem: more than 40 kinds of
 //! malformed or hostile records go through the design note's pipeline (mcp-normalize,
 //! jq `{tenantId: .tenant_id, toolName: .tool_name}`, hive-style prefix, GZIP) next to
 //! valid ones. Each lands where Firehose would put it, or where the partition-value
@@ -48,8 +48,17 @@ fn corpus() -> Vec<(&'static str, Vec<u8>, Expect)> {
     let long = "x".repeat(300);
     let mut one_mib = ev("\"big\"", &format!(r#","blob":"{}""#, "a".repeat(1 << 20)));
     one_mib.truncate(one_mib.len());
+    let deep = ev("\"deep\"", &format!(r#","arguments":{}1{}"#, "[".repeat(200), "]".repeat(200)));
+    let members: String = (0..100_000).map(|i| format!(r#","k{i}":{i}"#)).collect();
+    let wide = ev("\"wide\"", &format!(r#","arguments":{{"first":0{members}}}"#));
+    let huge_tenant = ev(&format!("\"{}\"", "t".repeat(1 << 20)), "");
     vec![
         ("valid", ev("\"t-1\"", ""), Data("t-1")),
+        ("arguments nested 200 deep", deep, Error(PF, NORM)),
+        ("arguments with 100,000 members", wide, Data("wide")),
+        ("invalid utf-8 in a key", [&b"{\"tenantId\":\"t-1\",\"k\xff\":1"[..], b"}"].concat(), Error(PF, NORM)),
+        ("raw NUL bytes in a string", b"{\"tenantId\":\"t\x00-1\",\"toolName\":\"x\"}".to_vec(), Error(PF, NORM)),
+        ("a 1 MiB tenant (partition value)", huge_tenant, Error(PT, DP)),
         ("invalid json", b"{\"tenantId\":".to_vec(), Error(PF, NORM)),
         ("invalid utf-8", vec![0xff, 0xfe, 0x7b, 0x7d], Error(PF, NORM)),
         ("empty record", Vec::new(), Error(PF, NORM)),
