@@ -172,6 +172,18 @@ pub enum LeaseChange {
         /// Seek a held lease, taking it from its owner.
         force: bool,
     },
+    /// An operator drops one consumer's open intents (`weir leases clear-intents`), for
+    /// intents that can never resolve (their bucket was deleted). The records they
+    /// cover are archived again from the checkpoint; an object one of them named that
+    /// was written stays, so its records are then archived twice. Refused when the
+    /// consumer has none, and while a worker holds the lease unless `force`, which also
+    /// takes the lease from that worker (as for `Seek`).
+    ClearIntents {
+        /// The consumer.
+        consumer: ConsumerName,
+        /// Clear on a held lease, taking it from its owner.
+        force: bool,
+    },
     /// Record consumers' durable positions; optionally mark the shard ended. Intents
     /// the new positions pass are dropped.
     Checkpoint {
@@ -270,6 +282,22 @@ impl LeaseMutation {
                     ));
                 }
                 next.checkpoints.insert(consumer.clone(), to.clone());
+                next.owner = None;
+                next.handoff_to = None;
+            }
+            LeaseChange::ClearIntents { consumer, force } => {
+                let refuse = |why: String| {
+                    Err(LeaseError::Invalid(format!("cannot clear {consumer}'s intents on {}: {why}", self.key)))
+                };
+                if let Some(owner) = stored.owner.as_ref().filter(|_| !force) {
+                    return refuse(format!(
+                        "{owner} holds the lease (stop it first, or --force to take the lease from it)"
+                    ));
+                }
+                if stored.intents.get(consumer).is_none_or(Vec::is_empty) {
+                    return refuse("it has no open intents".into());
+                }
+                next.intents.remove(consumer);
                 next.owner = None;
                 next.handoff_to = None;
             }

@@ -67,6 +67,24 @@ enum LeasesCommand {
         #[arg(long, short)]
         config: PathBuf,
     },
+    /// Drop one consumer's open intents on a lease, for intents that can never
+    /// resolve (the bucket they name was deleted; `weir doctor` shows the consumer
+    /// failing on them). The records they cover are archived again from the
+    /// checkpoint: an object one of them named that was written stays, so its records
+    /// are then archived twice. Refused on a lease a worker holds unless --force.
+    ClearIntents {
+        /// The consumer whose intents go.
+        #[arg(long)]
+        consumer: String,
+        /// The lease key (the shard id).
+        shard: String,
+        /// Also on a lease a worker holds, taking it from it.
+        #[arg(long)]
+        force: bool,
+        /// The TOML config file (its `[leases]` section is used).
+        #[arg(long, short)]
+        config: PathBuf,
+    },
     /// Ask the worker holding a lease to let it go through the normal handoff: it
     /// drains and checkpoints, frees the lease, and a worker (maybe the same) takes
     /// it and starts the shard afresh from its checkpoints (a stuck shard's restart).
@@ -155,6 +173,25 @@ pub(crate) async fn run(args: LeasesArgs, registry: &Registry) -> Result<()> {
             }
             if refused > 0 {
                 bail!("{refused} leases not moved");
+            }
+            Ok(())
+        }
+        LeasesCommand::ClearIntents { consumer, shard, force, config } => {
+            let (config, table) = open_table(&config, registry).await?;
+            let lease = table.get(&ShardId::new(shard.as_str())).await?.ok_or_else(|| no_lease(&shard, &config))?;
+            let consumer = ConsumerName::new(consumer);
+            let open: Vec<String> =
+                lease.intents.get(&consumer).map(|v| v.iter().map(|i| i.target.clone()).collect()).unwrap_or_default();
+            let change = LeaseChange::ClearIntents { consumer: consumer.clone(), force };
+            table.mutate(&LeaseMutation::on(&lease, change)).await.with_context(|| format!("{shard}: not cleared"))?;
+            let taken = lease.owner.as_ref().map(|o| format!(" (lease taken from {o})")).unwrap_or_default();
+            println!(
+                "{shard}: cleared {} open intents of {consumer}{taken}; their records are archived again from {}",
+                open.len(),
+                checkpoint_text(lease.checkpoint_for(&consumer))
+            );
+            for target in open {
+                println!("  {target}");
             }
             Ok(())
         }

@@ -766,6 +766,31 @@ fn leases_list_and_show_describe_the_table() {
     let out = weir().args(["leases", "release", "shardId-3", "--config", cfg]).output().unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("not held by any worker"));
+    // clear-intents: refused on a held lease, done with --force (naming every intent),
+    // refused when nothing is left; then seek works on it.
+    let clear = |args: &[&str]| {
+        let mut a = vec!["leases", "clear-intents", "--config", cfg, "--consumer", "archive", "shardId-1"];
+        a.extend_from_slice(args);
+        let out = weir().args(&a).output().unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (ok, _, stderr) = clear(&[]);
+    assert!(!ok && stderr.contains("worker-b holds the lease"), "{stderr}");
+    let (ok, stdout, stderr) = clear(&["--force"]);
+    assert!(ok, "{stderr}");
+    assert!(
+        stdout.starts_with("shardId-1: cleared 2 open intents of archive (lease taken from worker-b); their records are archived again from 4959"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("  _weir/intents/a.manifest\n  _weir/intents/b.manifest"), "{stdout}");
+    let (ok, _, stderr) = clear(&[]);
+    assert!(!ok && stderr.contains("it has no open intents"), "{stderr}");
+    let (ok, stdout, stderr) = seek(&["--to", "TRIM_HORIZON", "shardId-1"]);
+    assert!(ok && stdout.contains("shardId-1: archive"), "{stdout}{stderr}");
 }
 
 /// `weir doctor` on a live worker says nothing is stuck; after the worker is killed it

@@ -44,6 +44,31 @@ where
     transactions_are_all_or_nothing(make().await).await;
     intents_are_fenced_and_pruned(make().await).await;
     operators_seek_only_free_leases_without_intents(make().await).await;
+    operators_clear_intents_only_on_free_leases(make().await).await;
+}
+
+async fn operators_clear_intents_only_on_free_leases(t: Arc<dyn LeaseTable>) {
+    let (x, y) = (ConsumerName::new("x"), ConsumerName::new("y"));
+    let clear = |force: bool| LeaseChange::ClearIntents { consumer: x.clone(), force };
+    let held = taken_lease(t.as_ref(), "s-1", "a").await;
+    let both =
+        |c: &ConsumerName, k: &str| LeaseChange::RecordIntents { consumer: c.clone(), intents: vec![intent(k, 3, 4)] };
+    let held = t.mutate(&LeaseMutation::on(&held, both(&x, "gone-bucket/k"))).await.unwrap();
+    let held = t.mutate(&LeaseMutation::on(&held, both(&y, "k-of-y"))).await.unwrap();
+    // A held lease is refused without force, and nothing changes.
+    let refused = t.mutate(&LeaseMutation::on(&held, clear(false))).await;
+    assert!(matches!(&refused, Err(LeaseError::Invalid(m)) if m.contains("a holds the lease")), "{refused:?}");
+    assert_eq!(t.get(&held.key).await.unwrap().unwrap(), held);
+    // Forced: x's intents go, y's stay, the owner is fenced.
+    let cleared = t.mutate(&LeaseMutation::on(&held, clear(true))).await.unwrap();
+    assert!(!cleared.intents.contains_key(&x), "{cleared:?}");
+    assert_eq!(cleared.intents.get(&y).map(Vec::len), Some(1));
+    assert_eq!((cleared.owner.clone(), cleared.counter), (None, held.counter + 1));
+    assert!(is_conflict(&t.mutate(&LeaseMutation::on(&held, LeaseChange::Renew)).await), "the old owner is fenced");
+    // Nothing left to clear; and a stale view conflicts.
+    let none = t.mutate(&LeaseMutation::on(&cleared, clear(false))).await;
+    assert!(matches!(&none, Err(LeaseError::Invalid(m)) if m.contains("no open intents")), "{none:?}");
+    assert!(is_conflict(&t.mutate(&LeaseMutation::on(&held, clear(true))).await));
 }
 
 async fn operators_seek_only_free_leases_without_intents(t: Arc<dyn LeaseTable>) {
