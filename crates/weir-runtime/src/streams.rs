@@ -47,11 +47,12 @@ pub fn joined_key(stream: &str, shard: &str) -> String {
     format!("{stream}:{shard}")
 }
 
-/// Which stream a lease key names, given the configured stream names and the bare
-/// one (if any): `Some(name)` for a configured stream, `None` otherwise.
-pub fn stream_of<'a>(key: &str, names: &'a [String], bare: Option<&'a str>) -> Option<&'a str> {
+/// The stream a lease key names: the part before `:`, or for a bare key `bare` (the
+/// stream whose leases keep bare shard ids, when known). Whether that stream is
+/// configured is the caller's question.
+pub fn key_stream<'a>(key: &'a str, bare: Option<&'a str>) -> Option<&'a str> {
     match key.split_once(':') {
-        Some((stream, _)) => names.iter().find(|n| n.as_str() == stream).map(String::as_str),
+        Some((stream, _)) => Some(stream),
         None => bare,
     }
 }
@@ -63,17 +64,13 @@ impl Streams {
         Self { parts: Arc::new(parts) }
     }
 
-    fn names(&self) -> Vec<String> {
-        self.parts.iter().map(|p| p.name.clone()).collect()
-    }
-
     fn bare(&self) -> Option<&str> {
         self.parts.iter().find(|p| p.bare).map(|p| p.name.as_str())
     }
 
     /// The stream of a lease key and the shard id within it.
     fn split(&self, key: &ShardId) -> Option<(&StreamPart, ShardId)> {
-        let name = stream_of(key.as_str(), &self.names(), self.bare())?.to_owned();
+        let name = key_stream(key.as_str(), self.bare())?;
         let part = self.parts.iter().find(|p| p.name == name)?;
         let inner = if part.bare {
             key.clone()

@@ -297,10 +297,13 @@ pub(crate) fn parse_position(text: &str) -> Result<Checkpoint> {
     }
 }
 
-/// Which leases a config reads: its streams' names and the one whose leases keep bare
-/// shard ids (`None` inside: every lease, for tests).
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Scope(Option<(Vec<String>, Option<String>)>);
+/// Which leases a config reads: its streams' names, and the stream whose leases keep
+/// bare shard ids (the namespace's first; it may no longer be configured).
+#[derive(Debug, Clone)]
+pub(crate) struct Scope {
+    names: Vec<String>,
+    bare: Option<String>,
+}
 
 impl Scope {
     /// The scope of `config` on `table`.
@@ -308,7 +311,7 @@ impl Scope {
         let names: Vec<String> = config.stream_list().iter().map(|s| s.name.clone()).collect();
         // A namespace not claimed yet: its bare keys are the (first) stream's.
         let bare = table.namespace_meta().await?.map(|m| m.stream).or_else(|| names.first().cloned());
-        Ok(Self(Some((names, bare))))
+        Ok(Self { names, bare })
     }
 
     /// Whether this config reads the lease.
@@ -318,12 +321,10 @@ impl Scope {
 
     /// The stream a lease belongs to when this config does not read it.
     fn unconfigured(&self, lease: &Lease) -> Option<String> {
-        let (names, bare) = self.0.as_ref()?;
-        let key = lease.key.as_str();
-        if weir_runtime::streams::stream_of(key, names, bare.as_deref()).is_some() {
-            return None;
+        match weir_runtime::streams::key_stream(lease.key.as_str(), self.bare.as_deref()) {
+            Some(stream) if self.names.iter().any(|n| n == stream) => None,
+            stream => Some(stream.unwrap_or_default().to_owned()),
         }
-        Some(key.split_once(':').map_or_else(|| bare.clone().unwrap_or_default(), |(s, _)| s.to_owned()))
     }
 }
 
@@ -517,5 +518,23 @@ mod tests {
         let sub = Checkpoint::At(ExtendedSequenceNumber::new(SequenceNumber::parse(seq).unwrap(), 3));
         assert_eq!(short(checkpoint_text(&sub)), "…989136588898.3", "the KPL sub-sequence stays");
         assert_eq!(short("TRIM_HORIZON".into()), "TRIM_HORIZON");
+    }
+
+    /// A config reads the leases of its streams; the bare keys belong to the
+    /// namespace's first stream, which may have left the config, as workers see it.
+    #[test]
+    fn scopes_name_the_streams_a_config_does_not_read() {
+        let scope = |names: &[&str], bare: &str| Scope {
+            names: names.iter().map(|s| s.to_string()).collect(),
+            bare: Some(bare.to_owned()),
+        };
+        let (plain, joined, other) = (lease("shardId-1"), lease("b:shardId-1"), lease("c:shardId-1"));
+        let both = scope(&["a", "b"], "a");
+        assert!(both.covers(&plain) && both.covers(&joined) && !both.covers(&other));
+        assert_eq!(both.unconfigured(&other).as_deref(), Some("c"));
+        let without_first = scope(&["b"], "a");
+        assert!(!without_first.covers(&plain), "the first stream left the config");
+        assert_eq!(without_first.unconfigured(&plain).as_deref(), Some("a"));
+        assert!(without_first.covers(&joined));
     }
 }

@@ -12,6 +12,16 @@ fn weir() -> Command {
     c
 }
 
+/// A child process killed (and reaped) when the test ends, passing or failing.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 fn write_config(dir: &std::path::Path, body: &str) -> std::path::PathBuf {
     let p = dir.join("weir.toml");
     std::fs::write(&p, body).unwrap();
@@ -808,13 +818,6 @@ fn doctor_tells_a_live_fleet_from_a_dead_worker() {
         ),
     );
     let cfg = cfg.to_str().unwrap();
-    struct KillOnDrop(std::process::Child);
-    impl Drop for KillOnDrop {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
     let mut child = KillOnDrop(weir().args(["run", "--config", cfg]).stderr(Stdio::null()).spawn().unwrap());
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
@@ -866,13 +869,6 @@ fn doctor_names_an_archiver_refusing_batches_from_the_workers_status() {
         ),
     );
     let cfg = cfg.to_str().unwrap();
-    struct KillOnDrop(std::process::Child);
-    impl Drop for KillOnDrop {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
     let log = dir.path().join("run.log");
     let _child = KillOnDrop(
         weir()
