@@ -67,8 +67,28 @@ impl Emulator {
     }
 }
 
+impl Emulator {
+    /// Freezes the emulator (SIGSTOP): its port still accepts connections (the
+    /// kernel's backlog) but nothing answers, as a hung service looks.
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Lets a paused emulator go on (SIGCONT), with its data intact.
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, sig: &str) {
+        let ok = Command::new("kill").arg(sig).arg(self.pid.to_string()).status().is_ok_and(|s| s.success());
+        assert!(ok, "kill {sig} {} failed", self.pid);
+    }
+}
+
 impl Drop for Emulator {
     fn drop(&mut self) {
+        // A paused emulator would not see its SIGTERM.
+        let _ = Command::new("kill").arg("-CONT").arg(self.pid.to_string()).status();
         let _ = Command::new(scripts().join("stop.sh")).arg(self.pid.to_string()).status();
     }
 }

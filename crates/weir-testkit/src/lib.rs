@@ -8,13 +8,16 @@
 //! - [`SlowSink`]: any object sink, each call slowed by a fixed latency.
 //! - [`FaultyReader`]: wraps any [`weir_core::ports::ShardReader`] and injects errors,
 //!   delays, throttling and resource-in-use.
+//! - [`FaultProxy`]: a TCP proxy between weir and an endpoint that takes the link down,
+//!   black-holes it, adds latency or resets responses, changed while traffic flows.
 //! - [`FaultyLeaseTable`]: one worker's view of a shared table, partitionable.
 //! - [`RecordingConsumer`]: a consumer that records what it got, with acknowledgement
 //!   lag, stalls and failures on demand.
 //! - [`CrashSwitch`], [`CrashingSink`], [`SimLeases`], [`SimAcks`]: crash points for
 //!   consumers that write intents and objects, and the next owner's view.
 //! - [`ManualClock`]: a clock tests move by hand.
-//! - [`Emulator`]: a real emulator on a free port for adapter tests.
+//! - [`Emulator`]: a real emulator on a free port for adapter tests; paused and
+//!   resumed (SIGSTOP/SIGCONT) for outage tests.
 //! - [`fixtures`]: small builders shared by tests.
 //! - [`conformance`]: suites for `LeaseTable`, `ObjectSink`, `ShardReader` and `StreamWriter`.
 #![warn(missing_docs)]
@@ -25,6 +28,7 @@ mod clock;
 pub mod conformance;
 mod crash;
 mod emulator;
+mod fault_proxy;
 mod faulty_lease_table;
 mod faulty_reader;
 pub mod fixtures;
@@ -37,6 +41,7 @@ mod slow_sink;
 pub use clock::ManualClock;
 pub use crash::{CrashSwitch, CrashingSink, SimAcks, SimLeases};
 pub use emulator::Emulator;
+pub use fault_proxy::{FaultProxy, Faults, Link, ProxyStats};
 pub use faulty_lease_table::FaultyLeaseTable;
 pub use faulty_reader::{Fault, FaultPlan, FaultyReader};
 pub use memory_lease_table::MemoryLeaseTable;
