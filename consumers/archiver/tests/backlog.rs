@@ -65,8 +65,9 @@ async fn objects_wait_unacknowledged_and_new_records_are_refused_past_the_limit(
     assert!((1..=40).all(|n| archive.count.get(&format!("s0-{n}")) == Some(&1)), "{:?}", archive.count);
 }
 
-/// New batches do not make a failing store retry the waiting objects before their
-/// backoff runs out; once it has, the next batch (or tick) retries them.
+/// New batches do not make a failing store try anything before its backoff runs
+/// out (their objects join the backlog); once it has, the next batch (or tick)
+/// retries them.
 #[tokio::test(start_paused = true)]
 async fn batches_do_not_retry_waiting_objects_before_the_backoff() {
     let Setup { store, clock, mut a, leases, acks, shard } = setup(100, None).await;
@@ -76,16 +77,22 @@ async fn batches_do_not_retry_waiting_objects_before_the_backoff() {
     a.on_batch(&batch(&shard, (1..=10).map(|n| record(0, n, 0)).collect()), &acks).await.unwrap();
     let (waiting, _) = backlog.get();
     assert!(waiting > 0 && u64::from(tries(&store)) == waiting, "{waiting} objects wait after {} tries", tries(&store));
-    // A second batch right away: only its own objects are tried.
+    // A second batch right away: nothing is tried (the store is failing); its own
+    // objects join the backlog and wait for the retry.
+    let tried = tries(&store);
     a.on_batch(&batch(&shard, (11..=20).map(|n| record(0, n, 0)).collect()), &acks).await.unwrap();
     let (waiting_now, _) = backlog.get();
-    assert_eq!(u64::from(tries(&store)), waiting_now, "waiting objects were not tried again");
+    assert_eq!(tries(&store), tried, "nothing tried during the backoff");
+    assert!(waiting_now > waiting, "the new objects wait too: {waiting_now} after {waiting}");
     // After the backoff, the next batch tries everything once more.
     clock.advance(Duration::from_secs(1));
     let before = u64::from(tries(&store));
     a.on_batch(&batch(&shard, (21..=30).map(|n| record(0, n, 0)).collect()), &acks).await.unwrap();
     let (waiting_last, _) = backlog.get();
-    assert_eq!(u64::from(tries(&store)) - before, waiting_last, "every waiting object tried once");
+    // Tried again: many new objects need an intent manifest first, whose put fails
+    // first; either way every object still waits.
+    assert!(u64::from(tries(&store)) > before, "the waiting objects were retried");
+    assert!(waiting_last > waiting_now, "{waiting_last} objects wait");
     // The store comes back: nothing lost, nothing twice.
     store.fail_next_puts(0);
     clock.advance(Duration::from_secs(60));

@@ -65,6 +65,10 @@ impl Pending {
     }
 }
 
+
+/// The longest wait between two attempts at a failing store (the backoff doubles
+/// from 200 ms up to this): after an outage, delivery resumes within this long.
+const MAX_RETRY_DELAY: Duration = Duration::from_secs(10);
 /// Objects and bytes waiting for the store, readable from other tasks (`/readyz`).
 #[derive(Debug, Clone, Default)]
 pub struct Backlog {
@@ -268,8 +272,28 @@ impl Delivery {
         backlog: BacklogRetry,
     ) -> Result<(), DeliveryError> {
         // A failing store is not asked again before its backoff runs out just because
-        // new objects came (they are tried; waiting ones keep their schedule).
+        // new objects came: they join the backlog and wait with it. (Trying each new
+        // object would hold the caller for the SDK's retries on every batch while the
+        // store is down; queued, the backlog grows quickly to `max_backlog_bytes` and
+        // the archiver refuses records instead, which says why.)
         let retrying = backlog == BacklogRetry::Now || self.retry_due(now);
+        // The backoff counts from the end of this attempt: a round against a failing
+        // store can itself take seconds (the SDK's own retries).
+        let began = tokio::time::Instant::now();
+        if !retrying && self.retry_at.is_some() {
+            for s in sealed {
+                if s.raw_bytes == 0 {
+                    settle(ledger, &s);
+                } else {
+                    self.backlog.push_back(Pending::new(s));
+                }
+            }
+            for (shard, pos) in ledger.advance_all() {
+                acks.durable(&shard, &pos);
+            }
+            self.update_gauges();
+            return Err(DeliveryError::Waiting("the store is failing; new objects wait for the next retry".into()));
+        }
         let mut work: Vec<Pending> = if retrying { self.backlog.drain(..).collect() } else { Vec::new() };
         work.extend(sealed.into_iter().map(Pending::new));
         let mut failure = None;
@@ -344,8 +368,8 @@ impl Delivery {
             }
             None if !retrying => Err(DeliveryError::Waiting("objects left to write; retried after the backoff".into())),
             other => {
-                self.retry_at = Some(now.saturating_add(self.retry_delay));
-                self.retry_delay = (self.retry_delay * 2).min(Duration::from_secs(30));
+                self.retry_at = Some(now.saturating_add(began.elapsed()).saturating_add(self.retry_delay));
+                self.retry_delay = (self.retry_delay * 2).min(MAX_RETRY_DELAY);
                 Err(DeliveryError::Waiting(other.unwrap_or_else(|| "objects left to write".into())))
             }
         }

@@ -1,0 +1,48 @@
+//! S3 down: the archiver backs up within `max_backlog_bytes`, then refuses batches
+//! (the stream keeps the records); alerting keeps its pace; `/readyz` and `/status`
+//! say why; after S3 returns the archive is exact.
+
+use std::time::{Duration, Instant};
+
+use weir_testkit::Faults;
+
+use crate::harness::{Env, Extra, Traffic, now_ms, outage};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_down_backs_up_refuses_and_then_archives_exactly_once() {
+    let env = Env::new("fault-s3", 2).await;
+    let w = env.worker("s3-w1", &Extra { max_backlog_bytes: Some(8 * 1024), ..Extra::default() }).await;
+    w.wait_reading(Duration::from_secs(60)).await;
+    let traffic = Traffic::start(env.kinesis.clone(), &env.name, 100);
+    env.alerts.wait_for(3, Duration::from_secs(60)).await;
+
+    let from = now_ms();
+    let started = Instant::now();
+    w.proxies.s3.set(Faults::down());
+    // The backlog fills, then the archiver refuses records and says so.
+    let why = loop {
+        let status = w.get("/status").await.map(|(_, b)| b).unwrap_or_default();
+        if status.contains("refusing records") {
+            break status;
+        }
+        assert!(started.elapsed() < outage(), "the archiver never refused records while S3 was down:\n{status}\n{}", w.log());
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    assert!(why.contains("wait for the object store"), "{why}");
+    let (_, ready) = w.get("/readyz").await.unwrap();
+    assert!(ready.contains("waiting for the store") && !ready.contains(" 0 objects"), "{ready}");
+    tokio::time::sleep(outage().saturating_sub(started.elapsed())).await;
+    w.proxies.s3.set(Faults::none());
+    let to = now_ms();
+    // Alerting was not held up by the archiver: windows that ended during the outage
+    // were alerted on.
+    let windows = env.alerts.windows_alerted(from, to);
+    assert!(windows as u64 >= outage().as_secs() / 2, "{windows} windows alerted during a {:?} outage", outage());
+    env.alerts.wait_for(env.alerts.count() + 3, Duration::from_secs(60)).await;
+    let produced = traffic.stop(from, to).await;
+
+    let tally = env.tally("S3 down", &produced, &[&w], Duration::from_secs(120)).await;
+    tally.report_and_check(false);
+    let delay = tally.max_alert_delay.unwrap();
+    assert!(delay < Duration::from_secs(5), "alerts were {delay:?} late while S3 was down (isolation)");
+}
