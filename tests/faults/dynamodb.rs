@@ -24,7 +24,7 @@ impl Watch {
     async fn sample(&mut self, a: &Worker, b: &Worker) -> (usize, usize) {
         let (held_a, held_b) = tokio::join!(a.held(), b.held());
         let both: Vec<&String> = held_a.iter().filter(|s| held_b.contains(s)).collect();
-        assert!(both.is_empty(), "shards {both:?} held by both workers at once");
+        assert!(both.is_empty(), "shards {both:?} held by both workers at once\n--- a:\n{}\n--- b:\n{}", a.log(), b.log());
         for lease in self.table.list().await.unwrap() {
             for (consumer, cp) in lease.checkpoints {
                 let k = (lease.key.to_string(), consumer.to_string());

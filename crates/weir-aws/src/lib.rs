@@ -21,4 +21,4 @@ mod settings;
 pub use dynamodb::DynamoDbLeaseTable;
 pub use kinesis::{KinesisOptions, KinesisStream};
 pub use s3::{S3ObjectSink, S3Options, ServerSideEncryption};
-pub use settings::{AwsSettings, load_sdk_config, request_timeouts};
+pub use settings::{AwsSettings, Service, load_sdk_config, request_timeouts};

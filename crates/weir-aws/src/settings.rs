@@ -14,6 +14,50 @@ pub struct AwsSettings {
     pub endpoint_url: Option<String>,
     /// Static access key and secret (emulators, tests); otherwise the standard chain.
     pub static_credentials: Option<(String, String)>,
+    /// Request timeouts of the service the client is for (see [`Service::timeouts`]);
+    /// `None`: only the 3 s connect timeout.
+    pub timeouts: Option<TimeoutConfig>,
+}
+
+/// An AWS service weir calls, for its request timeouts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Service {
+    /// Kinesis Data Streams.
+    Kinesis,
+    /// DynamoDB (leases, checkpoints, intents).
+    DynamoDb,
+    /// S3 (archive objects, manifests, lookups).
+    S3,
+    /// Lambda (the archiver's transform).
+    Lambda,
+    /// SNS (alert sinks).
+    Sns,
+}
+
+impl Service {
+    /// Request timeouts: without them a request on a connection that a partition
+    /// black-holed never answers, and whatever awaits it (a lease renewal, a
+    /// delivery, a read) waits forever. Each attempt and each operation (all its
+    /// retries) is bounded by what the call may legitimately take:
+    /// - Kinesis: 10 s an attempt, 30 s an operation. A `SubscribeToShard` is bounded
+    ///   only until its event stream opens; the stream itself is watched by the
+    ///   enhanced fan-out reader's silence timeout.
+    /// - DynamoDB: 3 s an attempt, 10 s an operation (lease writes must end well
+    ///   within the failover time; the runtime also gives up at the lease's validity).
+    /// - S3: 60 s an attempt (a 128 MiB object on a slow link), 180 s an operation.
+    /// - Lambda: 330 s an attempt (Firehose lets a transform run 5 minutes), 700 s.
+    /// - SNS: 10 s an attempt, 30 s an operation.
+    pub fn timeouts(self) -> TimeoutConfig {
+        let s = Duration::from_secs;
+        let (attempt, total) = match self {
+            Service::Kinesis => (s(10), s(30)),
+            Service::DynamoDb => (s(3), s(10)),
+            Service::S3 => (s(60), s(180)),
+            Service::Lambda => (s(330), s(700)),
+            Service::Sns => (s(10), s(30)),
+        };
+        request_timeouts(attempt, total)
+    }
 }
 
 impl AwsSettings {
@@ -24,6 +68,7 @@ impl AwsSettings {
             profile: None,
             endpoint_url: Some(endpoint.to_owned()),
             static_credentials: Some(("test".into(), "test".into())),
+            timeouts: None,
         }
     }
 }
@@ -49,9 +94,12 @@ pub async fn load_sdk_config(settings: &AwsSettings) -> SdkConfig {
             "weir-static",
         ));
     }
-    // Fail fast on unreachable endpoints; per-operation limits are set per client
-    // (a SubscribeToShard stream legitimately lasts five minutes).
-    loader = loader.timeout_config(TimeoutConfig::builder().connect_timeout(Duration::from_secs(3)).build());
+    // Fail fast on unreachable endpoints; request limits per service (`timeouts`).
+    let timeouts = settings
+        .timeouts
+        .clone()
+        .unwrap_or_else(|| TimeoutConfig::builder().connect_timeout(Duration::from_secs(3)).build());
+    loader = loader.timeout_config(timeouts);
     loader.load().await
 }
 

@@ -111,7 +111,17 @@ impl HeldLease {
         }
         let started = Instant::now();
         let owner_before = state.owner.clone();
-        match self.table.mutate(&LeaseMutation::on(&state, change)).await {
+        // A write still unanswered when the lease's validity runs out (a hung store:
+        // a partition, a black-holed endpoint) would hold this lease's writers past
+        // the point where another worker may take it: give up there, as lost. (The
+        // write may still land; its counter then fences any later write of ours.)
+        let mutation = LeaseMutation::on(&state, change);
+        let answered = tokio::time::timeout_at(self.valid_until(), self.table.mutate(&mutation)).await;
+        let Ok(answered) = answered else {
+            self.mark_lost();
+            return Err(HeldError::Lost(self.key.clone()));
+        };
+        match answered {
             Ok(next) => {
                 let still_mine = next.owner == owner_before;
                 let before = std::mem::replace(&mut *state, next.clone());
@@ -198,7 +208,15 @@ impl HeldLease {
                 .map(|((_, change), state)| LeaseMutation::on(state, change.clone()))
                 .collect();
             let started = Instant::now();
-            match chunk[0].0.table.mutate_all(&mutations).await {
+            // Bounded by the earliest validity in the chunk, as in `write_seen`.
+            let deadline = chunk.iter().map(|(h, _)| h.valid_until()).min().unwrap_or(started);
+            let Ok(answered) = tokio::time::timeout_at(deadline, chunk[0].0.table.mutate_all(&mutations)).await else {
+                for (h, _) in chunk {
+                    h.mark_lost();
+                }
+                return Err((chunk.iter().map(|(h, _)| h.key.clone()).collect(), None));
+            };
+            match answered {
                 Ok(stored) => {
                     for (((h, _), state), next) in chunk.iter().zip(states.iter_mut()).zip(stored) {
                         **state = next;
@@ -234,7 +252,7 @@ impl HeldLease {
 mod tests {
     use super::*;
     use weir_core::{ExtendedSequenceNumber, SequenceNumber};
-    use weir_testkit::MemoryLeaseTable;
+    use weir_testkit::{FaultyLeaseTable, MemoryLeaseTable};
     use weir_testkit::fixtures::{take, taken_lease};
 
     const FAILOVER: Duration = Duration::from_secs(10);
@@ -267,6 +285,23 @@ mod tests {
             held.checkpoint([("c".into(), Checkpoint::ShardEnd), ("d".into(), Checkpoint::ShardEnd)].into(), None);
         let end = end.await.unwrap();
         assert_eq!(end.len(), 2, "the shard end passes every intent: {end:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_write_the_store_never_answers_ends_at_the_validity_as_lost() {
+        let table = FaultyLeaseTable::new(Arc::new(MemoryLeaseTable::new()));
+        let mine = taken_lease(&table, "s-1", "a").await;
+        let started = Instant::now();
+        let held = HeldLease::new(mine, started, Arc::new(table.clone()), FAILOVER);
+        table.set_hung(true);
+        let renewed = held.renew().await;
+        assert!(matches!(renewed, Err(HeldError::Lost(_))), "{renewed:?}");
+        assert!(held.lost().is_cancelled());
+        assert!(Instant::now() <= started + FAILOVER, "gave up at {:?}", Instant::now() - started);
+        // The same for a batch write: the lock is free again, nothing waits forever.
+        let cp = Checkpoint::At(ExtendedSequenceNumber::plain(SequenceNumber::from_u128(1)));
+        let late = held.checkpoint([("c".into(), cp)].into(), None).await;
+        assert!(matches!(late, Err(HeldError::Lost(_))), "{late:?}");
     }
 
     #[tokio::test(start_paused = true)]

@@ -178,8 +178,23 @@ impl Worker {
                     for lease in new_leases {
                         let key = lease.key().clone();
                         held.lock().unwrap_or_else(|p| p.into_inner()).insert(key.clone(), lease.clone());
-                        let worker = ShardWorker::new(lease, deps.clone(), shard_stop.child_token());
-                        shards.spawn(async move { (key, worker.run().await) });
+                        let worker = ShardWorker::new(lease.clone(), deps.clone(), shard_stop.child_token());
+                        let (held, stats) = (held.clone(), self.stats.clone());
+                        shards.spawn(async move {
+                            let outcome = worker.run().await;
+                            // Here, not where this loop joins the task: the loop may be
+                            // inside a lease-table call that hangs, and what the worker
+                            // reports held must not include a shard it stopped working.
+                            let mut map = held.lock().unwrap_or_else(|p| p.into_inner());
+                            if map.get(&key).is_some_and(|l| Arc::ptr_eq(l, &lease)) {
+                                map.remove(&key);
+                            }
+                            let keys: Vec<ShardId> = map.keys().cloned().collect();
+                            drop(map);
+                            metrics::gauge!(crate::metrics::LEASES_HELD).set(keys.len() as f64);
+                            stats.set_held(keys);
+                            (key, outcome)
+                        });
                     }
                     self.publish_held(&held);
                     self.stats.set_ready();

@@ -46,6 +46,7 @@ impl AwsArgs {
             profile: self.profile.clone(),
             endpoint_url: self.endpoint_url.clone(),
             static_credentials: None,
+            timeouts: Some(weir_aws::Service::Kinesis.timeouts()),
         }
     }
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use tokio_util::sync::CancellationToken;
-use weir_aws::{AwsSettings, DynamoDbLeaseTable, KinesisOptions, KinesisStream, load_sdk_config};
+use weir_aws::{AwsSettings, DynamoDbLeaseTable, KinesisOptions, KinesisStream, Service, load_sdk_config};
 use weir_core::Clock;
 use weir_core::ports::{LeaseTable, ShardReader, StreamCatalog};
 use weir_local::{GeneratorConfig, McpEventGenerator, MemoryStream, SqliteLeaseTable, StreamOptions};
@@ -123,12 +123,22 @@ pub(crate) struct Wired {
     pub streams: Option<Streams>,
 }
 
-pub(crate) async fn sdk(aws: &AwsSection, service_endpoint: &Option<String>) -> aws_config::SdkConfig {
+/// The SDK configuration for `service`: the config's region and profile, the
+/// service's endpoint (its own, else `aws.endpoint_url`), and its request timeouts.
+pub(crate) async fn sdk(aws: &AwsSection, service: Service) -> aws_config::SdkConfig {
+    let endpoint = match service {
+        Service::Kinesis => &aws.kinesis_endpoint_url,
+        Service::DynamoDb => &aws.dynamodb_endpoint_url,
+        Service::S3 => &aws.s3_endpoint_url,
+        Service::Lambda => &aws.lambda_endpoint_url,
+        Service::Sns => &aws.sns_endpoint_url,
+    };
     let settings = AwsSettings {
         region: aws.region.clone(),
         profile: aws.profile.clone(),
-        endpoint_url: service_endpoint.clone().or_else(|| aws.endpoint_url.clone()),
+        endpoint_url: endpoint.clone().or_else(|| aws.endpoint_url.clone()),
         static_credentials: None,
+        timeouts: Some(service.timeouts()),
     };
     load_sdk_config(&settings).await
 }
@@ -156,7 +166,7 @@ pub(crate) async fn wire_stream(config: &Config, clock: Arc<TokioClock>) -> Resu
 /// The Kinesis stream the config names, read with `options`.
 async fn open_kinesis(config: &Config, options: KinesisOptions) -> Result<KinesisStream> {
     let aws = &config.aws;
-    let client = aws_sdk_kinesis::Client::new(&sdk(aws, &aws.kinesis_endpoint_url).await);
+    let client = aws_sdk_kinesis::Client::new(&sdk(aws, Service::Kinesis).await);
     KinesisStream::open(client, &config.stream.name, options)
         .await
         .map_err(|e| anyhow::anyhow!("stream {}: {e}", config.stream.name))
@@ -220,7 +230,7 @@ pub(crate) async fn fleet_streams(config: &Config, table: &dyn LeaseTable) -> Re
 
 /// An S3 client with the config's endpoint and addressing style.
 pub(crate) async fn s3_client(aws: &AwsSection) -> aws_sdk_s3::Client {
-    let shared = sdk(aws, &aws.s3_endpoint_url).await;
+    let shared = sdk(aws, Service::S3).await;
     let conf = aws_sdk_s3::config::Builder::from(&shared).force_path_style(aws.s3_force_path_style).build();
     aws_sdk_s3::Client::from_conf(conf)
 }
@@ -240,7 +250,7 @@ pub(crate) async fn lease_table(config: &Config) -> Result<Arc<dyn LeaseTable>> 
             )
         }
         LeasesKind::Dynamodb => {
-            let client = aws_sdk_dynamodb::Client::new(&sdk(aws, &aws.dynamodb_endpoint_url).await);
+            let client = aws_sdk_dynamodb::Client::new(&sdk(aws, Service::DynamoDb).await);
             let name = config.leases.table.clone().unwrap_or_default();
             Arc::new(
                 DynamoDbLeaseTable::open(client, &name, &config.leases.namespace, config.leases.create_table)

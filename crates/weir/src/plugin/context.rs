@@ -42,7 +42,7 @@ impl Aws {
     pub async fn kinesis(&self) -> aws_sdk_kinesis::Client {
         let a = &self.section;
         self.kinesis
-            .get_or_init(|| async { aws_sdk_kinesis::Client::new(&crate::run::sdk(a, &a.kinesis_endpoint_url).await) })
+            .get_or_init(|| async { aws_sdk_kinesis::Client::new(&crate::run::sdk(a, weir_aws::Service::Kinesis).await) })
             .await
             .clone()
     }
@@ -51,7 +51,7 @@ impl Aws {
     pub async fn lambda(&self) -> aws_sdk_lambda::Client {
         let a = &self.section;
         self.lambda
-            .get_or_init(|| async { aws_sdk_lambda::Client::new(&crate::run::sdk(a, &a.lambda_endpoint_url).await) })
+            .get_or_init(|| async { aws_sdk_lambda::Client::new(&crate::run::sdk(a, weir_aws::Service::Lambda).await) })
             .await
             .clone()
     }
@@ -61,7 +61,7 @@ impl Aws {
         let a = &self.section;
         self.region
             .get_or_init(|| async {
-                crate::run::sdk(a, &None).await.region().map(|r| r.to_string()).unwrap_or_default()
+                crate::run::sdk(a, weir_aws::Service::Sns).await.region().map(|r| r.to_string()).unwrap_or_default()
             })
             .await
             .clone()
@@ -71,7 +71,7 @@ impl Aws {
     pub async fn sns(&self) -> aws_sdk_sns::Client {
         let a = &self.section;
         self.sns
-            .get_or_init(|| async { aws_sdk_sns::Client::new(&crate::run::sdk(a, &a.sns_endpoint_url).await) })
+            .get_or_init(|| async { aws_sdk_sns::Client::new(&crate::run::sdk(a, weir_aws::Service::Sns).await) })
             .await
             .clone()
     }
