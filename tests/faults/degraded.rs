@@ -28,7 +28,9 @@ async fn latency_and_resets_everywhere_degrade_throughput_not_correctness() {
     let to = now_ms();
     env.alerts.wait_for(env.alerts.count() + 3, Duration::from_secs(120)).await;
     let produced = traffic.stop(from, to).await;
-    let tally = env.tally("500 ms latency and 5% resets on every endpoint", &produced, &[&a, &b], Duration::from_secs(180)).await;
+    let tally = env
+        .tally("500 ms latency and 5% resets on every endpoint", &produced, &[&a, &b], Duration::from_secs(180))
+        .await;
     let resets: u64 = [&a, &b]
         .iter()
         .flat_map(|w| [&w.proxies.kinesis, &w.proxies.dynamodb, &w.proxies.s3])

@@ -24,7 +24,12 @@ impl Watch {
     async fn sample(&mut self, a: &Worker, b: &Worker) -> (usize, usize) {
         let (held_a, held_b) = tokio::join!(a.held(), b.held());
         let both: Vec<&String> = held_a.iter().filter(|s| held_b.contains(s)).collect();
-        assert!(both.is_empty(), "shards {both:?} held by both workers at once\n--- a:\n{}\n--- b:\n{}", a.log(), b.log());
+        assert!(
+            both.is_empty(),
+            "shards {both:?} held by both workers at once\n--- a:\n{}\n--- b:\n{}",
+            a.log(),
+            b.log()
+        );
         for lease in self.table.list().await.unwrap() {
             for (consumer, cp) in lease.checkpoints {
                 let k = (lease.key.to_string(), consumer.to_string());
@@ -76,7 +81,8 @@ async fn dynamodb_partition_moves_leases_without_two_owners_and_loses_nothing() 
     }
     env.alerts.wait_for(env.alerts.count() + 3, Duration::from_secs(60)).await;
     let produced = traffic.stop(from, to).await;
-    let tally = env.tally("DynamoDB unreachable for one of two workers", &produced, &[&a, &b], Duration::from_secs(120)).await;
+    let tally =
+        env.tally("DynamoDB unreachable for one of two workers", &produced, &[&a, &b], Duration::from_secs(120)).await;
     watch.sample(&a, &b).await;
     println!("{} samples of owners and checkpoints", watch.samples);
     tally.report_and_check(false);

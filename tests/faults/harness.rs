@@ -208,7 +208,8 @@ cooldown = "1s"
         let started = Instant::now();
         loop {
             let (seen, errors) = (self.archived_ids().await, self.error_ids().await);
-            if produced.ids.iter().all(|id| seen.contains_key(id) || errors.contains_key(id)) || started.elapsed() > limit
+            if produced.ids.iter().all(|id| seen.contains_key(id) || errors.contains_key(id))
+                || started.elapsed() > limit
             {
                 break;
             }
@@ -489,7 +490,11 @@ impl Tally {
             self.redelivered,
             delay
         );
-        println!("{}\n{row}\n(complete {:.1} s after the producer stopped)", Self::HEADER, self.recovered_in.as_secs_f64());
+        println!(
+            "{}\n{row}\n(complete {:.1} s after the producer stopped)",
+            Self::HEADER,
+            self.recovered_in.as_secs_f64()
+        );
         if let Ok(path) = std::env::var("WEIR_FAULTS_TABLE") {
             use std::io::Write;
             let mut f = std::fs::OpenOptions::new().create(true).append(true).open(path).unwrap();

@@ -31,7 +31,11 @@ async fn kinesis_down_then_hung_then_resetting_resumes_without_gaps() {
     env.alerts.wait_for(env.alerts.count() + 3, Duration::from_secs(120)).await;
     let produced = traffic.stop(from, to).await;
     let tally = env.tally("Kinesis down, hung, then resetting (EFO)", &produced, &[&w], Duration::from_secs(180)).await;
-    println!("kinesis proxy: {} connections, {} reset", w.proxies.kinesis.stats().connections(), w.proxies.kinesis.stats().resets());
+    println!(
+        "kinesis proxy: {} connections, {} reset",
+        w.proxies.kinesis.stats().connections(),
+        w.proxies.kinesis.stats().resets()
+    );
     tally.report_and_check(false);
     assert!(w.proxies.kinesis.stats().resets() > 0, "no connection was cut: the scenario tested nothing");
 }

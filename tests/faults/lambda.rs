@@ -39,7 +39,8 @@ async fn invoke(State(f): State<Arc<Function>>, body: Bytes) -> (StatusCode, Hea
                 // What Lambda answers when the function runs past its timeout.
                 tokio::time::sleep(Duration::from_secs(3)).await;
                 headers.insert("x-amz-function-error", "Unhandled".parse().unwrap());
-                let body = json!({"errorType": "Sandbox.Timedout", "errorMessage": "Task timed out after 3.00 seconds"});
+                let body =
+                    json!({"errorType": "Sandbox.Timedout", "errorMessage": "Task timed out after 3.00 seconds"});
                 return (StatusCode::OK, headers, body.to_string());
             }
             1 => {
@@ -88,8 +89,13 @@ async fn failing_lambda_sends_records_to_the_error_output_exactly_once() {
     let to = now_ms();
     env.alerts.wait_for(env.alerts.count() + 3, Duration::from_secs(60)).await;
     let produced = traffic.stop(from, to).await;
-    let tally = env.tally("Lambda times out, answers 500, or garbles", &produced, &[&w], Duration::from_secs(120)).await;
-    println!("{} invocations, {} failed", function.calls.load(Ordering::SeqCst), function.failed.load(Ordering::SeqCst));
+    let tally =
+        env.tally("Lambda times out, answers 500, or garbles", &produced, &[&w], Duration::from_secs(120)).await;
+    println!(
+        "{} invocations, {} failed",
+        function.calls.load(Ordering::SeqCst),
+        function.failed.load(Ordering::SeqCst)
+    );
     tally.report_and_check(true);
     assert!(function.failed.load(Ordering::SeqCst) > 0, "the function never failed: the scenario tested nothing");
     assert!(tally.to_error_output > 0, "no record reached the error output while the function failed");

@@ -25,7 +25,11 @@ async fn s3_down_backs_up_refuses_and_then_archives_exactly_once() {
         if status.contains("refusing records") {
             break status;
         }
-        assert!(started.elapsed() < outage(), "the archiver never refused records while S3 was down:\n{status}\n{}", w.log());
+        assert!(
+            started.elapsed() < outage(),
+            "the archiver never refused records while S3 was down:\n{status}\n{}",
+            w.log()
+        );
         tokio::time::sleep(Duration::from_millis(250)).await;
     };
     assert!(why.contains("wait for the object store"), "{why}");

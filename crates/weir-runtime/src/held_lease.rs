@@ -252,8 +252,8 @@ impl HeldLease {
 mod tests {
     use super::*;
     use weir_core::{ExtendedSequenceNumber, SequenceNumber};
-    use weir_testkit::{FaultyLeaseTable, MemoryLeaseTable};
     use weir_testkit::fixtures::{take, taken_lease};
+    use weir_testkit::{FaultyLeaseTable, MemoryLeaseTable};
 
     const FAILOVER: Duration = Duration::from_secs(10);
 

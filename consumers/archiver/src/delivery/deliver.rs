@@ -65,7 +65,6 @@ impl Pending {
     }
 }
 
-
 /// The longest wait between two attempts at a failing store (the backoff doubles
 /// from 200 ms up to this): after an outage, delivery resumes within this long.
 const MAX_RETRY_DELAY: Duration = Duration::from_secs(10);

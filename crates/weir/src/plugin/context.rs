@@ -42,7 +42,9 @@ impl Aws {
     pub async fn kinesis(&self) -> aws_sdk_kinesis::Client {
         let a = &self.section;
         self.kinesis
-            .get_or_init(|| async { aws_sdk_kinesis::Client::new(&crate::run::sdk(a, weir_aws::Service::Kinesis).await) })
+            .get_or_init(|| async {
+                aws_sdk_kinesis::Client::new(&crate::run::sdk(a, weir_aws::Service::Kinesis).await)
+            })
             .await
             .clone()
     }
