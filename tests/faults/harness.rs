@@ -366,7 +366,7 @@ impl Traffic {
                                 i % 5,
                                 i % 3,
                                 i % 250,
-                                i % 17 != 0
+                                !i.is_multiple_of(17)
                             )),
                         }
                     })
