@@ -218,3 +218,65 @@ async fn ferrokinesis_passes_writer_conformance() {
     let writer = Arc::new(weir_aws::kinesis::writer::KinesisWriter::new(producer, &name));
     weir_testkit::conformance::stream_writer_suite(&WriterHarness { client, name, writer }).await;
 }
+
+/// The Kinesis request timeouts bound a `SubscribeToShard` only until its event stream
+/// opens: a subscription outlives the operation timeout (here scaled down to 2 s) and
+/// keeps delivering, so the 30 s production timeout never cuts a 5-minute subscription.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_timeouts_do_not_cut_an_open_subscription() {
+    let emu = Emulator::start("ferrokinesis", &[]);
+    let mut settings = AwsSettings::emulator(&emu.endpoint);
+    settings.timeouts = Some(weir_aws::request_timeouts(Duration::from_secs(1), Duration::from_secs(2)));
+    let client = aws_sdk_kinesis::Client::new(&load_sdk_config(&settings).await);
+    let name = format!("weir-timeouts-{:08x}", rand::random::<u32>());
+    client.create_stream().stream_name(&name).shard_count(1).send().await.unwrap();
+    wait_active(&client, &name).await;
+    let arn = client.describe_stream_summary().stream_name(&name).send().await.unwrap();
+    let arn = arn.stream_description_summary().unwrap().stream_arn().to_owned();
+    let consumer = client.register_stream_consumer().stream_arn(&arn).consumer_name("t").send().await.unwrap();
+    let consumer_arn = consumer.consumer().unwrap().consumer_arn().to_owned();
+    for _ in 0..200 {
+        let d = client.describe_stream_consumer().consumer_arn(&consumer_arn).send().await.unwrap();
+        if d.consumer_description().unwrap().consumer_status() == &aws_sdk_kinesis::types::ConsumerStatus::Active {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let shard = client.list_shards().stream_name(&name).send().await.unwrap().shards()[0].shard_id().to_owned();
+    let position = aws_sdk_kinesis::types::StartingPosition::builder()
+        .r#type(aws_sdk_kinesis::types::ShardIteratorType::TrimHorizon)
+        .build()
+        .unwrap();
+    let mut out = client
+        .subscribe_to_shard()
+        .consumer_arn(&consumer_arn)
+        .shard_id(&shard)
+        .starting_position(position)
+        .send()
+        .await
+        .unwrap();
+    let opened = std::time::Instant::now();
+    let mut records = 0;
+    let mut put = 0;
+    // Three operation timeouts long: every record put meanwhile arrives on the one stream.
+    while opened.elapsed() < Duration::from_secs(6) {
+        client
+            .put_record()
+            .stream_name(&name)
+            .partition_key("k")
+            .data(Blob::new(format!("r{put}")))
+            .send()
+            .await
+            .unwrap();
+        put += 1;
+        while records < put {
+            let event = out.event_stream.recv().await.expect("the subscription outlives the operation timeout");
+            let event = event.expect("the subscription ended early");
+            if let aws_sdk_kinesis::types::SubscribeToShardEventStream::SubscribeToShardEvent(e) = event {
+                records += e.records().len();
+            }
+        }
+    }
+    assert_eq!(records, put);
+    assert!(put >= 6, "{put} records in 6 s");
+}
