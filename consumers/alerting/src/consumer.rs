@@ -234,7 +234,13 @@ impl Consumer for Alerting {
     async fn on_batch(&mut self, batch: &RecordBatch, acks: &dyn Acks) -> Result<(), ConsumerError> {
         let now = self.clock.now();
         let shard = &batch.shard_id;
+        let mut since_yield = 0;
         for r in &batch.records {
+            since_yield += r.data.len();
+            if since_yield >= weir_core::YIELD_EVERY_BYTES {
+                since_yield = 0;
+                tokio::task::yield_now().await;
+            }
             match read(&r.data, r.approximate_arrival, &self.time_field) {
                 Err(m) => metrics::counter!(MALFORMED, "reason" => m.as_str()).increment(1),
                 Ok(f) => {

@@ -8,6 +8,8 @@ use weir_core::Timestamp;
 pub enum Malformed {
     /// Not JSON (or not UTF-8).
     NotJson,
+    /// Arrays and objects nested deeper than jq 1.6's parser allows.
+    TooDeep,
     /// JSON, but not an object.
     NotObject,
 }
@@ -17,6 +19,7 @@ impl Malformed {
     pub fn as_str(self) -> &'static str {
         match self {
             Malformed::NotJson => "not_json",
+            Malformed::TooDeep => "too_deep",
             Malformed::NotObject => "not_object",
         }
     }
@@ -81,7 +84,10 @@ fn text(v: &Val) -> Option<String> {
 
 /// Reads an event; `time_field` names the event-time field.
 pub fn read(data: &[u8], arrival: Timestamp, time_field: &str) -> Result<Fields, Malformed> {
-    let value = jaq_json::read::parse_single(data).map_err(|_| Malformed::NotJson)?;
+    let value = weir_core::jq::parse(data).map_err(|e| match e {
+        weir_core::jq::JsonError::NotJson => Malformed::NotJson,
+        weir_core::jq::JsonError::TooDeep => Malformed::TooDeep,
+    })?;
     if !matches!(value, Val::Obj(_)) {
         return Err(Malformed::NotObject);
     }
@@ -128,6 +134,8 @@ mod tests {
         assert_eq!(f.time, arrival);
         assert_eq!(read(br#"{}"#, arrival, "ts").unwrap().time, arrival);
         assert_eq!(read(b"nope", arrival, "ts").unwrap_err(), Malformed::NotJson);
+        let deep = format!("{{\"a\":{}1{}}}", "[".repeat(1 << 20), "]".repeat(1 << 20));
+        assert_eq!(read(deep.as_bytes(), arrival, "ts").unwrap_err(), Malformed::TooDeep);
         assert_eq!(read(b"[1]", arrival, "ts").unwrap_err(), Malformed::NotObject);
     }
 }

@@ -298,8 +298,14 @@ impl Archiver {
         };
         let mut placed = Vec::with_capacity(batch.records.len());
         let (mut line, mut key) = (Vec::with_capacity(1024), Vec::with_capacity(128));
+        let mut since_yield = 0;
         for (i, part) in &parts {
             let record = &batch.records[*i];
+            since_yield += record.data.len();
+            if since_yield >= weir_core::YIELD_EVERY_BYTES {
+                since_yield = 0;
+                tokio::task::yield_now().await;
+            }
             let part = match part {
                 Ok(part) => part,
                 Err(reason) => {

@@ -192,7 +192,7 @@ pub struct Enricher {
 }
 
 fn to_val(v: &Value) -> Option<jaq_json::Val> {
-    jaq_json::read::parse_single(&serde_json::to_vec(v).ok()?).ok()
+    weir_core::jq::parse(&serde_json::to_vec(v).ok()?).ok()
 }
 
 fn from_val(v: &jaq_json::Val) -> Option<Value> {
@@ -357,7 +357,13 @@ impl Consumer for Enricher {
             self.refresh(now, true).await?;
         }
         let mut out = Vec::with_capacity(batch.records.len());
+        let mut since_yield = 0;
         for r in &batch.records {
+            since_yield += r.data.len();
+            if since_yield >= weir_core::YIELD_EVERY_BYTES {
+                since_yield = 0;
+                tokio::task::yield_now().await;
+            }
             match self.enrich(&batch.shard_id, r, now) {
                 Enriched::Out(o) => out.push(o),
                 Enriched::Filtered => metrics::counter!(FILTERED).increment(1),

@@ -8,6 +8,12 @@
 //! to and including this position is done for me" - sent, written, or deliberately
 //! dropped or routed to an error output. The runtime persists only acknowledged
 //! positions, so a checkpoint never passes a record its consumer has not finished.
+//!
+//! Consumers run on the same async threads as the worker's lease renewals. A method
+//! doing long CPU work (a batch of 1 MiB records) must yield between pieces of it,
+//! about every [`YIELD_EVERY_BYTES`] of input (`tokio::task::yield_now`): a thread held
+//! for seconds delays renewals, and a lease not renewed within the failover time is
+//! lost, so the shard's work is thrown away and read again.
 
 use async_trait::async_trait;
 
@@ -17,6 +23,11 @@ use crate::position::Checkpoint;
 use crate::record::RecordBatch;
 use crate::sequence::ExtendedSequenceNumber;
 use crate::time::Timestamp;
+
+/// How much record data a consumer may process between two yields to the scheduler
+/// (see the module documentation): 1 MiB is a few milliseconds of parsing in a
+/// release build.
+pub const YIELD_EVERY_BYTES: usize = 1 << 20;
 
 /// What a consumer learns when a shard opens for it.
 #[derive(Debug, Clone)]
@@ -133,7 +144,7 @@ pub trait Consumer: Send + 'static {
 
     /// Records of one shard, in order, all after this consumer's checkpoint and after
     /// every record delivered before. On error nothing of the batch may be kept: it is
-    /// delivered again later.
+    /// delivered again later. Yield about every [`YIELD_EVERY_BYTES`] of records.
     async fn on_batch(&mut self, batch: &RecordBatch, acks: &dyn Acks) -> Result<(), ConsumerError>;
 
     /// Time-driven work such as buffer interval flushes. Called periodically.

@@ -108,6 +108,62 @@ impl Filter {
     }
 }
 
+/// Deepest nesting of arrays and objects [`parse`] accepts: the limit of jq 1.6's
+/// parser (`MAX_PARSING_DEPTH`), the engine Firehose names `JQ-1.6`. jaq's reader
+/// recurses once per level and has no limit of its own: a record of 1 MiB of `[`
+/// overflowed the thread's stack and aborted the process.
+pub const MAX_JSON_DEPTH: usize = 256;
+
+/// Why bytes are not a JSON value for jq.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum JsonError {
+    /// Not JSON (or not UTF-8).
+    #[error("not valid JSON")]
+    NotJson,
+    /// Arrays and objects nested deeper than [`MAX_JSON_DEPTH`].
+    #[error("nested deeper than {MAX_JSON_DEPTH} levels")]
+    TooDeep,
+}
+
+/// Parses one JSON value for jq: every caller of jaq's reader on untrusted bytes goes
+/// through here, so hostile nesting is an error, never a stack overflow.
+pub fn parse(data: &[u8]) -> Result<Val, JsonError> {
+    if nesting_exceeds(data, MAX_JSON_DEPTH) {
+        return Err(JsonError::TooDeep);
+    }
+    jaq_json::read::parse_single(data).map_err(|_| JsonError::NotJson)
+}
+
+/// Whether brackets outside strings nest deeper than `limit` anywhere in `data`. Only
+/// an upper bound for valid JSON matters: invalid input that passes is refused by
+/// the parser, which then never recurses past `limit`.
+fn nesting_exceeds(data: &[u8], limit: usize) -> bool {
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    for &b in data {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > limit {
+                    return true;
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    false
+}
+
 /// Whether a jq value is truthy (everything but `false` and `null`).
 pub fn truthy(v: &Val) -> bool {
     !matches!(v, Val::Null | Val::Bool(false))
@@ -131,6 +187,20 @@ mod tests {
         assert!(e.message.contains("at character"), "{e}");
         let e = Filter::compile(".a | nosuchfn").unwrap_err();
         assert!(e.message.contains("at character 5"), "{e}");
+    }
+
+    #[test]
+    fn nesting_is_bounded_without_recursion() {
+        let nest = |n: usize| format!("{}1{}", "[".repeat(n), "]".repeat(n));
+        assert!(parse(nest(MAX_JSON_DEPTH).as_bytes()).is_ok());
+        assert_eq!(parse(nest(MAX_JSON_DEPTH + 1).as_bytes()).unwrap_err(), JsonError::TooDeep);
+        // A megabyte of brackets: refused, not a stack overflow.
+        assert_eq!(parse(nest(500_000).as_bytes()).unwrap_err(), JsonError::TooDeep);
+        assert_eq!(parse("{\"a\":".repeat(100_000).as_bytes()).unwrap_err(), JsonError::TooDeep);
+        // Brackets inside strings do not count, escaped quotes do not end a string.
+        let text = format!(r#"{{"s":"{}\"{}","n":[1]}}"#, "[".repeat(1000), "{".repeat(1000));
+        assert!(parse(text.as_bytes()).is_ok());
+        assert_eq!(parse(b"{\"a\":").unwrap_err(), JsonError::NotJson);
     }
 
     #[test]

@@ -31,7 +31,9 @@ pub mod redact;
 pub mod sequence;
 pub mod time;
 
-pub use consumer::{Acks, CloseReason, Consumer, ConsumerError, IntentError, IntentLog, ShardContext};
+pub use consumer::{
+    Acks, CloseReason, Consumer, ConsumerError, IntentError, IntentLog, ShardContext, YIELD_EVERY_BYTES,
+};
 pub use ids::{ConsumerName, ShardId, WorkerId};
 pub use lease::{Intent, Lease, LeaseChange, LeaseError, LeaseMutation, NewLease};
 pub use position::{Checkpoint, StartingPosition};

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use jaq_json::Val;
-use weir_core::jq::Filter;
+use weir_core::jq::{Filter, JsonError};
 
 /// A compiled key query.
 pub struct KeyQuery {
@@ -36,6 +36,9 @@ pub enum KeyError {
     /// The record is not JSON.
     #[error("record is not valid JSON")]
     NotJson,
+    /// The record nests arrays and objects deeper than jq 1.6's parser allows.
+    #[error("record nests arrays and objects deeper than {} levels", weir_core::jq::MAX_JSON_DEPTH)]
+    TooDeep,
     /// The query failed or produced no single object.
     #[error("query result is not one JSON object: {0}")]
     NotAnObject(String),
@@ -73,7 +76,10 @@ impl KeyQuery {
 
     /// Partition keys of a record: parsed by jaq, the query run by jaq's interpreter.
     pub fn keys(&self, record: &[u8]) -> Result<BTreeMap<String, String>, KeyError> {
-        let input = jaq_json::read::parse_single(record).map_err(|_| KeyError::NotJson)?;
+        let input = weir_core::jq::parse(record).map_err(|e| match e {
+            JsonError::NotJson => KeyError::NotJson,
+            JsonError::TooDeep => KeyError::TooDeep,
+        })?;
         let first = self.jq.single(input).map_err(KeyError::NotAnObject)?;
         let Val::Obj(map) = &first else { return Err(KeyError::NotAnObject(first.to_string())) };
         let mut out = BTreeMap::new();
@@ -113,6 +119,8 @@ mod tests {
         assert_eq!(query.keys(br#"{"a": [1]}"#), Err(KeyError::NotScalar("a".into())));
         assert_eq!(query.keys(br#"{"a": {"b": 1}}"#), Err(KeyError::NotScalar("a".into())));
         assert_eq!(query.keys(b"not json"), Err(KeyError::NotJson));
+        let deep = format!("{{\"a\":{}1{}}}", "[".repeat(1 << 20), "]".repeat(1 << 20));
+        assert_eq!(query.keys(deep.as_bytes()), Err(KeyError::TooDeep));
         assert!(matches!(query.keys(b"[1,2]"), Err(KeyError::NotAnObject(_))));
     }
 

@@ -106,7 +106,13 @@ impl Consumer for FilesConsumer {
             last: last.clone(),
             opened: now,
         });
+        let mut since_yield = 0;
         for r in &batch.records {
+            since_yield += r.data.len();
+            if since_yield >= weir_core::YIELD_EVERY_BYTES {
+                since_yield = 0;
+                tokio::task::yield_now().await;
+            }
             let newline = r.data.last() != Some(&b'\n');
             let w = buf.gz.write_all(&r.data).and_then(|()| if newline { buf.gz.write_all(b"\n") } else { Ok(()) });
             if let Err(e) = w {
