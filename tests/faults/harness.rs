@@ -71,7 +71,9 @@ pub struct Worker {
     pub http: u16,
     pub log: PathBuf,
     pub files: PathBuf,
-    _child: KillOnDrop,
+    config: PathBuf,
+    starts: u32,
+    child: KillOnDrop,
 }
 
 /// Optional parts of a worker's config.
@@ -81,6 +83,8 @@ pub struct Extra {
     pub lambda: Option<String>,
     /// `max_backlog_bytes` of the archiver.
     pub max_backlog_bytes: Option<u64>,
+    /// `worker.failover` instead of the fast 3 s of the other scenarios.
+    pub failover: Option<&'static str>,
 }
 
 pub const LAMBDA_ARN: &str = "arn:aws:lambda:us-east-1:123456789012:function:faults-transform";
@@ -112,7 +116,7 @@ impl Env {
         std::fs::write(&config, self.config(id, &proxies, http, &files, extra)).unwrap();
         let log = self.dir.path().join(format!("{id}.log"));
         let child = KillOnDrop(spawn_weir(&config, &log));
-        Worker { id: id.to_owned(), proxies, http, log, files, _child: child }
+        Worker { id: id.to_owned(), proxies, http, log, files, config, starts: 1, child }
     }
 
     fn config(&self, id: &str, p: &Proxies, http: u16, files: &Path, extra: &Extra) -> String {
@@ -192,7 +196,10 @@ aggregate = "count"
 condition = "> 0"
 cooldown = "1s"
 {archiver}"#,
-            worker = weir_e2e::worker_toml(Some(id)),
+            worker = match extra.failover {
+                Some(f) => weir_e2e::worker_toml(Some(id)).replace("failover = \"3s\"", &format!("failover = \"{f}\"")),
+                None => weir_e2e::worker_toml(Some(id)),
+            },
             kinesis = p.kinesis.endpoint(),
             dynamodb = p.dynamodb.endpoint(),
             s3 = p.s3.endpoint(),
@@ -310,6 +317,50 @@ impl Worker {
             .flat_map(|w| w["shards"].as_array().cloned().unwrap_or_default())
             .filter_map(|s| s["shard"].as_str().map(str::to_owned))
             .collect()
+    }
+
+    /// Stops the process with SIGTERM (a graceful shutdown: it drains, checkpoints
+    /// and frees its leases), waits for it to exit, and starts it again with the
+    /// same config and worker id (a rolling restart). Its log goes to a new file.
+    pub async fn restart(&mut self) {
+        let pid = self.child.0.id().to_string();
+        let status = std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        assert!(status.success(), "cannot signal worker {}", self.id);
+        let started = Instant::now();
+        while self.child.0.try_wait().unwrap().is_none() {
+            assert!(started.elapsed() < Duration::from_secs(60), "worker {} ignored SIGTERM:\n{}", self.id, self.log());
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        self.starts += 1;
+        self.log = self.config.with_extension(format!("{}.log", self.starts));
+        self.child = KillOnDrop(spawn_weir(&self.config, &self.log));
+    }
+
+    /// The process's resident memory (bytes), open file descriptors and live tokio
+    /// tasks (from `/metrics`; `None` when the worker does not answer).
+    pub async fn resources(&self) -> (u64, u64, Option<u64>) {
+        let pid = self.child.0.id();
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let rss_kib: u64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0);
+        let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).map(|d| d.count() as u64).unwrap_or(0);
+        let tasks = match self.get("/metrics").await {
+            Some((200, body)) => body
+                .lines()
+                .find_map(|l| l.strip_prefix("weir_runtime_alive_tasks "))
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .map(|v| v as u64),
+            _ => None,
+        };
+        (rss_kib * 1024, fds, tasks)
+    }
+
+    /// The worker's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.0.id()
     }
 
     /// The worker's log so far.

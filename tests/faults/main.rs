@@ -13,6 +13,8 @@
 mod degraded;
 mod dynamodb;
 mod harness;
+mod hostile;
 mod kinesis;
 mod lambda;
 mod s3;
+mod soak;

@@ -200,7 +200,8 @@ pub fn duckdb(sql: &str) -> Vec<Vec<serde_json::Value>> {
     serde_json::from_slice(&out.stdout).expect("duckdb printed JSON")
 }
 
-async fn wait_active(client: &aws_sdk_kinesis::Client, name: &str) {
+/// Waits until `name` is ACTIVE again (after creating or resharding it).
+pub async fn wait_active(client: &aws_sdk_kinesis::Client, name: &str) {
     for _ in 0..400 {
         let s = client.describe_stream_summary().stream_name(name).send().await.expect("describe");
         if s.stream_description_summary().map(|d| d.stream_status().clone())
