@@ -11,6 +11,7 @@
 #![allow(clippy::unwrap_used, clippy::print_stdout)] // a test: a failed expectation is a failed test
 
 mod degraded;
+mod deleted;
 mod dynamodb;
 mod harness;
 mod hostile;

@@ -40,7 +40,9 @@ pub enum ReadError {
     #[error("subscription expired")]
     Expired,
     /// The shard does not exist (confirmed by the reader, not guessed).
-    #[error("shard {0} not found")]
+    #[error(
+        "shard {0} not found: the stream does not list it (was the stream deleted, or the shard trimmed past retention?)"
+    )]
     ShardNotFound(ShardId),
     /// A transient failure (network, 5xx); reopen from the last position.
     #[error("transient read error: {0}")]

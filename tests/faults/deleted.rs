@@ -1,0 +1,51 @@
+//! The stream is deleted under a running worker: everything read before is archived,
+//! the worker says clearly what happened (log, `/status`), nothing panics, and the
+//! lease table is left as it was (no lease deleted, no checkpoint moved).
+
+use std::time::{Duration, Instant};
+
+use weir_aws::DynamoDbLeaseTable;
+use weir_core::ports::LeaseTable;
+
+use crate::harness::{Env, Extra, Traffic, now_ms};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_deleted_under_the_worker_is_reported_and_damages_nothing() {
+    let env = Env::new("fault-gone", 2).await;
+    let w = env.worker("gone-w1", &Extra::default()).await;
+    w.wait_reading(Duration::from_secs(60)).await;
+    let traffic = Traffic::start(env.kinesis.clone(), &env.name, 100);
+    env.alerts.wait_for(3, Duration::from_secs(60)).await;
+    let from = now_ms();
+    let produced = traffic.stop(from, from).await;
+    let tally =
+        env.tally("stream deleted after its records were read", &produced, &[&w], Duration::from_secs(60)).await;
+    tally.report_and_check(false);
+
+    let client = weir_e2e::dynamodb(&env.moto.endpoint).await;
+    let table = DynamoDbLeaseTable::open(client, "fault-gone-leases", "fault-gone", false).await.unwrap();
+    let before = table.list().await.unwrap();
+    env.kinesis.delete_stream().stream_name(&env.name).enforce_consumer_deletion(true).send().await.unwrap();
+
+    // The worker notices and says so.
+    let started = Instant::now();
+    let said = loop {
+        let log = w.log();
+        let status = w.get("/status").await.map(|(_, b)| b).unwrap_or_default();
+        if log.contains("was the stream deleted") || status.contains("was the stream deleted") {
+            break (log, status);
+        }
+        assert!(started.elapsed() < Duration::from_secs(90), "no word of the deleted stream:\n{log}\n{status}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    println!("{}\n{}", said.0.lines().filter(|l| !l.contains(" INFO ")).collect::<Vec<_>>().join("\n"), said.1);
+    assert!(!said.0.contains("panicked"), "{}", said.0);
+    // Give it time to do damage, then compare.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let after = table.list().await.unwrap();
+    assert_eq!(after.len(), before.len(), "leases deleted");
+    for (a, b) in after.iter().zip(&before) {
+        assert_eq!(a.key, b.key);
+        assert_eq!(a.checkpoints, b.checkpoints, "checkpoint of {} moved", a.key);
+    }
+}
