@@ -43,7 +43,12 @@ for _ in $(seq 1 600); do
   if ! kill -0 "$pid" 2>/dev/null; then
     echo "$name exited during start; log $log:" >&2; tail -20 "$log" >&2; exit 1
   fi
-  if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+  # The port must be served by this emulator: between choosing a free port and
+  # binding it another process (a parallel test's emulator) may have taken it, and
+  # then a test would silently share that emulator. Ours then exits (address in use)
+  # and the caller retries on another port.
+  if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null &&
+     { ! command -v ss >/dev/null 2>&1 || ss -Hltnp "sport = :$port" 2>/dev/null | grep -q "pid=$pid,"; }; then
     echo "port=$port pid=$pid log=$log"
     exit 0
   fi

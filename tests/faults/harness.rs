@@ -241,6 +241,9 @@ cooldown = "1s"
         let strangers = seen.keys().chain(errors.keys()).filter(|id| !produced.ids.contains(*id)).count();
         assert_eq!(strangers, 0, "the archive holds ids nobody produced");
         let lost = produced.ids.iter().filter(|id| !seen.contains_key(*id) && !errors.contains_key(*id)).count() as u64;
+        if lost > 0 || seen.values().any(|n| *n > 1) {
+            self.explain(&seen, workers).await;
+        }
         let both = seen.keys().filter(|id| errors.contains_key(*id)).count() as u64;
         let error_repeats: u64 = errors.values().map(|n| n - 1).sum();
         let mut delivered: BTreeMap<String, u64> = BTreeMap::new();
@@ -262,6 +265,30 @@ cooldown = "1s"
             files_lost,
             max_alert_delay: self.alerts.max_delay(produced.fault_from, produced.fault_to),
             recovered_in,
+        }
+    }
+
+    /// Prints, for a few ids archived more than once, the objects holding them, and the
+    /// workers' warnings and status (a failing run then shows how it happened).
+    async fn explain(&self, seen: &BTreeMap<String, u64>, workers: &[&Worker]) {
+        use std::io::Read;
+        let dups: Vec<&String> = seen.iter().filter(|(_, n)| **n > 1).map(|(id, _)| id).take(5).collect();
+        let mut holders: BTreeMap<&String, Vec<String>> = BTreeMap::new();
+        for (key, body) in weir_e2e::objects(&self.s3, &self.name, "events/").await {
+            let mut text = String::new();
+            flate2::read::GzDecoder::new(&body[..]).read_to_string(&mut text).unwrap();
+            for id in &dups {
+                if text.contains(&format!("\"{id}\"")) {
+                    holders.entry(id).or_default().push(key.clone());
+                }
+            }
+        }
+        println!("ids archived more than once, with the objects holding them: {holders:#?}");
+        for w in workers {
+            let log = w.log();
+            let warnings: Vec<&str> = log.lines().filter(|l| !l.contains(" INFO ")).collect();
+            let status = w.get("/status").await.map(|(_, b)| b).unwrap_or_default();
+            println!("--- {} warnings:\n{}\n--- {} /status:\n{status}", w.id, warnings.join("\n"), w.id);
         }
     }
 
