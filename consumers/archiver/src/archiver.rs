@@ -148,6 +148,18 @@ impl Archiver {
 
     /// Waits until an earlier owner's intents for `shard` are resolved, if any are
     /// open (resolving them now if an earlier attempt failed).
+    /// Drops everything of `shard` this archiver holds (open buffers, waiting objects,
+    /// ledger, resolution state): its lease is gone or being let go unflushed, and the
+    /// next owner archives its unacknowledged records.
+    fn forget_shard(&mut self, shard: &ShardId) -> Result<(), ConsumerError> {
+        self.buffers.forget_shard(shard).map_err(|e| ConsumerError::with_source("cannot rebuild buffers", e))?;
+        let deflater = self.buffers.deflater();
+        self.delivery.forget_shard(shard, deflater).map_err(|e| ConsumerError::with_source("backlog", e))?;
+        self.ledger.forget(shard);
+        self.shards.remove(shard);
+        Ok(())
+    }
+
     async fn ensure_resolved(&mut self, shard: &ShardId) -> Result<(), ConsumerError> {
         let Some(state) = self.shards.get_mut(shard) else { return Ok(()) };
         let outcome = match state.resolving.take() {
@@ -410,12 +422,7 @@ impl Consumer for Archiver {
     ) -> Result<(), ConsumerError> {
         if !reason.should_flush() {
             // Lease lost: the next owner archives this shard's unacknowledged records.
-            self.buffers.forget_shard(shard).map_err(|e| ConsumerError::with_source("cannot rebuild buffers", e))?;
-            let deflater = self.buffers.deflater();
-            self.delivery.forget_shard(shard, deflater).map_err(|e| ConsumerError::with_source("backlog", e))?;
-            self.ledger.forget(shard);
-            self.shards.remove(shard);
-            return Ok(());
+            return self.forget_shard(shard);
         }
         // In chunks: with many partitions, sealing every buffer at once would hold all
         // their objects (and their delivery state) in memory together.
@@ -430,10 +437,20 @@ impl Consumer for Archiver {
         }
         self.set_buffer_gauges(self.clock.now());
         if self.ledger.has_pending(shard) {
-            return Err(match delivered {
+            let err = match delivered {
                 Err(e) => ConsumerError::with_source(format!("records of {shard} are not durable yet"), e),
                 Ok(()) => ConsumerError::msg(format!("records of {shard} are not durable yet")),
-            });
+            };
+            // A handoff or shutdown goes on without us: the lease is checkpointed at what
+            // was acknowledged and let go, and its next owner reads the rest again. What
+            // is left of the shard here must go as for a lost lease: kept, it would be
+            // written later (twice, if the shard comes back to this worker and is read
+            // again) and its stale ledger would acknowledge the next tenure's records
+            // before they are durable. (A shard end is retried by the runtime instead.)
+            if reason != CloseReason::ShardEnded {
+                self.forget_shard(shard)?;
+            }
+            return Err(err);
         }
         if let Some(pos) = self.ledger.advance(shard) {
             acks.durable(shard, &pos);
