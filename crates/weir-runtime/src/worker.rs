@@ -21,8 +21,10 @@
 //! another process stops at its next heartbeat and returns the same error.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
 
+use futures::FutureExt;
 use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -155,9 +157,13 @@ impl Worker {
                 biased;
                 _ = shutdown.cancelled() => break,
                 Some(done) = shards.join_next() => {
-                    if let Ok((key, outcome)) = done {
-                        tracing::info!(shard = %key, ?outcome, "shard worker finished");
-                        held.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
+                    // The task left the held set itself. Not by key here: this worker
+                    // may have taken the shard again meanwhile (a lease lost while its
+                    // consumers were still closing), and removing the new lease would
+                    // stop its renewals, lose it too, and so on for every new take.
+                    match done {
+                        Ok((key, outcome)) => tracing::info!(shard = %key, ?outcome, "shard worker finished"),
+                        Err(e) => tracing::error!(error = %e, "shard worker task failed"),
                     }
                     self.publish_held(&held);
                 }
@@ -181,7 +187,8 @@ impl Worker {
                         let worker = ShardWorker::new(lease.clone(), deps.clone(), shard_stop.child_token());
                         let (held, stats) = (held.clone(), self.stats.clone());
                         shards.spawn(async move {
-                            let outcome = worker.run().await;
+                            // A panic in the shard worker still leaves the held set.
+                            let outcome = AssertUnwindSafe(worker.run()).catch_unwind().await;
                             // Here, not where this loop joins the task: the loop may be
                             // inside a lease-table call that hangs, and what the worker
                             // reports held must not include a shard it stopped working.
@@ -193,7 +200,10 @@ impl Worker {
                             drop(map);
                             metrics::gauge!(crate::metrics::LEASES_HELD).set(keys.len() as f64);
                             stats.set_held(keys);
-                            (key, outcome)
+                            match outcome {
+                                Ok(outcome) => (key, outcome),
+                                Err(panic) => std::panic::resume_unwind(panic),
+                            }
                         });
                     }
                     self.publish_held(&held);
@@ -206,9 +216,9 @@ impl Worker {
         while let Some(done) = shards.join_next().await {
             if let Ok((key, outcome)) = done {
                 tracing::info!(shard = %key, ?outcome, "shard worker finished");
-                held.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
             }
         }
+        held.lock().unwrap_or_else(|p| p.into_inner()).clear();
         self.publish_held(&held);
         renewer_stop.cancel();
         while renewer.join_next().await.is_some() {}

@@ -1,5 +1,6 @@
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use weir_core::ports::{LeaseTable, NamespaceMeta, WorkerHeartbeat};
@@ -13,12 +14,19 @@ pub struct FaultyLeaseTable {
     inner: Arc<dyn LeaseTable>,
     down: Arc<AtomicBool>,
     hung: Arc<AtomicBool>,
+    latency_ms: Arc<AtomicU64>,
 }
 
 impl FaultyLeaseTable {
     /// Wraps `inner`.
     pub fn new(inner: Arc<dyn LeaseTable>) -> Self {
-        Self { inner, down: Arc::default(), hung: Arc::default() }
+        Self { inner, down: Arc::default(), hung: Arc::default(), latency_ms: Arc::default() }
+    }
+
+    /// Delays every call by `latency` (a slow network; tokio time, so paused tests
+    /// see it without waiting).
+    pub fn set_latency(&self, latency: Duration) {
+        self.latency_ms.store(u64::try_from(latency.as_millis()).unwrap_or(u64::MAX), Ordering::SeqCst);
     }
 
     /// Makes calls hang (or stop hanging): a call made while hung never answers,
@@ -34,6 +42,10 @@ impl FaultyLeaseTable {
     }
 
     async fn check(&self) -> Result<(), LeaseError> {
+        let latency = self.latency_ms.load(Ordering::SeqCst);
+        if latency > 0 {
+            tokio::time::sleep(Duration::from_millis(latency)).await;
+        }
         if self.hung.load(Ordering::SeqCst) {
             std::future::pending::<()>().await;
         }
