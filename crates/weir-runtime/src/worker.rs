@@ -165,7 +165,7 @@ impl Worker {
                         Ok((key, outcome)) => tracing::info!(shard = %key, ?outcome, "shard worker finished"),
                         Err(e) => tracing::error!(error = %e, "shard worker task failed"),
                     }
-                    self.publish_held(&held);
+                    publish_held(&held, &self.stats);
                 }
                 _ = shard_ended.notified() => coordinator.sync_shards().await,
                 _ = sync.tick() => coordinator.sync_shards().await,
@@ -192,21 +192,20 @@ impl Worker {
                             // Here, not where this loop joins the task: the loop may be
                             // inside a lease-table call that hangs, and what the worker
                             // reports held must not include a shard it stopped working.
-                            let mut map = held.lock().unwrap_or_else(|p| p.into_inner());
-                            if map.get(&key).is_some_and(|l| Arc::ptr_eq(l, &lease)) {
-                                map.remove(&key);
+                            {
+                                let mut map = held.lock().unwrap_or_else(|p| p.into_inner());
+                                if map.get(&key).is_some_and(|l| Arc::ptr_eq(l, &lease)) {
+                                    map.remove(&key);
+                                }
                             }
-                            let keys: Vec<ShardId> = map.keys().cloned().collect();
-                            drop(map);
-                            metrics::gauge!(crate::metrics::LEASES_HELD).set(keys.len() as f64);
-                            stats.set_held(keys);
+                            publish_held(&held, &stats);
                             match outcome {
                                 Ok(outcome) => (key, outcome),
                                 Err(panic) => std::panic::resume_unwind(panic),
                             }
                         });
                     }
-                    self.publish_held(&held);
+                    publish_held(&held, &self.stats);
                     self.stats.set_ready();
                 }
             }
@@ -219,7 +218,7 @@ impl Worker {
             }
         }
         held.lock().unwrap_or_else(|p| p.into_inner()).clear();
-        self.publish_held(&held);
+        publish_held(&held, &self.stats);
         renewer_stop.cancel();
         while renewer.join_next().await.is_some() {}
         drop(deps);
@@ -234,12 +233,13 @@ impl Worker {
         tracing::info!(worker = %me, "worker stopped");
         Ok(())
     }
+}
 
-    fn publish_held(&self, held: &HeldMap) {
-        let keys: Vec<ShardId> = held.lock().unwrap_or_else(|p| p.into_inner()).keys().cloned().collect();
-        metrics::gauge!(crate::metrics::LEASES_HELD).set(keys.len() as f64);
-        self.stats.set_held(keys);
-    }
+/// Publishes which shards the worker holds (gauge and `/status`).
+fn publish_held(held: &HeldMap, stats: &WorkerStats) {
+    let keys: Vec<ShardId> = held.lock().unwrap_or_else(|p| p.into_inner()).keys().cloned().collect();
+    metrics::gauge!(crate::metrics::LEASES_HELD).set(keys.len() as f64);
+    stats.set_held(keys);
 }
 
 async fn renew_loop(held: HeldMap, every: std::time::Duration, stop: CancellationToken) {
