@@ -192,7 +192,9 @@ pub struct Enricher {
 }
 
 fn to_val(v: &Value) -> Option<jaq_json::Val> {
-    weir_core::jq::parse(&serde_json::to_vec(v).ok()?).ok()
+    // `v` came through serde_json, whose reader refuses nesting past 128 levels, so
+    // jaq's reader is safe on it without weir_core::jq::parse's extra scan.
+    jaq_json::read::parse_single(&serde_json::to_vec(v).ok()?).ok()
 }
 
 fn from_val(v: &jaq_json::Val) -> Option<Value> {
