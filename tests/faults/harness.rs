@@ -385,6 +385,31 @@ impl Worker {
         (rss_kib * 1024, fds, tasks)
     }
 
+    /// `weir_aws_requests_total` from `/metrics`, by (service, operation, outcome).
+    pub async fn aws_requests(&self) -> std::collections::BTreeMap<(String, String, String), u64> {
+        let body = match self.get("/metrics").await {
+            Some((200, body)) => body,
+            other => panic!("worker {}: /metrics answered {other:?}", self.id),
+        };
+        body.lines()
+            .filter_map(|l| l.strip_prefix("weir_aws_requests_total{"))
+            .filter_map(|l| {
+                let (labels, value) = l.split_once("} ")?;
+                let label = |name: &str| {
+                    labels
+                        .split(',')
+                        .find_map(|kv| kv.strip_prefix(&format!("{name}=\"")))?
+                        .strip_suffix('"')
+                        .map(str::to_owned)
+                };
+                Some((
+                    (label("service")?, label("operation")?, label("outcome")?),
+                    value.trim().parse::<f64>().ok()? as u64,
+                ))
+            })
+            .collect()
+    }
+
     /// The worker's process id.
     pub fn pid(&self) -> u32 {
         self.child.0.id()

@@ -47,6 +47,20 @@ async fn s3_down_backs_up_refuses_and_then_archives_exactly_once() {
 
     let tally = env.tally("S3 down", &produced, &[&w], Duration::from_secs(120)).await;
     tally.report_and_check(false);
+    // The request counters saw the outage: puts that reached no S3, then puts that did.
+    let requests = w.aws_requests().await;
+    let count = |service: &str, operation: &str, outcome: &str| {
+        requests.get(&(service.to_owned(), operation.to_owned(), outcome.to_owned())).copied().unwrap_or(0)
+    };
+    let unanswered: u64 = requests
+        .iter()
+        .filter(|((service, _, outcome), _)| service == "s3" && (outcome == "transport" || outcome == "timeout"))
+        .map(|(_, n)| n)
+        .sum();
+    assert!(unanswered > 0, "S3 was down, yet no S3 request failed: {requests:?}");
+    assert!(count("s3", "PutObject", "ok") > 0, "{requests:?}");
+    assert!(count("kinesis", "SubscribeToShard", "ok") > 0, "{requests:?}");
+    assert!(count("dynamodb", "UpdateItem", "ok") + count("dynamodb", "PutItem", "ok") > 0, "{requests:?}");
     let delay = tally.max_alert_delay.unwrap();
     assert!(delay < Duration::from_secs(5), "alerts were {delay:?} late while S3 was down (isolation)");
 }

@@ -173,4 +173,16 @@ async fn weir_continues_where_the_kcl_application_stopped() {
     let unique: BTreeSet<String> = got.iter().cloned().collect();
     assert_eq!(got.len(), unique.len(), "no record twice");
     assert_eq!(unique, expected, "exactly the records after the KCL checkpoints");
+    // Both commands say what they asked of AWS, counted by the SDK interceptor.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let requests = stdout.lines().find(|l| l.starts_with("AWS requests: ")).unwrap_or_else(|| panic!("{stdout}"));
+    for op in ["dynamodb PutItem", "dynamodb UpdateItem", "kinesis GetRecords", "kinesis ListShards"] {
+        assert!(requests.contains(op), "{op} missing from {requests}");
+    }
+    let list = weir_command().args(["leases", "list", "--config", cfg]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&list.stdout);
+    assert!(list.status.success(), "{stdout}");
+    let requests = stdout.lines().last().unwrap_or_default();
+    assert!(requests.starts_with("AWS requests: dynamodb "), "{stdout}");
+    assert!(!requests.contains("PutItem") && !requests.contains("UpdateItem"), "listing writes nothing: {requests}");
 }

@@ -9,16 +9,19 @@
 //! - [`DynamoDbLeaseTable`]: leases and checkpoints in DynamoDB, every write conditional.
 //! - [`S3ObjectSink`]: create-only puts (`If-None-Match: *`), multipart above a
 //!   threshold, server-side encryption, list and get.
+//! - [`requests`]: every request to AWS counted by an SDK interceptor.
 #![warn(missing_docs)]
 
 mod dynamodb;
 pub mod error;
 pub mod kcl_table;
 pub mod kinesis;
+pub mod requests;
 mod s3;
 mod settings;
 
 pub use dynamodb::DynamoDbLeaseTable;
 pub use kinesis::{KinesisOptions, KinesisStream};
+pub use requests::{RequestCounter, RequestLedger};
 pub use s3::{S3ObjectSink, S3Options, ServerSideEncryption};
 pub use settings::{AwsSettings, Service, load_sdk_config, request_timeouts};

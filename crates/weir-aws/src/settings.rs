@@ -35,6 +35,17 @@ pub enum Service {
 }
 
 impl Service {
+    /// The `service` label of its request counters (`weir_aws_requests_total`).
+    pub fn label(self) -> &'static str {
+        match self {
+            Service::Kinesis => "kinesis",
+            Service::DynamoDb => "dynamodb",
+            Service::S3 => "s3",
+            Service::Lambda => "lambda",
+            Service::Sns => "sns",
+        }
+    }
+
     /// Request timeouts: without them a request on a connection that a partition
     /// black-holed never answers, and whatever awaits it (a lease renewal, a
     /// delivery, a read) waits forever. Each attempt and each operation (all its

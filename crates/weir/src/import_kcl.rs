@@ -43,7 +43,7 @@ pub(crate) struct ImportKclArgs {
 /// Runs `weir import-kcl`.
 pub(crate) async fn run(args: ImportKclArgs, registry: &Registry) -> Result<()> {
     let config = crate::config::load(&args.config, registry)?;
-    let client = aws_sdk_dynamodb::Client::new(&crate::run::sdk(&config.aws, weir_aws::Service::DynamoDb).await);
+    let client = crate::aws_clients::dynamodb(&config.aws).await;
     let at_timestamp = args
         .at_timestamp
         .as_deref()

@@ -133,6 +133,9 @@ pub(crate) async fn run(args: LeasesArgs, registry: &Registry) -> Result<()> {
                 "{}",
                 if json { list_json(&leases, &scope)? } else { list_table(&leases, consumer.as_ref(), &scope) }
             );
+            if !json && let Some(requests) = crate::aws_clients::summary() {
+                println!("{requests}");
+            }
             Ok(())
         }
         LeasesCommand::Seek { consumer, to, shard, all, force, config } => {

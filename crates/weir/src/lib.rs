@@ -14,6 +14,7 @@
 #![allow(clippy::print_stdout)]
 
 mod app;
+mod aws_clients;
 mod builtin;
 mod catch_up;
 mod cli;

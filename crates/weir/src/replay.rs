@@ -302,7 +302,7 @@ async fn retention_start(config: &Config) -> Result<Option<Timestamp>> {
     if config.stream.kind != StreamKind::Kinesis {
         return Ok(None);
     }
-    let client = aws_sdk_kinesis::Client::new(&crate::run::sdk(&config.aws, weir_aws::Service::Kinesis).await);
+    let client = crate::aws_clients::kinesis(&config.aws).await;
     let out = client.describe_stream_summary().stream_name(&config.stream.name).send().await;
     let hours = match out {
         Ok(o) => o.stream_description_summary().map(|d| d.retention_period_hours()).unwrap_or(24),

@@ -166,7 +166,7 @@ pub(crate) async fn wire_stream(config: &Config, clock: Arc<TokioClock>) -> Resu
 /// The Kinesis stream the config names, read with `options`.
 async fn open_kinesis(config: &Config, options: KinesisOptions) -> Result<KinesisStream> {
     let aws = &config.aws;
-    let client = aws_sdk_kinesis::Client::new(&sdk(aws, Service::Kinesis).await);
+    let client = crate::aws_clients::kinesis(aws).await;
     KinesisStream::open(client, &config.stream.name, options)
         .await
         .map_err(|e| anyhow::anyhow!("stream {}: {e}", config.stream.name))
@@ -228,13 +228,6 @@ pub(crate) async fn fleet_streams(config: &Config, table: &dyn LeaseTable) -> Re
     Ok(Streams::new(parts))
 }
 
-/// An S3 client with the config's endpoint and addressing style.
-pub(crate) async fn s3_client(aws: &AwsSection) -> aws_sdk_s3::Client {
-    let shared = sdk(aws, Service::S3).await;
-    let conf = aws_sdk_s3::config::Builder::from(&shared).force_path_style(aws.s3_force_path_style).build();
-    aws_sdk_s3::Client::from_conf(conf)
-}
-
 /// The lease table the config names (namespace included).
 pub(crate) async fn lease_table(config: &Config) -> Result<Arc<dyn LeaseTable>> {
     let aws = &config.aws;
@@ -250,7 +243,7 @@ pub(crate) async fn lease_table(config: &Config) -> Result<Arc<dyn LeaseTable>> 
             )
         }
         LeasesKind::Dynamodb => {
-            let client = aws_sdk_dynamodb::Client::new(&sdk(aws, Service::DynamoDb).await);
+            let client = crate::aws_clients::dynamodb(aws).await;
             let name = config.leases.table.clone().unwrap_or_default();
             Arc::new(
                 DynamoDbLeaseTable::open(client, &name, &config.leases.namespace, config.leases.create_table)
@@ -350,6 +343,9 @@ pub async fn run(config: Config, until_caught_up: bool, registry: &Registry) -> 
         && let Ok(Some(records)) = c.await
     {
         println!("caught up: every shard read to the start ({records} records processed), checkpoints written");
+        if let Some(requests) = crate::aws_clients::summary() {
+            println!("{requests}");
+        }
     }
     for p in producers {
         let sent = p.await.unwrap_or(0);

@@ -361,11 +361,11 @@ impl EfoEvents for SdkEvents {
             let Some(message) = message else {
                 return Ok(None);
             };
-            let SubscribeToShardEventStream::SubscribeToShardEvent(event) = message else {
+            let SubscribeToShardEventStream::SubscribeToShardEvent(mut event) = message else {
                 continue;
             };
-            let mut records = Vec::with_capacity(event.records().len());
-            for r in event.records() {
+            let mut records = Vec::with_capacity(event.records.len());
+            for r in std::mem::take(&mut event.records) {
                 convert(r, &mut records)?;
             }
             let continuation = match event.continuation_sequence_number() {

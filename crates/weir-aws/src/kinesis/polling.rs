@@ -118,7 +118,7 @@ impl ShardSubscription for PollingSubscription {
                 .limit(self.stream.options.max_records)
                 .send()
                 .await;
-            let out = match r {
+            let mut out = match r {
                 Ok(out) => out,
                 Err(e) => {
                     let service = e.as_service_error();
@@ -137,8 +137,8 @@ impl ShardSubscription for PollingSubscription {
                     return Err(read_error(&format!("get records from {}", self.shard), &e));
                 }
             };
-            let mut records = Vec::with_capacity(out.records().len());
-            for r in out.records() {
+            let mut records = Vec::with_capacity(out.records.len());
+            for r in std::mem::take(&mut out.records) {
                 convert(r, &mut records)?;
             }
             if let Some(last) = records.last() {

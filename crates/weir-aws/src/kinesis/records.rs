@@ -11,7 +11,8 @@ use super::catalog::hash_range;
 /// Metric: records that looked like KPL aggregates but failed to decode.
 pub const KPL_CORRUPT: &str = "weir_kpl_corrupt_records_total";
 
-pub(crate) fn convert(r: &aws_sdk_kinesis::types::Record, out: &mut Vec<Record>) -> Result<(), ReadError> {
+/// Takes the SDK's record apart: its data becomes the record's bytes without a copy.
+pub(crate) fn convert(r: aws_sdk_kinesis::types::Record, out: &mut Vec<Record>) -> Result<(), ReadError> {
     let sequence = SequenceNumber::parse(r.sequence_number())
         .map_err(|e| ReadError::Fatal(format!("invalid sequence number from service: {e}")))?;
     let arrival = r
@@ -20,10 +21,10 @@ pub(crate) fn convert(r: &aws_sdk_kinesis::types::Record, out: &mut Vec<Record>)
         .map(Timestamp::from_millis)
         .unwrap_or_default();
     let record = Record {
-        partition_key: r.partition_key().unwrap_or_default().to_owned(),
+        partition_key: r.partition_key.unwrap_or_default(),
         position: ExtendedSequenceNumber::plain(sequence),
         approximate_arrival: arrival,
-        data: Bytes::copy_from_slice(r.data().as_ref()),
+        data: Bytes::from(r.data.into_inner()),
     };
     let (records, how) = deaggregate(record);
     if let Aggregation::Corrupt(reason) = how {

@@ -35,27 +35,19 @@ impl Aws {
 
     /// S3, with `s3_endpoint_url` and `s3_force_path_style`.
     pub async fn s3(&self) -> aws_sdk_s3::Client {
-        self.s3.get_or_init(|| crate::run::s3_client(&self.section)).await.clone()
+        self.s3.get_or_init(|| crate::aws_clients::s3(&self.section)).await.clone()
     }
 
     /// Kinesis, with `kinesis_endpoint_url`.
     pub async fn kinesis(&self) -> aws_sdk_kinesis::Client {
         let a = &self.section;
-        self.kinesis
-            .get_or_init(|| async {
-                aws_sdk_kinesis::Client::new(&crate::run::sdk(a, weir_aws::Service::Kinesis).await)
-            })
-            .await
-            .clone()
+        self.kinesis.get_or_init(|| crate::aws_clients::kinesis(a)).await.clone()
     }
 
     /// Lambda, with `lambda_endpoint_url`.
     pub async fn lambda(&self) -> aws_sdk_lambda::Client {
         let a = &self.section;
-        self.lambda
-            .get_or_init(|| async { aws_sdk_lambda::Client::new(&crate::run::sdk(a, weir_aws::Service::Lambda).await) })
-            .await
-            .clone()
+        self.lambda.get_or_init(|| crate::aws_clients::lambda(a)).await.clone()
     }
 
     /// The region: `[aws] region`, else the environment's or profile's (empty if none).
@@ -72,10 +64,7 @@ impl Aws {
     /// SNS, with `sns_endpoint_url`.
     pub async fn sns(&self) -> aws_sdk_sns::Client {
         let a = &self.section;
-        self.sns
-            .get_or_init(|| async { aws_sdk_sns::Client::new(&crate::run::sdk(a, weir_aws::Service::Sns).await) })
-            .await
-            .clone()
+        self.sns.get_or_init(|| crate::aws_clients::sns(a)).await.clone()
     }
 }
 

@@ -1,0 +1,87 @@
+//! Every AWS client weir builds. Each carries a [`RequestCounter`], so every request
+//! is counted on `/metrics` (`weir_aws_requests_total{service, operation, outcome}`,
+//! retries, throttles) and in the process's [`ledger`], whichever call site made it.
+
+use std::sync::{Arc, OnceLock};
+
+use aws_config::SdkConfig;
+use weir_aws::{RequestCounter, RequestLedger, Service};
+
+use crate::config::AwsSection;
+use crate::run::sdk;
+
+/// The request counts of this process: every client below records into it.
+pub(crate) fn ledger() -> Arc<RequestLedger> {
+    static LEDGER: OnceLock<Arc<RequestLedger>> = OnceLock::new();
+    LEDGER.get_or_init(RequestLedger::new).clone()
+}
+
+fn counter(service: Service) -> RequestCounter {
+    RequestCounter::new(service, ledger())
+}
+
+/// Kinesis, with `kinesis_endpoint_url`.
+pub(crate) async fn kinesis(aws: &AwsSection) -> aws_sdk_kinesis::Client {
+    kinesis_from(&sdk(aws, Service::Kinesis).await)
+}
+
+/// Kinesis from an SDK config loaded elsewhere (`weir put`).
+pub(crate) fn kinesis_from(sdk: &SdkConfig) -> aws_sdk_kinesis::Client {
+    let conf = aws_sdk_kinesis::config::Builder::from(sdk).interceptor(counter(Service::Kinesis)).build();
+    aws_sdk_kinesis::Client::from_conf(conf)
+}
+
+/// DynamoDB, with `dynamodb_endpoint_url`.
+pub(crate) async fn dynamodb(aws: &AwsSection) -> aws_sdk_dynamodb::Client {
+    let shared = sdk(aws, Service::DynamoDb).await;
+    let conf = aws_sdk_dynamodb::config::Builder::from(&shared).interceptor(counter(Service::DynamoDb)).build();
+    aws_sdk_dynamodb::Client::from_conf(conf)
+}
+
+/// S3, with `s3_endpoint_url` and `s3_force_path_style`.
+pub(crate) async fn s3(aws: &AwsSection) -> aws_sdk_s3::Client {
+    let shared = sdk(aws, Service::S3).await;
+    let conf = aws_sdk_s3::config::Builder::from(&shared)
+        .force_path_style(aws.s3_force_path_style)
+        .interceptor(counter(Service::S3))
+        .build();
+    aws_sdk_s3::Client::from_conf(conf)
+}
+
+/// Lambda, with `lambda_endpoint_url`.
+pub(crate) async fn lambda(aws: &AwsSection) -> aws_sdk_lambda::Client {
+    let shared = sdk(aws, Service::Lambda).await;
+    let conf = aws_sdk_lambda::config::Builder::from(&shared).interceptor(counter(Service::Lambda)).build();
+    aws_sdk_lambda::Client::from_conf(conf)
+}
+
+/// SNS, with `sns_endpoint_url`.
+pub(crate) async fn sns(aws: &AwsSection) -> aws_sdk_sns::Client {
+    let shared = sdk(aws, Service::Sns).await;
+    let conf = aws_sdk_sns::config::Builder::from(&shared).interceptor(counter(Service::Sns)).build();
+    aws_sdk_sns::Client::from_conf(conf)
+}
+
+/// One line naming every request this process made to AWS so far, by service and
+/// operation (`dynamodb Scan 2, kinesis ListShards 1`), with retries and throttled
+/// attempts when there were any; `None` when it made none.
+pub(crate) fn summary() -> Option<String> {
+    let counts = ledger().snapshot();
+    if counts.is_empty() {
+        return None;
+    }
+    let (mut retries, mut throttles) = (0, 0);
+    let calls: Vec<String> = counts
+        .iter()
+        .map(|((service, operation), c)| {
+            retries += c.retries;
+            throttles += c.throttles;
+            format!("{service} {operation} {}", c.total_calls())
+        })
+        .collect();
+    let mut line = format!("AWS requests: {}", calls.join(", "));
+    if retries + throttles > 0 {
+        line.push_str(&format!(" ({retries} retried, {throttles} throttled)"));
+    }
+    Some(line)
+}
