@@ -8,6 +8,8 @@
 #   s3s-fs 0.14.1        (crates.io)  second S3
 #   amazon_kclpy 3.2.0   (PyPI sdist) KCL MultiLang peer: its unchanged sample processor
 #   aws-kcl 2.3.2        (npm)        KCL MultiLang peer for Node.js processors
+#   kcl-rs 0.1.4         (PyPI, venv) peer for the comparison bench (KCL v3 in Rust)
+#   lifion-kinesis 1.3.3 (npm)        peer for the comparison bench
 set -euo pipefail
 HOME_DIR="${WEIR_EMULATORS_HOME:-$HOME/.cache/weir-emulators}"
 mkdir -p "$HOME_DIR"
@@ -59,6 +61,18 @@ if want aws-kcl && ! [ -f "$HOME_DIR/aws-kcl-2.3.2/node_modules/aws-kcl/package.
   echo "installing aws-kcl 2.3.2" >&2
   mkdir -p "$HOME_DIR/aws-kcl-2.3.2"
   npm install --silent --no-audit --no-fund --prefix "$HOME_DIR/aws-kcl-2.3.2" aws-kcl@2.3.2
+fi
+
+if want kcl-rs && ! [ -x "$HOME_DIR/kcl-rs-0.1.4/bin/python" ]; then
+  echo "installing kcl-rs 0.1.4" >&2
+  python3 -m venv "$HOME_DIR/kcl-rs-0.1.4"
+  "$HOME_DIR/kcl-rs-0.1.4/bin/pip" install --quiet --disable-pip-version-check 'kcl-rs==0.1.4'
+fi
+
+if want lifion && ! [ -f "$HOME_DIR/lifion-kinesis-1.3.3/node_modules/lifion-kinesis/package.json" ]; then
+  echo "installing lifion-kinesis 1.3.3" >&2
+  mkdir -p "$HOME_DIR/lifion-kinesis-1.3.3"
+  npm install --silent --no-audit --no-fund --prefix "$HOME_DIR/lifion-kinesis-1.3.3" lifion-kinesis@1.3.3
 fi
 
 echo "emulators ready in $HOME_DIR" >&2
