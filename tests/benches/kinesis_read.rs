@@ -1,7 +1,9 @@
 //! Read throughput of one worker from ferrokinesis: 4 shards, 1 KB records, a counting
-//! consumer, enhanced fan-out and polling measured in the same run. Prints a table with
-//! records/s and CPU-seconds (of this process: reading, decoding, dispatch) per 100k
-//! records.
+//! consumer, enhanced fan-out and polling measured in the same run, beside the SDK alone
+//! reading the same records with plain `GetRecords` calls (the cost of the Kinesis
+//! protocol: HTTP, JSON, base64). Prints a table with records/s and CPU-seconds (of
+//! this process: reading, decoding, dispatch) per 100k records, and weir's CPU per
+//! record over the SDK's.
 //!
 //! cargo bench -p weir-e2e --bench kinesis_read        (100,000 records)
 //! Under `cargo test` it runs once with 2,000 records as a smoke test.
@@ -69,6 +71,46 @@ async fn read_all(client: aws_sdk_kinesis::Client, stream: &str, efo: Option<&st
     (wall, cpu)
 }
 
+/// The SDK alone, as the yardstick for weir's own share: every shard read with plain
+/// `GetRecords` calls (10,000 records each, the shards concurrently, no pause), the
+/// records counted and dropped. Returns wall and CPU time of this process.
+async fn sdk_alone(client: aws_sdk_kinesis::Client, stream: &str, n: u64) -> (Duration, f64) {
+    let shards = client.list_shards().stream_name(stream).send().await.expect("list shards");
+    let ids: Vec<String> = shards.shards().iter().map(|s| s.shard_id().to_owned()).collect();
+    let (t0, c0) = (Instant::now(), cpu_seconds(false));
+    let mut tasks = Vec::new();
+    for id in ids {
+        let (client, stream) = (client.clone(), stream.to_owned());
+        tasks.push(tokio::spawn(async move {
+            let it = client
+                .get_shard_iterator()
+                .stream_name(&stream)
+                .shard_id(&id)
+                .shard_iterator_type(aws_sdk_kinesis::types::ShardIteratorType::TrimHorizon)
+                .send()
+                .await
+                .expect("iterator");
+            let mut iterator = it.shard_iterator().map(str::to_owned);
+            let mut count = 0u64;
+            while let Some(it) = iterator {
+                let out = client.get_records().shard_iterator(it).limit(10_000).send().await.expect("get records");
+                count += out.records().len() as u64;
+                if out.records().is_empty() && out.millis_behind_latest() == Some(0) {
+                    break;
+                }
+                iterator = out.next_shard_iterator().map(str::to_owned);
+            }
+            count
+        }));
+    }
+    let mut total = 0;
+    for t in tasks {
+        total += t.await.expect("join");
+    }
+    assert_eq!(total, n, "the SDK read every record");
+    (t0.elapsed(), cpu_seconds(false) - c0)
+}
+
 #[tokio::main]
 async fn main() {
     let full = std::env::args().any(|a| a == "--bench");
@@ -79,12 +121,16 @@ async fn main() {
     put_kilobyte_records(&client, "bench", n).await;
 
     let efo = read_all(client.clone(), "bench", Some("bench-efo"), n).await;
-    let polling = read_all(client, "bench", None, n).await;
+    let polling = read_all(client.clone(), "bench", None, n).await;
+    let sdk = sdk_alone(client, "bench", n).await;
     println!("\nRead of {n} records of 1 KB from ferrokinesis, 4 shards, one worker");
     println!("{:<22} {:>12} {:>12} {:>22}", "mode", "seconds", "records/s", "CPU-s per 100k records");
-    for (mode, (wall, cpu)) in [("enhanced fan-out", efo), ("polling (GetRecords)", polling)] {
+    for (mode, (wall, cpu)) in
+        [("enhanced fan-out", efo), ("polling (GetRecords)", polling), ("SDK alone (polling)", sdk)]
+    {
         let rate = n as f64 / wall.as_secs_f64();
         println!("{mode:<22} {:>12.2} {rate:>12.0} {:>22.2}", wall.as_secs_f64(), cpu * 100_000.0 / n as f64);
     }
     println!("EFO/polling throughput ratio: {:.2}", polling.0.as_secs_f64() / efo.0.as_secs_f64());
+    println!("weir polling / SDK alone, CPU per record: {:.2}", polling.1 / sdk.1);
 }
