@@ -29,9 +29,9 @@ use std::time::{Duration, Instant};
 use weir_e2e::{create_stream, emulators_home, kinesis, put_kilobyte_records, weir_binary};
 use weir_testkit::Emulator;
 
-/// A kcl-rs processor that checkpoints every batch and reports what it saw.
+/// A kcl-rs processor that checkpoints every batch; what it saw is written every 100 ms.
 const KCL_RS: &str = r#"
-import json, os, sys, time
+import json, os, sys, threading, time
 from kcl_rs import RecordProcessorBase, Scheduler
 
 status, mode, stream = sys.argv[1], sys.argv[2], sys.argv[3]
@@ -41,6 +41,13 @@ def report():
     with open(status + ".tmp", "w") as f:
         json.dump({"total": state["total"], "unique": len(seen), "first": state["first"], "last": state["last"]}, f)
     os.replace(status + ".tmp", status)
+
+def reporter():
+    while True:
+        time.sleep(0.1)
+        report()
+
+threading.Thread(target=reporter, daemon=True).start()
 
 class Counter(RecordProcessorBase):
     def initialize(self, initialize_input):
@@ -53,7 +60,6 @@ class Counter(RecordProcessorBase):
         state["total"] += len(process_records_input.records)
         state["last"] = now
         process_records_input.checkpointer.checkpoint()
-        report()
     def lease_lost(self, lease_lost_input):
         pass
     def shard_ended(self, shard_ended_input):
@@ -66,8 +72,8 @@ Scheduler(stream_name=stream, application_name="peers-kcl-rs-" + mode.lower(), r
           region="us-east-1", initial_position="TRIM_HORIZON", retrieval_mode=mode, **extra).run()
 "#;
 
-/// A lifion-kinesis consumer that checkpoints every batch (its auto checkpoints) and
-/// reports what it saw.
+/// A lifion-kinesis consumer that checkpoints every batch (its auto checkpoints); what
+/// it saw is written every 100 ms.
 const LIFION: &str = r#"
 const fs = require('fs');
 const Kinesis = require('lifion-kinesis');
@@ -85,9 +91,11 @@ client.on('data', (data) => {
   for (const r of data.records) seen.add(r.sequenceNumber);
   state.total += data.records.length;
   state.last = now;
+});
+setInterval(() => {
   fs.writeFileSync(status + '.tmp', JSON.stringify({ total: state.total, unique: seen.size, first: state.first, last: state.last }));
   fs.renameSync(status + '.tmp', status);
-});
+}, 100);
 client.on('error', (e) => console.error(e));
 client.startConsumer().catch((e) => { console.error(e); process.exit(1); });
 "#;
