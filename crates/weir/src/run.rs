@@ -155,8 +155,11 @@ pub(crate) async fn wire_stream(config: &Config, clock: Arc<TokioClock>) -> Resu
             (Arc::new(stream.clone()), Arc::new(stream.clone()), Some(stream))
         }
         StreamKind::Kinesis => {
-            let options =
-                KinesisOptions { efo_consumer: config.stream.efo_consumer.clone(), ..KinesisOptions::default() };
+            let options = KinesisOptions {
+                efo_consumer: config.stream.efo_consumer.clone(),
+                max_records: i32::try_from(config.stream.max_records).unwrap_or(10_000),
+                ..KinesisOptions::default()
+            };
             let stream = open_kinesis(config, options).await?;
             (Arc::new(stream.clone()), Arc::new(stream), None)
         }

@@ -131,6 +131,12 @@ mod tests {
         let f = write("[stream]\nshards = 0\n");
         let e = format!("{:#}", load(f.path()).unwrap_err());
         assert!(e.contains("stream.shards"), "{e}");
+        let f = write("[stream]\nkind = \"kinesis\"\nmax_records = 10001\n");
+        let e = format!("{:#}", load(f.path()).unwrap_err());
+        assert!(e.contains("field `stream.max_records`: must be between 1 and 10000"), "{e}");
+        let f =
+            write("[stream]\nkind = \"kinesis\"\nmax_records = 1000\n[[consumers]]\ntype = \"count\"\nname = \"c\"\n");
+        assert!(load(f.path()).unwrap().describe_stream(false).contains("GetRecords of up to 1000 records"));
     }
 
     #[test]

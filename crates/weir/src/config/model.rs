@@ -143,6 +143,11 @@ pub struct StreamSection {
     /// Kinesis: enhanced fan-out consumer name for live reads (registered if missing);
     /// absent to read by polling.
     pub efo_consumer: Option<String>,
+    /// Kinesis, polling: most records per `GetRecords` call (1-10,000). Each shard's
+    /// response is held while it is decoded, so a worker's memory grows with it (10,000
+    /// records of 1 KB are 10 MB of data and 14 MB of JSON per shard); a shard allows
+    /// 5 calls and 2 MB a second, which 1,000 records of 1 KB already reach.
+    pub max_records: u32,
     /// Memory: open shards at start.
     pub shards: usize,
     /// Moved to `generator.rate` (kept only to say so).
@@ -165,6 +170,7 @@ impl Default for StreamSection {
             kind: StreamKind::Memory,
             name: "mcp-events".into(),
             efo_consumer: None,
+            max_records: 10_000,
             shards: 4,
             rate: None,
             tenants: None,
@@ -345,7 +351,7 @@ impl StreamSection {
                     format!(
                         "Kinesis stream {:?} by polling (GetRecords of up to {} records, at least {} ms apart per shard, {} ms at the tip)",
                         self.name,
-                        o.max_records,
+                        self.max_records,
                         o.poll_interval.as_millis(),
                         o.idle_poll_interval.as_millis()
                     )
@@ -485,6 +491,9 @@ impl Config {
         for (at, stream) in &sections {
             if stream.shards == 0 || stream.shards > 1024 {
                 problem(&format!("{at}.shards"), "must be between 1 and 1024".into());
+            }
+            if stream.max_records == 0 || stream.max_records > 10_000 {
+                problem(&format!("{at}.max_records"), "must be between 1 and 10000 (GetRecords' limit)".into());
             }
             if stream.kind == StreamKind::Memory && stream.efo_consumer.is_some() {
                 problem(&format!("{at}.efo_consumer"), "only for kind = \"kinesis\"".into());

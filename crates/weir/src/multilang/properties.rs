@@ -213,7 +213,15 @@ pub fn translate(props: &BTreeMap<String, String>, dir: &Path, options: &Options
             false
         }
     };
-    for k in &polling_set {
+    let max_records = match get("maxRecords").map(str::parse::<u32>) {
+        Some(Ok(n)) if (1..=10_000).contains(&n) => Some(n),
+        Some(_) => {
+            problems.push("maxRecords: a number of records from 1 to 10000".into());
+            None
+        }
+        None => None,
+    };
+    for k in polling_set.iter().filter(|k| **k != "maxRecords") {
         warnings.push(format!("{k}: weir polls with its own GetRecords limits and pacing; ignored"));
     }
     for k in ["AwsCredentialsProvider", "AWSCredentialsProvider"] {
@@ -266,6 +274,9 @@ pub fn translate(props: &BTreeMap<String, String>, dir: &Path, options: &Options
     w(&mut t, format!("name = {}", toml_str(&stream)));
     if efo {
         w(&mut t, format!("efo_consumer = {}", toml_str(get("consumerName").unwrap_or(application))));
+    }
+    if let Some(n) = max_records {
+        w(&mut t, format!("max_records = {n}"));
     }
     w(&mut t, "\n[leases]".into());
     match options.sqlite {
@@ -351,6 +362,8 @@ mod tests {
         let p = parse("executableName = x\nstreamName = s\napplicationName = a\nmaxRecords = 100\n");
         let t = translate(&p, Path::new("/app"), &Options { sqlite: Some(Path::new("l.db")), listen: None }).unwrap();
         assert!(!t.toml.contains("efo_consumer"), "polling properties select polling: {}", t.toml);
+        assert!(t.toml.contains("max_records = 100"), "maxRecords is kept: {}", t.toml);
+        assert!(t.warnings.is_empty(), "{:?}", t.warnings);
         assert!(t.toml.contains("kind = \"sqlite\""), "{}", t.toml);
         let p =
             parse("executableName = x\nstreamName = s\napplicationName = a\ninitialPositionInStream = AT_TIMESTAMP\n");
