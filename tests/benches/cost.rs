@@ -40,7 +40,8 @@ const PRICES: &[(&str, &str, f64)] = &[
     ("firehose_dp_gb", "GB processed by dynamic partitioning", 0.02),
     ("firehose_dp_objects", "thousand objects delivered by dynamic partitioning", 0.005),
     ("firehose_jq_hour", "JQ processing hour", 0.07),
-    ("fargate_vcpu_hour", "Fargate vCPU-hour (the worker's CPU)", 0.04048),
+    ("fargate_vcpu_hour", "Fargate vCPU-hour", 0.04048),
+    ("fargate_gb_hour", "Fargate GB-hour", 0.004445),
 ];
 const HOURS_A_MONTH: f64 = 730.0;
 const SHARDS: i32 = 4;
@@ -248,7 +249,10 @@ Processors = {processors}
         ("DynamoDB reads", ddb_reads / 1e6 * price("dynamodb_read")),
         ("S3 PUT and LIST", s3_puts / 1e3 * price("s3_put")),
         ("S3 GET and HEAD", s3_gets.max(0.0) / 1e3 * price("s3_get")),
-        ("worker CPU at Fargate's vCPU price", cpu_share * HOURS_A_MONTH * price("fargate_vcpu_hour")),
+        (
+            "the worker: the smallest Fargate task that holds it (0.25 vCPU, 0.5 GB)",
+            HOURS_A_MONTH * (cpu_share.max(0.25) * price("fargate_vcpu_hour") + 0.5 * price("fargate_gb_hour")),
+        ),
     ];
     let billed_gb = events_month * (avg_event / 5_120.0).ceil() * 5_120.0 / 1e9;
     let firehose_rows = [
