@@ -11,28 +11,10 @@
 use std::path::Path;
 use std::time::Duration;
 
-use weir_e2e::{cpu_seconds, create_stream, emulators_home, kinesis, put_kilobyte_records, timed, weir_command};
+use weir_e2e::{
+    KCLPY_CHECKPOINTER, cpu_seconds, create_stream, emulators_home, kinesis, put_kilobyte_records, timed, weir_command,
+};
 use weir_testkit::Emulator;
-
-const PROCESSOR: &str = r#"
-from amazon_kclpy import kcl
-from amazon_kclpy.v3 import processor
-
-class Checkpointer(processor.RecordProcessorBase):
-    def initialize(self, initialize_input):
-        pass
-    def process_records(self, process_records_input):
-        process_records_input.checkpointer.checkpoint(process_records_input.records[-1].sequence_number)
-    def lease_lost(self, lease_lost_input):
-        pass
-    def shard_ended(self, shard_ended_input):
-        shard_ended_input.checkpointer.checkpoint()
-    def shutdown_requested(self, shutdown_requested_input):
-        shutdown_requested_input.checkpointer.checkpoint()
-
-if __name__ == "__main__":
-    kcl.KCLProcess(Checkpointer()).run()
-"#;
 
 /// Runs `weir run --until-caught-up` with `consumer` (a `[[consumers]]` table); returns
 /// wall and CPU seconds of weir and its children.
@@ -69,7 +51,7 @@ async fn main() {
     put_kilobyte_records(&client, "bench", n).await;
 
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("processor.py"), PROCESSOR).unwrap();
+    std::fs::write(dir.path().join("processor.py"), KCLPY_CHECKPOINTER).unwrap();
     let kclpy = emulators_home().join("amazon_kclpy-3.2.0");
     let rust = run(dir.path(), &emu.endpoint, "rust", "type = \"count\"\nname = \"count\"", n);
     let python = run(

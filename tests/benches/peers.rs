@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use weir_e2e::{create_stream, emulators_home, kinesis, put_kilobyte_records, weir_binary};
+use weir_e2e::{KCLPY_CHECKPOINTER, create_stream, emulators_home, kinesis, put_kilobyte_records, weir_binary};
 use weir_testkit::Emulator;
 
 /// A kcl-rs processor that checkpoints every batch; what it saw is written every 100 ms.
@@ -98,27 +98,6 @@ setInterval(() => {
 }, 100);
 client.on('error', (e) => console.error(e));
 client.startConsumer().catch((e) => { console.error(e); process.exit(1); });
-"#;
-
-/// The MultiLang processor of the `multilang` bench: checkpoints every batch.
-const KCLPY: &str = r#"
-from amazon_kclpy import kcl
-from amazon_kclpy.v3 import processor
-
-class Checkpointer(processor.RecordProcessorBase):
-    def initialize(self, initialize_input):
-        pass
-    def process_records(self, process_records_input):
-        process_records_input.checkpointer.checkpoint(process_records_input.records[-1].sequence_number)
-    def lease_lost(self, lease_lost_input):
-        pass
-    def shard_ended(self, shard_ended_input):
-        shard_ended_input.checkpointer.checkpoint()
-    def shutdown_requested(self, shutdown_requested_input):
-        shutdown_requested_input.checkpointer.checkpoint()
-
-if __name__ == "__main__":
-    kcl.KCLProcess(Checkpointer()).run()
 "#;
 
 /// One consumer's figures.
@@ -320,7 +299,7 @@ async fn main() {
         rows.push(weir("enhanced fan-out", d, &fk.endpoint, "type = \"count\"\nname = \"count\"", true));
     }
     if want("multilang") {
-        std::fs::write(d.join("processor.py"), KCLPY).unwrap();
+        std::fs::write(d.join("processor.py"), KCLPY_CHECKPOINTER).unwrap();
         let consumer = format!(
             "type = \"multilang\"\nname = \"py\"\ncommand = [\"python3\", \"processor.py\"]\ncwd = \"{}\"\n\
              env = {{ PYTHONPATH = \"{}\" }}",

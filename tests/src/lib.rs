@@ -411,3 +411,25 @@ pub fn worker_toml(id: Option<&str>) -> String {
         "[worker]\n{id}failover = \"3s\"\nrenew_interval = \"1s\"\ntaker_interval = \"1s\"\nshard_sync_interval = \"2s\"\ncheckpoint_interval = \"300ms\"\ntick_interval = \"250ms\"\n"
     )
 }
+
+/// A KCL MultiLang record processor on `amazon_kclpy` that does nothing but checkpoint
+/// each batch at its last record (the `multilang` and `peers` benches).
+pub const KCLPY_CHECKPOINTER: &str = r#"
+from amazon_kclpy import kcl
+from amazon_kclpy.v3 import processor
+
+class Checkpointer(processor.RecordProcessorBase):
+    def initialize(self, initialize_input):
+        pass
+    def process_records(self, process_records_input):
+        process_records_input.checkpointer.checkpoint(process_records_input.records[-1].sequence_number)
+    def lease_lost(self, lease_lost_input):
+        pass
+    def shard_ended(self, shard_ended_input):
+        shard_ended_input.checkpointer.checkpoint()
+    def shutdown_requested(self, shutdown_requested_input):
+        shutdown_requested_input.checkpointer.checkpoint()
+
+if __name__ == "__main__":
+    kcl.KCLProcess(Checkpointer()).run()
+"#;
