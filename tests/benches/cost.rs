@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use weir_aws::kinesis::producer::{Outgoing, Producer};
 use weir_core::Timestamp;
-use weir_e2e::{KillOnDrop, create_stream, free_port, kinesis, metadata_extraction, s3, spawn_weir};
+use weir_e2e::{KillOnDrop, create_stream, free_port, kinesis, metadata_extraction, metric_samples, s3, spawn_weir};
 use weir_local::{GeneratorConfig, McpEventGenerator};
 use weir_testkit::Emulator;
 
@@ -55,21 +55,11 @@ fn price(name: &str) -> f64 {
 /// retries, from a `/metrics` page.
 fn requests(metrics: &str) -> BTreeMap<(String, String), f64> {
     let mut out = BTreeMap::new();
-    for line in metrics.lines() {
-        let Some(rest) = line
-            .strip_prefix("weir_aws_requests_total{")
-            .or_else(|| line.strip_prefix("weir_aws_request_retries_total{"))
-        else {
-            continue;
-        };
-        let Some((labels, value)) = rest.split_once("} ") else { continue };
-        let label = |name: &str| {
-            labels
-                .split(',')
-                .find_map(|kv| kv.strip_prefix(&format!("{name}=\""))?.strip_suffix('"').map(str::to_owned))
-        };
-        if let (Some(s), Some(o), Ok(v)) = (label("service"), label("operation"), value.trim().parse::<f64>()) {
-            *out.entry((s, o)).or_default() += v;
+    for metric in ["weir_aws_requests_total", "weir_aws_request_retries_total"] {
+        for (labels, value) in metric_samples(metrics, metric) {
+            if let (Some(s), Some(o)) = (labels.get("service"), labels.get("operation")) {
+                *out.entry((s.clone(), o.clone())).or_default() += value;
+            }
         }
     }
     out

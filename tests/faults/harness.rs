@@ -391,21 +391,11 @@ impl Worker {
             Some((200, body)) => body,
             other => panic!("worker {}: /metrics answered {other:?}", self.id),
         };
-        body.lines()
-            .filter_map(|l| l.strip_prefix("weir_aws_requests_total{"))
-            .filter_map(|l| {
-                let (labels, value) = l.split_once("} ")?;
-                let label = |name: &str| {
-                    labels
-                        .split(',')
-                        .find_map(|kv| kv.strip_prefix(&format!("{name}=\"")))?
-                        .strip_suffix('"')
-                        .map(str::to_owned)
-                };
-                Some((
-                    (label("service")?, label("operation")?, label("outcome")?),
-                    value.trim().parse::<f64>().ok()? as u64,
-                ))
+        weir_e2e::metric_samples(&body, "weir_aws_requests_total")
+            .into_iter()
+            .filter_map(|(labels, value)| {
+                let label = |name: &str| labels.get(name).cloned();
+                Some(((label("service")?, label("operation")?, label("outcome")?), value as u64))
             })
             .collect()
     }

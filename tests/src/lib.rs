@@ -433,3 +433,23 @@ class Checkpointer(processor.RecordProcessorBase):
 if __name__ == "__main__":
     kcl.KCLProcess(Checkpointer()).run()
 "#;
+
+/// The samples of Prometheus counter `metric` on a `/metrics` page, each as its labels
+/// (name → value) and its value (e.g. `weir_aws_requests_total`).
+pub fn metric_samples(page: &str, metric: &str) -> Vec<(std::collections::BTreeMap<String, String>, f64)> {
+    let prefix = format!("{metric}{{");
+    page.lines()
+        .filter_map(|l| l.strip_prefix(&prefix))
+        .filter_map(|l| {
+            let (labels, value) = l.split_once("} ")?;
+            let labels = labels
+                .split(',')
+                .filter_map(|kv| {
+                    let (k, v) = kv.split_once('=')?;
+                    Some((k.to_owned(), v.strip_prefix('"')?.strip_suffix('"')?.to_owned()))
+                })
+                .collect();
+            Some((labels, value.trim().parse().ok()?))
+        })
+        .collect()
+}
