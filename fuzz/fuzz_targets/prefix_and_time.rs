@@ -1,6 +1,7 @@
 //! Prefix expressions and Java time patterns on any text: parsed and evaluated (with
 //! hostile partition values) or refused, never a panic; an evaluated key never holds a
-//! `..` segment made by a partition value.
+//! `..` segment made by a partition value (one the same template makes with a plain
+//! value comes from the operator's text, which `Prefixes::new` refuses at start).
 #![no_main]
 
 use std::collections::BTreeMap;
@@ -29,8 +30,14 @@ fuzz_target!(|data: &[u8]| {
             partition_keys: &keys,
             error_output_type: "processing-failed",
         };
+        // The same template with a plain value: a `..` it makes comes from the template
+        // and its time pattern (refused at start by `Prefixes::new`), not from a value.
+        let plain: BTreeMap<String, String> = keys.keys().map(|k| (k.clone(), "v".to_owned())).collect();
+        let from_template = t
+            .evaluate(&Evaluation { partition_keys: &plain, ..e })
+            .map_or(true, |key| key.split('/').any(|s| s == ".."));
         if let Ok(key) = t.evaluate(&e) {
-            if check_partition_value(value).is_ok() && !template.contains("..") {
+            if check_partition_value(value).is_ok() && !from_template {
                 assert!(!key.split('/').any(|s| s == ".."), "{template:?} with {value:?} made {key:?}");
             }
         }
