@@ -20,13 +20,15 @@
 //! Under `cargo test` it runs every consumer once over 2,000 records (a smoke test
 //! that fails when a peer reads fewer records than were written).
 //! The peers come from `tests/emulators/install.sh kcl-rs lifion`.
+//! `WEIR_PEERS_ONLY=weir,kcl-rs` picks consumers, `WEIR_PEERS_RECORDS` the count and
+//! `WEIR_PEERS_RECORD_BYTES` the size of a record (1024).
 #![allow(clippy::unwrap_used, clippy::print_stdout)] // a test: a failed expectation is a failed test
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use weir_e2e::{KCLPY_CHECKPOINTER, create_stream, emulators_home, kinesis, put_kilobyte_records, weir_binary};
+use weir_e2e::{KCLPY_CHECKPOINTER, create_stream, emulators_home, kinesis, put_records_of, weir_binary};
 use weir_testkit::Emulator;
 
 /// A kcl-rs processor that checkpoints every batch; what it saw is written every 100 ms.
@@ -288,7 +290,8 @@ async fn main() {
     let moto = Emulator::start("moto", &[]);
     let client = kinesis(&fk.endpoint).await;
     create_stream(&client, "peers", 4).await;
-    put_kilobyte_records(&client, "peers", n).await;
+    let size: usize = std::env::var("WEIR_PEERS_RECORD_BYTES").ok().and_then(|v| v.parse().ok()).unwrap_or(1024);
+    put_records_of(&client, "peers", n, size).await;
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let home = emulators_home();
@@ -334,7 +337,7 @@ async fn main() {
         rows.push(peer("lifion-kinesis 1.3.3", "polling", cmd, &status, n, &d.join("lifion.log")));
     }
 
-    println!("\n{n} records of ~1 KB, 4 shards, ferrokinesis (emulator-bound)\n");
+    println!("\n{n} records of {size} bytes, 4 shards, ferrokinesis (emulator-bound)\n");
     print!("{}", table(&rows, n));
     for r in &rows {
         assert!(r.read >= n, "{} {} read {} of {n} records", r.consumer, r.mode, r.read);

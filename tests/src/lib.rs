@@ -126,8 +126,14 @@ pub async fn put_wave(p: &weir_aws::kinesis::producer::Producer, name: &str, n: 
 /// Puts `n` records of 1 KB (partition keys `k<i>`) into `stream`, for the read
 /// benches, and asserts every one was accepted.
 pub async fn put_kilobyte_records(client: &aws_sdk_kinesis::Client, stream: &str, n: u64) {
+    put_records_of(client, stream, n, 1024).await;
+}
+
+/// Puts `n` records of `size` bytes (partition keys `k<i>`) into `stream` and asserts
+/// every one was accepted.
+pub async fn put_records_of(client: &aws_sdk_kinesis::Client, stream: &str, n: u64, size: usize) {
     use weir_aws::kinesis::producer::{Outgoing, Producer};
-    let payload = bytes::Bytes::from(vec![b'x'; 1024]);
+    let payload = bytes::Bytes::from(vec![b'x'; size]);
     let records = (0..n).map(|i| Outgoing { id: i, partition_key: format!("k{i}"), data: payload.clone() }).collect();
     let report = Producer::new(client.clone(), stream).put_all(records).await;
     assert_eq!(report.accepted.len() as u64, n, "{:?}", report.failed.first());

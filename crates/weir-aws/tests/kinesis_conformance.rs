@@ -168,6 +168,47 @@ async fn polling_recovers_from_expired_iterators() {
     assert_eq!(got, want);
 }
 
+/// Polling asks each GetRecords call for about `max_bytes_per_call` of records, learnt
+/// from the first call's sizes, and still reads every record once, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn polling_calls_carry_about_max_bytes_per_call() {
+    let emu = Emulator::start("ferrokinesis", &[]);
+    let h = KinesisHarness::new(&emu.endpoint, false).await;
+    let payload = |i: usize| Bytes::from(format!("{i:06}{}", "x".repeat(994)));
+    for chunk in (0..600).collect::<Vec<_>>().chunks(300) {
+        let entries = chunk.iter().map(|&i| {
+            aws_sdk_kinesis::types::PutRecordsRequestEntry::builder()
+                .partition_key("k")
+                .data(Blob::new(payload(i).to_vec()))
+                .build()
+                .unwrap()
+        });
+        let out =
+            h.client.put_records().stream_name(&h.name).set_records(Some(entries.collect())).send().await.unwrap();
+        assert_eq!(out.failed_record_count(), Some(0));
+    }
+    let options = KinesisOptions {
+        max_bytes_per_call: 20_000,
+        poll_interval: Duration::from_millis(5),
+        ..KinesisOptions::default()
+    };
+    let stream = KinesisStream::open(h.client.clone(), &h.name, options).await.unwrap();
+    let shard = stream.list_shards().await.unwrap()[0].id.clone();
+    let mut sub = stream.open(&shard, &weir_core::StartingPosition::TrimHorizon, ReadMode::Polling).await.unwrap();
+    let (mut got, mut sizes) = (Vec::new(), Vec::new());
+    while got.len() < 600 {
+        let batch = sub.next().await.unwrap().unwrap();
+        sizes.push(batch.records.len());
+        got.extend(batch.records.into_iter().map(|r| r.data));
+    }
+    assert_eq!(got, (0..600).map(payload).collect::<Vec<_>>());
+    // 1,001 bytes of data and key and 256 of overhead a record: the first call asks for
+    // 100 records, every later one for 15.
+    assert_eq!(sizes[0], 100, "{sizes:?}");
+    assert!(sizes[1..].iter().all(|&n| n <= 15), "{sizes:?}");
+    assert!(sizes[1..sizes.len() - 1].iter().all(|&n| n == 15), "{sizes:?}");
+}
+
 /// A stream of two shards written by [`KinesisWriter`] and read back shard by shard.
 struct WriterHarness {
     client: aws_sdk_kinesis::Client,

@@ -158,6 +158,7 @@ pub(crate) async fn wire_stream(config: &Config, clock: Arc<TokioClock>) -> Resu
             let options = KinesisOptions {
                 efo_consumer: config.stream.efo_consumer.clone(),
                 max_records: i32::try_from(config.stream.max_records).unwrap_or(10_000),
+                max_bytes_per_call: config.stream.max_bytes_per_call,
                 ..KinesisOptions::default()
             };
             let stream = open_kinesis(config, options).await?;

@@ -2,6 +2,7 @@
 //! enhanced fan-out (SubscribeToShard) for live reads and polling (GetRecords) for
 //! catch-up and replay reads, or for everything when EFO is off.
 
+mod call_size;
 mod catalog;
 mod efo;
 mod polling;
@@ -33,6 +34,10 @@ pub struct KinesisOptions {
     pub idle_poll_interval: Duration,
     /// Most records per GetRecords call (≤ 10,000).
     pub max_records: i32,
+    /// About how many bytes of records (data and partition keys, plus a fixed overhead
+    /// each) one GetRecords call asks for, judged from the shard's last calls; bounds the memory a polling
+    /// worker holds per shard (see `call_size`).
+    pub max_bytes_per_call: u64,
     /// EFO subscription tuning.
     pub efo: EfoOptions,
 }
@@ -44,6 +49,7 @@ impl Default for KinesisOptions {
             poll_interval: Duration::from_millis(200),
             idle_poll_interval: Duration::from_millis(1_000),
             max_records: 10_000,
+            max_bytes_per_call: 1 << 20,
             efo: EfoOptions::default(),
         }
     }

@@ -1,5 +1,6 @@
 //! Polling reads (GetShardIterator + GetRecords): the fallback live mode and the
 //! catch-up and replay reader. Stays within 5 GetRecords calls per second per shard,
+//! asks each call for about `max_bytes_per_call` of records (`call_size`),
 //! recovers an expired iterator from the last record delivered, and ends the shard when
 //! the next iterator is null (children from ChildShards, or from ListShards when the
 //! service sends none).
@@ -12,6 +13,7 @@ use weir_core::ports::{ReadError, ShardSubscription, StreamCatalog};
 use weir_core::{ChildShard, RecordBatch, SequenceNumber, ShardId, StartingPosition};
 
 use super::KinesisStream;
+use super::call_size::CallSize;
 use super::records::{children, convert};
 use crate::error::{ErrorClass, classify, describe};
 
@@ -23,6 +25,7 @@ pub(crate) struct PollingSubscription {
     last: Option<SequenceNumber>,
     next_call: Instant,
     ended: bool,
+    call_size: CallSize,
 }
 
 fn read_error<E: aws_sdk_kinesis::error::ProvideErrorMetadata + std::error::Error>(
@@ -43,7 +46,9 @@ impl PollingSubscription {
         start: StartingPosition,
     ) -> Result<Self, ReadError> {
         let iterator = iterator(&stream, &shard, &start).await?;
-        Ok(Self { stream, shard, start, iterator, last: None, next_call: Instant::now(), ended: false })
+        let max_records = u32::try_from(stream.options.max_records).unwrap_or(1);
+        let call_size = CallSize::new(max_records, stream.options.max_bytes_per_call);
+        Ok(Self { stream, shard, start, iterator, last: None, next_call: Instant::now(), ended: false, call_size })
     }
 
     /// Whether the shard is gone: confirmed through ListShards, not guessed.
@@ -115,7 +120,7 @@ impl ShardSubscription for PollingSubscription {
                 .client
                 .get_records()
                 .shard_iterator(&self.iterator)
-                .limit(self.stream.options.max_records)
+                .limit(i32::try_from(self.call_size.limit()).unwrap_or(10_000))
                 .send()
                 .await;
             let mut out = match r {
@@ -137,6 +142,12 @@ impl ShardSubscription for PollingSubscription {
                     return Err(read_error(&format!("get records from {}", self.shard), &e));
                 }
             };
+            let bytes: usize = out
+                .records
+                .iter()
+                .map(|r| r.data.as_ref().len() + r.partition_key.as_ref().map_or(0, String::len))
+                .sum();
+            self.call_size.observe(out.records.len(), bytes as u64);
             let mut records = Vec::with_capacity(out.records.len());
             for r in std::mem::take(&mut out.records) {
                 convert(r, &mut records)?;

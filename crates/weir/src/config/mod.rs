@@ -131,12 +131,16 @@ mod tests {
         let f = write("[stream]\nshards = 0\n");
         let e = format!("{:#}", load(f.path()).unwrap_err());
         assert!(e.contains("stream.shards"), "{e}");
-        let f = write("[stream]\nkind = \"kinesis\"\nmax_records = 10001\n");
+        let f = write("[stream]\nkind = \"kinesis\"\nmax_records = 10001\nmax_bytes_per_call = 100\n");
         let e = format!("{:#}", load(f.path()).unwrap_err());
         assert!(e.contains("field `stream.max_records`: must be between 1 and 10000"), "{e}");
-        let f =
-            write("[stream]\nkind = \"kinesis\"\nmax_records = 1000\n[[consumers]]\ntype = \"count\"\nname = \"c\"\n");
-        assert!(load(f.path()).unwrap().describe_stream(false).contains("GetRecords of up to 1000 records"));
+        assert!(e.contains("field `stream.max_bytes_per_call`: must be between 1024 and 10485760"), "{e}");
+        let f = write(
+            "[stream]\nkind = \"kinesis\"\nmax_records = 1000\nmax_bytes_per_call = 2097152\n\
+             [[consumers]]\ntype = \"count\"\nname = \"c\"\n",
+        );
+        let described = load(f.path()).unwrap().describe_stream(false);
+        assert!(described.contains("GetRecords of about 2048 KiB, up to 1000 records"), "{described}");
     }
 
     #[test]

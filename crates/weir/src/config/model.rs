@@ -143,11 +143,16 @@ pub struct StreamSection {
     /// Kinesis: enhanced fan-out consumer name for live reads (registered if missing);
     /// absent to read by polling.
     pub efo_consumer: Option<String>,
-    /// Kinesis, polling: most records per `GetRecords` call (1-10,000). Each shard's
-    /// response is held while it is decoded, so a worker's memory grows with it (10,000
-    /// records of 1 KB are 10 MB of data and 14 MB of JSON per shard); a shard allows
-    /// 5 calls and 2 MB a second, which 1,000 records of 1 KB already reach.
+    /// Kinesis, polling: most records per `GetRecords` call (1-10,000).
     pub max_records: u32,
+    /// Kinesis, polling: about how many bytes one `GetRecords` call asks for
+    /// (1,024-10,485,760), counting each record's data and partition key plus 256 bytes,
+    /// judged from the sizes the shard's last calls returned and capped by
+    /// `max_records`. Each shard's response is held
+    /// while it is decoded (about 2.4 × its records' bytes), so this bounds a worker's
+    /// memory: roughly 25 MiB plus shards × 2.4 × this. A shard serves 2 MB and 5 calls
+    /// a second, so the 1 MiB default still reads a shard as fast as Kinesis allows.
+    pub max_bytes_per_call: u64,
     /// Memory: open shards at start.
     pub shards: usize,
     /// Moved to `generator.rate` (kept only to say so).
@@ -171,6 +176,7 @@ impl Default for StreamSection {
             name: "mcp-events".into(),
             efo_consumer: None,
             max_records: 10_000,
+            max_bytes_per_call: 1 << 20,
             shards: 4,
             rate: None,
             tenants: None,
@@ -349,8 +355,9 @@ impl StreamSection {
                 _ => {
                     let o = weir_aws::KinesisOptions::default();
                     format!(
-                        "Kinesis stream {:?} by polling (GetRecords of up to {} records, at least {} ms apart per shard, {} ms at the tip)",
+                        "Kinesis stream {:?} by polling (GetRecords of about {} KiB, up to {} records, at least {} ms apart per shard, {} ms at the tip)",
                         self.name,
+                        self.max_bytes_per_call / 1_024,
                         self.max_records,
                         o.poll_interval.as_millis(),
                         o.idle_poll_interval.as_millis()
@@ -494,6 +501,12 @@ impl Config {
             }
             if stream.max_records == 0 || stream.max_records > 10_000 {
                 problem(&format!("{at}.max_records"), "must be between 1 and 10000 (GetRecords' limit)".into());
+            }
+            if !(1_024..=10 << 20).contains(&stream.max_bytes_per_call) {
+                problem(
+                    &format!("{at}.max_bytes_per_call"),
+                    "must be between 1024 and 10485760 (10 MiB, GetRecords' limit)".into(),
+                );
             }
             if stream.kind == StreamKind::Memory && stream.efo_consumer.is_some() {
                 problem(&format!("{at}.efo_consumer"), "only for kind = \"kinesis\"".into());
