@@ -70,6 +70,8 @@ pub struct Archiver {
     max_backlog_bytes: u64,
     /// When the buffer gauges were last set.
     gauges_at: Option<Timestamp>,
+    /// `IntervalInSeconds = 0`: every batch's buffers are sealed when it is processed.
+    zero_interval: bool,
 }
 
 impl Archiver {
@@ -114,6 +116,7 @@ impl Archiver {
             clock,
             max_backlog_bytes: options.max_backlog_bytes,
             gauges_at: None,
+            zero_interval: s.buffer_interval.is_zero(),
         })
     }
 
@@ -392,6 +395,11 @@ impl Consumer for Archiver {
         let now = self.clock.now();
         let mut sealed = Vec::new();
         let placed = self.route_batch(batch, now, &mut sealed).await?;
+        if self.zero_interval {
+            // Zero buffering: no buffer outlives the batch that filled it (one object per
+            // partition the batch touched).
+            sealed.extend(self.buffers.due(now).map_err(|e| ConsumerError::with_source("cannot seal buffers", e))?);
+        }
         // Before delivery, which settles generations. (A batch that fails above leaves
         // the ledger as it was: its records are then not acknowledged.)
         self.ledger.batch(shard, batch.records.iter().map(|r| &r.position), &placed);

@@ -8,6 +8,8 @@ pub const OBJECTS: &str = "weir_archiver_objects_total";
 pub const OBJECT_BYTES: &str = "weir_archiver_object_bytes_total";
 /// Records dropped by the transform (`Dropped`).
 pub const DROPPED: &str = "weir_archiver_dropped_total";
+/// CloudWatch Logs records without log events (`CONTROL_MESSAGE`s), dropped.
+pub const CONTROL_MESSAGES: &str = "weir_archiver_cloudwatch_control_messages_total";
 /// Records routed to the error output (label `type`).
 pub const ERRORS: &str = "weir_archiver_error_records_total";
 /// Records without a trailing newline while `AppendDelimiterToRecord` is off: they run

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use weir_archiver::firehose_config::prefix::Evaluation;
 use weir_archiver::firehose_config::{
-    Compression, ExtendedS3Destination, Problem, from_cloudformation_yaml, from_json, from_toml, validate,
+    Compression, Decompression, ExtendedS3Destination, Problem, from_cloudformation_yaml, from_json, from_toml,
+    validate,
 };
 use weir_core::Timestamp;
 
@@ -121,12 +122,13 @@ fn firehose_rules_across_fields() {
         r#"{"ProcessingConfiguration": {"Processors": [{"Type": "Lambda", "Parameters": [
               {"ParameterName": "BufferSizeInMBs", "ParameterValue": "4"},
               {"ParameterName": "NumberOfRetries", "ParameterValue": "many"}]},
-              {"Type": "Decompression"}]}}"#,
+              {"Type": "CloudWatchLogProcessing"}, {"Type": "Deflate"}]}}"#,
     );
     assert!(has(&bad_lambda, "ProcessingConfiguration.Processors[0].LambdaArn", "needs LambdaArn"), "{bad_lambda:?}");
     assert!(has(&bad_lambda, "ProcessingConfiguration.Processors[0].BufferSizeInMBs", "outside"));
     assert!(has(&bad_lambda, "ProcessingConfiguration.Processors[0].NumberOfRetries", "outside"));
-    assert!(has(&bad_lambda, "ProcessingConfiguration.Processors[1].Type", "Decompression"));
+    assert!(has(&bad_lambda, "ProcessingConfiguration.Processors[1]", "needs a Decompression processor"));
+    assert!(has(&bad_lambda, "ProcessingConfiguration.Processors[2].Type", "\"Deflate\" is not a processor"));
     let engine = problems(
         r#"{"ProcessingConfiguration": {"Processors": [{"Type": "MetadataExtraction", "Parameters": [
               {"ParameterName": "MetadataExtractionQuery", "ParameterValue": ".a"},
@@ -201,4 +203,32 @@ fn prefixes_that_make_no_valid_key_are_refused() {
               {"ParameterName": "JsonParsingEngine", "ParameterValue": "JQ-1.6"}]}]}}"#,
     ).unwrap());
     assert!(ok.is_ok(), "{ok:?}");
+}
+
+#[test]
+fn cloudwatch_logs_processors() {
+    let with = |processors: &str| {
+        from_json(&format!(r#"{{"ProcessingConfiguration": {{"Enabled": true, "Processors": [{processors}]}}}}"#))
+            .unwrap()
+    };
+    let s = validate(&with(
+        r#"{"Type": "Decompression", "Parameters": [
+        {"ParameterName": "CompressionFormat", "ParameterValue": "GZIP"}]},
+        {"Type": "CloudWatchLogProcessing", "Parameters": [
+        {"ParameterName": "DataMessageExtraction", "ParameterValue": "true"}]},
+        {"Type": "AppendDelimiterToRecord"}"#,
+    ))
+    .unwrap();
+    assert_eq!(s.decompression, Some(Decompression { message_extraction: true }));
+    let s = validate(&with(r#"{"Type": "Decompression"}"#)).unwrap();
+    assert_eq!(s.decompression, Some(Decompression { message_extraction: false }));
+    let p = validate(&with(
+        r#"{"Type": "Decompression", "Parameters": [
+        {"ParameterName": "CompressionFormat", "ParameterValue": "ZSTD"}]},
+        {"Type": "CloudWatchLogProcessing", "Parameters": [
+        {"ParameterName": "DataMessageExtraction", "ParameterValue": "yes"}]}"#,
+    ))
+    .unwrap_err();
+    assert!(has(&p, "ProcessingConfiguration.Processors[0].CompressionFormat", "GZIP only"), "{p:?}");
+    assert!(has(&p, "ProcessingConfiguration.Processors[1].DataMessageExtraction", "not true or false"), "{p:?}");
 }

@@ -19,12 +19,17 @@ pub fn run(file: &Path, resource: Option<&str>) -> Result<()> {
     match validate(&destination) {
         Ok(settings) => {
             println!(
-                "{}: ok (buffer {} MiB / {} s, {:?}, dynamic partitioning {})",
+                "{}: ok (buffer {} MiB / {} s, {:?}, dynamic partitioning {}{})",
                 file.display(),
                 settings.buffer_bytes / (1024 * 1024),
                 settings.buffer_interval.as_secs(),
                 settings.compression,
-                if settings.dynamic_partitioning_retry.is_some() { "on" } else { "off" }
+                if settings.dynamic_partitioning_retry.is_some() { "on" } else { "off" },
+                match settings.decompression {
+                    None => "",
+                    Some(d) if d.message_extraction => ", CloudWatch Logs records: messages extracted",
+                    Some(_) => ", CloudWatch Logs records: decompressed",
+                }
             );
             for w in &settings.warnings {
                 println!("warning: {w}");

@@ -318,6 +318,12 @@ fn firehose_destinations_are_checked_with_every_problem_named() {
         assert!(out.status.success(), "{f}: {stdout}{}", String::from_utf8_lossy(&out.stderr));
         assert!(stdout.contains("ok (buffer 64 MiB / 300 s, Gzip, dynamic partitioning on)"), "{f}: {stdout}");
     }
+    let f = format!("{fixtures}/cloudwatch-logs-destination.json");
+    let out = weir().args(["config", "check", "--firehose", &f]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    let want = "ok (buffer 64 MiB / 0 s, Gzip, dynamic partitioning on, CloudWatch Logs records: messages extracted)";
+    assert!(stdout.contains(want), "{stdout}");
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("bad.json");
     std::fs::write(

@@ -270,6 +270,14 @@ pub enum SubRecords {
     Delimited(Vec<u8>),
 }
 
+/// CloudWatch Logs records (`Decompression` with `CompressionFormat` GZIP, and
+/// optionally `CloudWatchLogProcessing`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Decompression {
+    /// `DataMessageExtraction`: one record per log event's `message`.
+    pub message_extraction: bool,
+}
+
 /// A Lambda transform.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LambdaSettings {
@@ -306,6 +314,8 @@ pub struct ArchiverSettings {
     pub append_delimiter: bool,
     /// `RecordDeAggregation`.
     pub deaggregation: Option<SubRecords>,
+    /// `Decompression` (and `CloudWatchLogProcessing`): CloudWatch Logs records.
+    pub decompression: Option<Decompression>,
     /// `Lambda` processor.
     pub lambda: Option<LambdaSettings>,
     /// Not errors, but worth saying (ignored fields, the missing-newline trap).
@@ -433,6 +443,7 @@ pub fn validate(d: &ExtendedS3Destination) -> Result<ArchiverSettings, Vec<Probl
 
     let processing_on = d.processing.enabled.unwrap_or(!d.processing.processors.is_empty());
     let (mut metadata_query, mut append_delimiter, mut deaggregation, mut lambda) = (None, false, None, None);
+    let (mut decompression, mut extraction) = (None, None);
     for (i, p) in d.processing.processors.iter().enumerate() {
         let field = format!("ProcessingConfiguration.Processors[{i}]");
         let ps = params(p);
@@ -451,6 +462,23 @@ pub fn validate(d: &ExtendedS3Destination) -> Result<ArchiverSettings, Vec<Probl
                 }
             }
             "AppendDelimiterToRecord" => append_delimiter = true,
+            "Decompression" => match ps.get("CompressionFormat").map(String::as_str) {
+                Some("GZIP") | None => decompression = Some(Decompression { message_extraction: false }),
+                Some(other) => problem(
+                    &mut problems,
+                    &format!("{field}.CompressionFormat"),
+                    format!("{other:?}: Firehose decompresses GZIP only"),
+                ),
+            },
+            "CloudWatchLogProcessing" => match ps.get("DataMessageExtraction").map(String::as_str) {
+                Some("true") => extraction = Some((field.clone(), true)),
+                Some("false") | None => extraction = Some((field.clone(), false)),
+                Some(other) => problem(
+                    &mut problems,
+                    &format!("{field}.DataMessageExtraction"),
+                    format!("{other:?} is not true or false"),
+                ),
+            },
             "RecordDeAggregation" => {
                 deaggregation = match ps.get("SubRecordType").map(String::as_str) {
                     Some("JSON") | None => Some(SubRecords::Json),
@@ -515,13 +543,22 @@ pub fn validate(d: &ExtendedS3Destination) -> Result<ArchiverSettings, Vec<Probl
                 &mut problems,
                 &format!("{field}.Type"),
                 format!(
-                    "{other:?} is not a processor weir runs (MetadataExtraction, AppendDelimiterToRecord, RecordDeAggregation, Lambda)"
+                    "{other:?} is not a processor weir runs (MetadataExtraction, AppendDelimiterToRecord, RecordDeAggregation, Decompression, CloudWatchLogProcessing, Lambda)"
                 ),
             ),
         }
     }
+    match (extraction, &mut decompression) {
+        (Some((_, extract)), Some(d)) => d.message_extraction = extract,
+        (Some((field, _)), None) => problem(
+            &mut problems,
+            &field,
+            "CloudWatchLogProcessing needs a Decompression processor (CompressionFormat GZIP)".into(),
+        ),
+        (None, _) => {}
+    }
     if !processing_on {
-        (metadata_query, append_delimiter, deaggregation, lambda) = (None, false, None, None);
+        (metadata_query, append_delimiter, deaggregation, lambda, decompression) = (None, false, None, None, None);
     }
     if dp && metadata_query.is_none() && lambda.is_none() {
         problem(
@@ -548,6 +585,7 @@ pub fn validate(d: &ExtendedS3Destination) -> Result<ArchiverSettings, Vec<Probl
             metadata_query,
             append_delimiter,
             deaggregation,
+            decompression,
             lambda,
             warnings,
         }),

@@ -16,6 +16,8 @@ pub enum ErrorOutputType {
     PartitioningFailed,
     /// More partitions were active than allowed (policy `Reject`).
     ActivePartitionsExceeded,
+    /// A record the `Decompression` processor could not decompress (kept as it came).
+    DecompressionFailed,
 }
 
 impl ErrorOutputType {
@@ -25,6 +27,7 @@ impl ErrorOutputType {
             ErrorOutputType::ProcessingFailed => "processing-failed",
             ErrorOutputType::PartitioningFailed => "partitioning-failed",
             ErrorOutputType::ActivePartitionsExceeded => "active-partitions-exceeded",
+            ErrorOutputType::DecompressionFailed => "decompression-failed",
         }
     }
 }

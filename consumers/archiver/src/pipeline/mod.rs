@@ -2,9 +2,11 @@
 //! readable top to bottom. It is the specification the fast path ([`crate::fast`]) is
 //! tested against, and the path every record takes that the fast path is not sure of.
 //!
-//! 1. **Split** ([`split`], `RecordDeAggregation`): one stream record into parts
-//!    (concatenated JSON, or delimited records); a record that cannot be split goes to
-//!    the error output whole.
+//! 1. **Split**: CloudWatch Logs records decompressed and unpacked
+//!    ([`cloudwatch_logs`], `Decompression` / `CloudWatchLogProcessing`), then
+//!    ([`split`], `RecordDeAggregation`) one record into parts (concatenated JSON, or
+//!    delimited records); a record that cannot be unpacked or split goes to the error
+//!    output whole.
 //! 2. **Transform** ([`transform`]): nothing, `mcp-normalize`, a Rust plugin, or a
 //!    Lambda ([`lambda`]) — each part comes out `Ok`, `Dropped` or failed.
 //! 3. **Partition keys** ([`keys`]): the transform's keys, then the
@@ -14,6 +16,7 @@
 //!    output ([`error_records`]) with Firehose's error record and the reason.
 //! 5. **Line**: the delimiter appended (`AppendDelimiterToRecord`).
 
+pub mod cloudwatch_logs;
 pub mod error_records;
 pub mod keys;
 pub mod lambda;
@@ -89,15 +92,29 @@ impl Pipeline {
         Ok(Self { settings: settings.clone(), query, prefix_keys, transformer })
     }
 
-    /// Step 1: the parts of `record`, or why it cannot be split.
+    /// Step 1: the parts of `record`, or why it cannot be unpacked or split.
     pub fn split<'r>(&self, record: &'r Record) -> Result<Vec<Part<'r>>, split::SplitError> {
-        match &self.settings.deaggregation {
-            None => Ok(vec![Part::whole(record)]),
-            Some(how) => Ok(split::split(&record.data, how)?
-                .into_iter()
-                .map(|piece| Part { record, piece: Some(piece) })
-                .collect()),
-        }
+        let pieces = match (&self.settings.decompression, &self.settings.deaggregation) {
+            (None, None) => return Ok(vec![Part::whole(record)]),
+            (None, Some(how)) => split::split(&record.data, how)?,
+            (Some(d), how) => {
+                let unpacked = cloudwatch_logs::unpack(&record.data, d.message_extraction)?;
+                if unpacked.is_empty() {
+                    metrics::counter!(m::CONTROL_MESSAGES).increment(1);
+                }
+                match how {
+                    None => unpacked,
+                    Some(how) => {
+                        let mut pieces = Vec::new();
+                        for p in &unpacked {
+                            pieces.extend(split::split(p, how)?);
+                        }
+                        pieces
+                    }
+                }
+            }
+        };
+        Ok(pieces.into_iter().map(|piece| Part { record, piece: Some(piece) }).collect())
     }
 
     /// Step 2: transforms parts of one shard's batch; one outcome per part, in order.
@@ -166,11 +183,21 @@ impl Pipeline {
     }
 }
 
-/// The error line of a record `RecordDeAggregation` could not split.
+/// The error line of a record that could not be decompressed, unpacked or split: the
+/// record as it came, under `decompression-failed` or `processing-failed`.
 pub fn split_failure(record: &Record, now: Timestamp, reason: &split::SplitError) -> Routed {
-    let code = "RecordDeAggregation.Failed";
+    use cloudwatch_logs::UnpackError;
+    let (kind, code) = match reason {
+        split::SplitError::NotJsonSequence(_) => (ErrorOutputType::ProcessingFailed, "RecordDeAggregation.Failed"),
+        split::SplitError::Unpack(UnpackError::Decompression(_)) => {
+            (ErrorOutputType::DecompressionFailed, "Decompression.Failed")
+        }
+        split::SplitError::Unpack(UnpackError::NotLogsMessage(_)) => {
+            (ErrorOutputType::ProcessingFailed, "CloudWatchLogProcessing.Failed")
+        }
+    };
     let rec = ErrorRecord::new(&record.data, record.approximate_arrival, now, code, reason.to_string());
-    error_line(ErrorOutputType::ProcessingFailed, &rec)
+    error_line(kind, &rec)
 }
 
 /// An error record's line, routed to its error output.

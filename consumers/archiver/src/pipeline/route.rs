@@ -21,8 +21,12 @@ const DATA_TAG: u8 = 0;
 const ERROR_TAG: u8 = 1;
 
 /// The error output types, for decoding.
-const ERROR_TYPES: [ErrorOutputType; 3] =
-    [ErrorOutputType::ProcessingFailed, ErrorOutputType::PartitioningFailed, ErrorOutputType::ActivePartitionsExceeded];
+const ERROR_TYPES: [ErrorOutputType; 4] = [
+    ErrorOutputType::ProcessingFailed,
+    ErrorOutputType::PartitioningFailed,
+    ErrorOutputType::ActivePartitionsExceeded,
+    ErrorOutputType::DecompressionFailed,
+];
 
 impl Route {
     /// A stable text identity: the scope stored in intents.

@@ -11,6 +11,9 @@ pub enum SplitError {
     /// `RecordDeAggregation` of type JSON, and the record is not a sequence of JSON values.
     #[error("not a sequence of JSON values: {0}")]
     NotJsonSequence(String),
+    /// `Decompression` / `CloudWatchLogProcessing` could not unpack the record.
+    #[error(transparent)]
+    Unpack(#[from] super::cloudwatch_logs::UnpackError),
 }
 
 /// Splits `data` into parts.
