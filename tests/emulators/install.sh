@@ -10,6 +10,7 @@
 #   aws-kcl 2.3.2        (npm)        KCL MultiLang peer for Node.js processors
 #   kcl-rs 0.1.4         (PyPI, venv) peer for the comparison bench (KCL v3 in Rust)
 #   lifion-kinesis 1.3.3 (npm)        peer for the comparison bench
+#   duckdb, python-snappy 0.7.3 (PyPI, venv) readers of the archive's objects
 set -euo pipefail
 HOME_DIR="${WEIR_EMULATORS_HOME:-$HOME/.cache/weir-emulators}"
 mkdir -p "$HOME_DIR"
@@ -45,6 +46,11 @@ if want duckdb && ! [ -x "$HOME_DIR/duckdb-py/bin/python" ]; then
   echo "installing duckdb (PyPI)" >&2
   python3 -m venv "$HOME_DIR/duckdb-py"
   "$HOME_DIR/duckdb-py/bin/pip" install --quiet --disable-pip-version-check duckdb
+fi
+# The readers of the archive's Snappy and Hadoop Snappy objects, beside DuckDB.
+if want duckdb && ! "$HOME_DIR/duckdb-py/bin/python" -c "import snappy" 2>/dev/null; then
+  echo "installing python-snappy 0.7.3 (PyPI)" >&2
+  "$HOME_DIR/duckdb-py/bin/pip" install --quiet --disable-pip-version-check python-snappy==0.7.3
 fi
 # KCL MultiLang peers: the amazon_kclpy sources (its sample application unchanged),
 # unpacked without setup.py, which would download the KCL jars weir does not need.

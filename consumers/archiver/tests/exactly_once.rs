@@ -15,6 +15,7 @@ use support::*;
 use weir_archiver::DeliveryMode;
 use weir_archiver::InlineLimits;
 use weir_archiver::Transformer;
+use weir_archiver::firehose_config::Compression;
 use weir_archiver::{Archiver, ArchiverOptions};
 use weir_core::ports::ObjectSink;
 use weir_core::{Clock, CloseReason, Consumer, ShardId, Timestamp};
@@ -30,6 +31,18 @@ thread_local! {
     static INLINE: std::cell::Cell<(usize, usize)> = const { std::cell::Cell::new((16, 128)) };
     /// The spill directory of this test case, if it spills.
     static SPILL: std::cell::RefCell<Option<std::path::PathBuf>> = const { std::cell::RefCell::new(None) };
+    /// The objects' compression in this test case.
+    static COMPRESSION: std::cell::Cell<Compression> = const { std::cell::Cell::new(Compression::Gzip) };
+}
+
+fn compression() -> impl Strategy<Value = Compression> {
+    prop_oneof![
+        Just(Compression::Gzip),
+        Just(Compression::Uncompressed),
+        Just(Compression::Zip),
+        Just(Compression::Snappy),
+        Just(Compression::HadoopSnappy),
+    ]
 }
 
 /// Inline limits: the defaults, every intent in a manifest, or a mix.
@@ -45,7 +58,10 @@ async fn report_passed(a: &mut Archiver, acks: &SimAcks) {
 }
 
 fn archiver(sink: Arc<dyn ObjectSink>, clock: &ManualClock, mode: DeliveryMode) -> Archiver {
-    let mut o = ArchiverOptions::new("mcp-archive", settings(600));
+    let mut s = settings(600);
+    s.compression = COMPRESSION.get();
+    s.file_extension = s.compression.extension().into();
+    let mut o = ArchiverOptions::new("mcp-archive", s);
     o.mode = mode;
     o.max_active_partitions = Some(5);
     o.max_buffer_memory = BUDGET.get();
@@ -127,7 +143,15 @@ async fn life(
 }
 
 fn check(store: &MemoryObjectSink, leases: &SimLeases) -> Result<(), TestCaseError> {
-    let archive = read_archive(&store.snapshot());
+    let objects = store.snapshot();
+    let compression = COMPRESSION.get();
+    for (key, body) in objects.iter().filter(|(k, b)| !k.starts_with("_weir/") && !b.is_empty()) {
+        prop_assert!(key.ends_with(compression.extension()), "{} is not {:?}", key, compression);
+        if let Some(format) = compression.whole() {
+            prop_assert_eq!(weir_core::object_format::ObjectFormat::sniff(body), format, "{}", key);
+        }
+    }
+    let archive = read_archive(&objects);
     for shard in 0..SHARDS {
         for n in 1..=RECORDS {
             let id = format!("s{shard}-{n}");
@@ -161,7 +185,9 @@ proptest! {
         budget in prop_oneof![Just(usize::MAX), 600usize..6000],
         inline in inline_limits(),
         spill in any::<bool>(),
+        compression in compression(),
     ) {
+        COMPRESSION.set(compression);
         BUDGET.set(budget);
         INLINE.set(inline);
         let dir = tempfile::tempdir().unwrap();
@@ -188,7 +214,9 @@ proptest! {
         zombie_first in any::<bool>(),
         budget in prop_oneof![Just(usize::MAX), 600usize..6000],
         inline in inline_limits(),
+        compression in compression(),
     ) {
+        COMPRESSION.set(compression);
         BUDGET.set(budget);
         INLINE.set(inline);
         let rt = tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap();

@@ -23,6 +23,7 @@ pub mod jq;
 pub mod kcl;
 pub mod kpl;
 pub mod lease;
+pub mod object_format;
 pub mod policy;
 pub mod ports;
 pub mod position;

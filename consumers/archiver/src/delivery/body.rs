@@ -14,6 +14,8 @@
 use bytes::Bytes;
 use flate2::{Compress, Compression, Decompress, FlushCompress, FlushDecompress, Status};
 
+use weir_core::object_format;
+
 use crate::delivery::small_deflate::SmallDeflate;
 
 use crate::firehose_config::Compression as Format;
@@ -94,8 +96,9 @@ impl Deflater {
 
 /// One object's body while it fills.
 pub enum Body {
-    /// `UNCOMPRESSED`.
-    Plain(Vec<u8>),
+    /// `UNCOMPRESSED`, or a format compressed whole when the object is finished
+    /// (`ZIP`, `Snappy`, `HADOOP_SNAPPY`): the records as they are, and the format.
+    Plain(Vec<u8>, Format),
     /// `GZIP`: compressed runs plus the staged tail.
     Gzip {
         /// Deflate runs so far (no header), one exactly-sized piece per chunk.
@@ -115,7 +118,9 @@ impl Body {
     /// An empty body of the format.
     pub fn new(format: Format) -> Self {
         match format {
-            Format::Uncompressed => Body::Plain(Vec::new()),
+            Format::Uncompressed | Format::Zip | Format::Snappy | Format::HadoopSnappy => {
+                Body::Plain(Vec::new(), format)
+            }
             Format::Gzip => {
                 Body::Gzip { runs: Vec::new(), runs_len: 0, staged: Vec::new(), crc: crc32fast::Hasher::new(), len: 0 }
             }
@@ -125,7 +130,7 @@ impl Body {
     /// Appends bytes.
     pub fn append(&mut self, data: &[u8], deflater: &mut Deflater) -> Result<(), BodyError> {
         match self {
-            Body::Plain(v) => v.extend_from_slice(data),
+            Body::Plain(v, _) => v.extend_from_slice(data),
             Body::Gzip { runs, runs_len, staged, crc, len } => {
                 *len += data.len() as u64;
                 // Compress the stage before it would grow past CHUNK, so its capacity
@@ -179,7 +184,7 @@ impl Body {
     /// Records staged, not compressed yet.
     pub fn staged(&self) -> usize {
         match self {
-            Body::Plain(_) => 0,
+            Body::Plain(_, _) => 0,
             Body::Gzip { staged, .. } => staged.len(),
         }
     }
@@ -188,7 +193,7 @@ impl Body {
     /// allocations' capacity); constant time.
     pub fn held(&self) -> usize {
         match self {
-            Body::Plain(v) => v.capacity(),
+            Body::Plain(v, _) => v.capacity(),
             Body::Gzip { runs, runs_len, staged, .. } => runs_len + runs.capacity() * 24 + staged.capacity(),
         }
     }
@@ -196,7 +201,7 @@ impl Body {
     /// Compressed bytes so far (all bytes for `Plain`).
     pub fn compressed(&self) -> usize {
         match self {
-            Body::Plain(v) => v.len(),
+            Body::Plain(v, _) => v.len(),
             Body::Gzip { runs_len, .. } => *runs_len,
         }
     }
@@ -207,7 +212,7 @@ impl Body {
     /// stored.
     pub fn spill_out(&mut self) -> Vec<u8> {
         match self {
-            Body::Plain(v) => std::mem::take(v),
+            Body::Plain(v, _) => std::mem::take(v),
             Body::Gzip { runs, runs_len, .. } => {
                 let mut out = Vec::with_capacity(*runs_len);
                 for r in runs.drain(..) {
@@ -225,7 +230,7 @@ impl Body {
     /// compressed. Empty for `Plain` (its bytes all go through [`Body::spill_out`]).
     pub fn take_stage(&mut self) -> Vec<u8> {
         match self {
-            Body::Plain(_) => Vec::new(),
+            Body::Plain(_, _) => Vec::new(),
             Body::Gzip { staged, .. } => std::mem::take(staged),
         }
     }
@@ -241,7 +246,7 @@ impl Body {
     /// Puts back what [`Body::spill_out`] took (nothing was appended since).
     pub fn unspill(&mut self, bytes: Vec<u8>) {
         match self {
-            Body::Plain(v) => *v = bytes,
+            Body::Plain(v, _) => *v = bytes,
             Body::Gzip { runs, runs_len, .. } => {
                 *runs_len = bytes.len();
                 *runs = vec![bytes];
@@ -262,14 +267,19 @@ impl Body {
         spilled: impl FnOnce(&mut Vec<u8>) -> Result<(), BodyError>,
     ) -> Result<Bytes, BodyError> {
         match self {
-            Body::Plain(v) => {
+            Body::Plain(v, format) => {
                 let mut out = Vec::new();
                 spilled(&mut out)?;
-                if out.is_empty() {
-                    return Ok(Bytes::from(v));
+                let whole = if out.is_empty() {
+                    v
+                } else {
+                    out.extend_from_slice(&v);
+                    out
+                };
+                match format.whole() {
+                    None => Ok(Bytes::from(whole)),
+                    Some(f) => Ok(Bytes::from(object_format::encode(f, &whole).map_err(|e| BodyError(e.to_string()))?)),
                 }
-                out.extend_from_slice(&v);
-                Ok(Bytes::from(out))
             }
             Body::Gzip { runs, staged, mut crc, len, runs_len } => {
                 crc.update(&staged);
@@ -303,8 +313,11 @@ impl Body {
 /// The uncompressed content of a finished object of `format` (to rebuild an object
 /// without some of its records).
 pub fn decode(format: Format, body: &[u8]) -> Result<Vec<u8>, BodyError> {
+    if let Some(f) = format.whole() {
+        return object_format::decode(f, body, u64::MAX).map_err(|e| BodyError(e.to_string()));
+    }
     match format {
-        Format::Uncompressed => Ok(body.to_vec()),
+        Format::Uncompressed | Format::Zip | Format::Snappy | Format::HadoopSnappy => Ok(body.to_vec()),
         Format::Gzip => {
             let deflate = body
                 .get(GZIP_HEADER.len()..body.len().saturating_sub(8))

@@ -602,6 +602,9 @@ impl Delivery {
             content_type: Some(match self.compression {
                 Compression::Gzip => "application/gzip".into(),
                 Compression::Uncompressed => "application/x-ndjson".into(),
+                Compression::Zip => "application/zip".into(),
+                Compression::Snappy => "application/x-snappy-framed".into(),
+                Compression::HadoopSnappy => "application/octet-stream".into(),
             }),
             content_encoding: None,
             metadata: vec![("weir-records".into(), p.sealed.records().to_string())],

@@ -257,8 +257,39 @@ pub fn from_cloudformation_yaml(text: &str, name: Option<&str>) -> Result<Extend
 pub enum Compression {
     /// No compression.
     Uncompressed,
-    /// GZIP (`.gz`).
+    /// GZIP (`.gz`), compressed as buffers fill.
     Gzip,
+    /// ZIP (`.zip`): one entry, compressed when the object is sealed.
+    Zip,
+    /// Snappy, framed (`.snappy`), compressed when the object is sealed.
+    Snappy,
+    /// Hadoop-compatible Snappy (`.hsnappy`), compressed when the object is sealed.
+    HadoopSnappy,
+}
+
+impl Compression {
+    /// The format a sealed object is compressed into whole, for the formats that are
+    /// not written as buffers fill.
+    pub fn whole(self) -> Option<weir_core::object_format::ObjectFormat> {
+        use weir_core::object_format::ObjectFormat;
+        match self {
+            Compression::Uncompressed | Compression::Gzip => None,
+            Compression::Zip => Some(ObjectFormat::Zip),
+            Compression::Snappy => Some(ObjectFormat::Snappy),
+            Compression::HadoopSnappy => Some(ObjectFormat::HadoopSnappy),
+        }
+    }
+
+    /// Firehose's file extension for the format.
+    pub fn extension(self) -> &'static str {
+        match self {
+            Compression::Uncompressed => "",
+            Compression::Gzip => ".gz",
+            Compression::Zip => ".zip",
+            Compression::Snappy => ".snappy",
+            Compression::HadoopSnappy => ".hsnappy",
+        }
+    }
 }
 
 /// How an aggregated JSON or delimited record is split (`RecordDeAggregation`).
@@ -392,14 +423,9 @@ pub fn validate(d: &ExtendedS3Destination) -> Result<ArchiverSettings, Vec<Probl
     let compression = match d.compression_format.as_deref().unwrap_or("UNCOMPRESSED") {
         "UNCOMPRESSED" => Compression::Uncompressed,
         "GZIP" => Compression::Gzip,
-        other @ ("ZIP" | "Snappy" | "HADOOP_SNAPPY") => {
-            problem(
-                &mut problems,
-                "CompressionFormat",
-                format!("{other} is a Firehose format weir does not write yet; use GZIP or UNCOMPRESSED"),
-            );
-            Compression::Uncompressed
-        }
+        "ZIP" => Compression::Zip,
+        "Snappy" => Compression::Snappy,
+        "HADOOP_SNAPPY" => Compression::HadoopSnappy,
         other => {
             problem(
                 &mut problems,
@@ -425,13 +451,7 @@ pub fn validate(d: &ExtendedS3Destination) -> Result<ArchiverSettings, Vec<Probl
             }
             ext.clone()
         }
-        None => {
-            if compression == Compression::Gzip {
-                ".gz".into()
-            } else {
-                String::new()
-            }
-        }
+        None => compression.extension().into(),
     };
     let time_zone = match &d.custom_time_zone {
         None => Tz::UTC,

@@ -4,7 +4,6 @@
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
-use std::io::Read;
 
 use base64::Engine;
 use bytes::Bytes;
@@ -73,10 +72,10 @@ pub fn batch(shard: &ShardId, records: Vec<Record>) -> RecordBatch {
     RecordBatch { shard_id: shard.clone(), records, millis_behind_latest: Some(0), child_shards: None }
 }
 
+/// The text of an object in any format the archiver writes (found from its bytes).
 pub fn gunzip(b: &[u8]) -> String {
-    let mut s = String::new();
-    flate2::read::MultiGzDecoder::new(b).read_to_string(&mut s).unwrap();
-    s
+    use weir_core::object_format::{ObjectFormat, decode};
+    String::from_utf8(decode(ObjectFormat::sniff(b), b, u64::MAX).unwrap()).unwrap()
 }
 
 /// Every archived record's session id (or raw data for error records), with the

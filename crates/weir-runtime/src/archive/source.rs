@@ -13,6 +13,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use chrono_tz::Tz;
 use flate2::read::MultiGzDecoder;
+use weir_core::object_format::{self, ObjectFormat};
 use weir_core::ports::{
     ObjectSink, ReadError, ReadMode, ShardInfo, ShardReader, ShardSubscription, SinkError, StreamCatalog,
 };
@@ -174,7 +175,7 @@ impl ShardReader for ArchiveSource {
             shard: shard.clone(),
             key: object.key.clone(),
             arrival: object.written,
-            lines: reader_of(body),
+            lines: reader_of(&object.key, body)?,
             line: 0,
             first_line,
             done: false,
@@ -187,10 +188,22 @@ fn line_number(s: &SequenceNumber) -> Result<u64, ReadError> {
     s.as_str().parse().map_err(|_| ReadError::Fatal(format!("position {} is not a line number", s.as_str())))
 }
 
-fn reader_of(body: Bytes) -> Box<dyn BufRead + Send> {
-    let gzip = body.starts_with(&[0x1f, 0x8b]);
-    let cursor = Cursor::new(body);
-    if gzip { Box::new(BufReader::with_capacity(64 * 1024, MultiGzDecoder::new(cursor))) } else { Box::new(cursor) }
+/// Most bytes a ZIP, Snappy or Hadoop Snappy object is decompressed to (they are
+/// decompressed whole; a Firehose object holds at most 128 MiB before compression).
+const MAX_WHOLE_OBJECT: u64 = 1 << 30;
+
+/// The lines of a stored object, in whatever format the archiver (or Firehose) wrote
+/// it: GZIP is decompressed as it is read, ZIP, Snappy and Hadoop Snappy whole.
+fn reader_of(key: &str, body: Bytes) -> Result<Box<dyn BufRead + Send>, ReadError> {
+    Ok(match ObjectFormat::sniff(&body) {
+        ObjectFormat::Gzip => Box::new(BufReader::with_capacity(64 * 1024, MultiGzDecoder::new(Cursor::new(body)))),
+        ObjectFormat::Uncompressed => Box::new(Cursor::new(body)),
+        format => {
+            let plain = object_format::decode(format, &body, MAX_WHOLE_OBJECT)
+                .map_err(|e| ReadError::Fatal(format!("{key}: {e}")))?;
+            Box::new(Cursor::new(plain))
+        }
+    })
 }
 
 /// The lines of one object, decompressed as they are read.
