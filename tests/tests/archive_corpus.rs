@@ -3,7 +3,9 @@
 //! jq `{tenantId: .tenant_id, toolName: .tool_name}`, hive-style prefix, GZIP) next to
 //! valid ones. Each lands where Firehose would put it, or where the partition-value
 //! sanitiser sends it, with the right error code; nothing panics, nothing is lost, and
-//! no object escapes its prefix.
+//! no object escapes its prefix. The same corpus runs in every `CompressionFormat`:
+//! objects of ZIP, Snappy, Hadoop Snappy and UNCOMPRESSED are turned into GZIP copies
+//! for DuckDB (their own readers are in `archive_formats`).
 #![allow(clippy::unwrap_used, clippy::print_stdout)] // a test: a failed expectation is a failed test
 
 use std::collections::BTreeMap;
@@ -109,9 +111,36 @@ fn corpus() -> Vec<(&'static str, Vec<u8>, Expect)> {
 
 #[tokio::test(flavor = "current_thread")]
 async fn every_bad_record_lands_where_firehose_would_put_it() {
+    for format in ["GZIP", "UNCOMPRESSED", "ZIP", "Snappy", "HADOOP_SNAPPY"] {
+        corpus_in(format).await;
+    }
+}
+
+/// Copies every object under `from` into `to` as GZIP (`.gz` appended unless present).
+fn gzip_copies(from: &std::path::Path, to: &std::path::Path) {
+    use weir_core::object_format::{ObjectFormat, decode, encode};
+    for file in walk(from) {
+        let rel = file.strip_prefix(from).unwrap().to_string_lossy().into_owned();
+        if rel.starts_with(".weir") {
+            continue;
+        }
+        let body = std::fs::read(&file).unwrap();
+        let plain = decode(ObjectFormat::sniff(&body), &body, u64::MAX).unwrap();
+        let name = if rel.ends_with(".gz") { rel } else { format!("{rel}.gz") };
+        let target = to.join(name);
+        std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+        std::fs::write(target, encode(ObjectFormat::Gzip, &plain).unwrap()).unwrap();
+    }
+}
+
+async fn corpus_in(format: &str) {
+    println!("corpus in {format}");
     let dir = tempfile::tempdir().unwrap();
     let text = include_str!("../../consumers/archiver/tests/fixtures/mcp-destination.json");
-    let mut settings = validate(&from_json(text).unwrap()).unwrap();
+    let mut destination = from_json(text).unwrap();
+    destination.compression_format = Some(format.to_owned());
+    let mut settings = validate(&destination).unwrap();
+    let extension = settings.file_extension.clone();
     settings.append_delimiter = false;
     let mut options = ArchiverOptions::new("mcp-archive", settings);
     options.transformer = Transformer::McpNormalize;
@@ -157,8 +186,10 @@ async fn every_bad_record_lands_where_firehose_would_put_it() {
     archiver.on_shard_close(&shard, CloseReason::Shutdown, &acks).await.unwrap();
     assert_eq!(leases.checkpoint(&shard).map(|p| p.sequence.to_string()), Some("1000".into()), "all acknowledged");
 
-    // Every data object is under its partition; DuckDB reads them all.
-    let root = dir.path().display();
+    // Every data object is under its partition; DuckDB reads them all (as GZIP).
+    let copies = tempfile::tempdir().unwrap();
+    gzip_copies(dir.path(), copies.path());
+    let root = copies.path().display();
     let rows = duckdb(&format!(
         "select tenant, tenant_id, count(*) from read_json_auto('{root}/tool-events/*/*/*/*/*/*/*.gz', \
          hive_partitioning = true, format = 'newline_delimited', maximum_object_size = 4000000) group by all order by all"
@@ -206,6 +237,7 @@ async fn every_bad_record_lands_where_firehose_would_put_it() {
                 || rel.starts_with(".weir"),
             "{rel}"
         );
+        assert!(rel.starts_with(".weir") || rel.ends_with(&extension), "{format}: {rel}");
     }
 }
 

@@ -356,7 +356,7 @@ async fn aws_kcl_node_processor_processes_and_resumes() {
     assert_eq!(first.len(), 1_000);
     assert_eq!(first.iter().collect::<BTreeSet<_>>().len(), 1_000, "every record once");
     let log = String::from_utf8_lossy(&out.stderr);
-    assert!(log.contains("GetRecords of up to 200 records"), "maxRecords becomes stream.max_records: {log}");
+    assert!(log.contains("up to 200 records"), "maxRecords becomes stream.max_records: {log}");
     assert!(!log.contains("maxRecords:"), "no warning for maxRecords: {log}");
 
     // It checkpoints each batch at its last record: a restart reads only the new ones.

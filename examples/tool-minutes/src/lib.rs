@@ -106,7 +106,9 @@ fn apply(db: &mut Connection, consumer: &str, batch: &RecordBatch) -> rusqlite::
             }
         }
     }
-    if let Some(last) = batch.last_position() {
+    // The stored position only moves forward: a batch delivered again (a replay into
+    // the same file) must not take it back, or the records after it would count twice.
+    if let Some(last) = batch.last_position().filter(|last| done.as_ref().is_none_or(|d| *last > d)) {
         tx.execute(
             "INSERT INTO applied VALUES (?1, ?2, ?3, ?4) ON CONFLICT (consumer, shard) DO UPDATE SET sequence = ?3, sub = ?4",
             params![consumer, shard, last.sequence.to_string(), last.sub_sequence as i64],
@@ -173,5 +175,33 @@ mod tests {
         assert_eq!((c.minute, c.failed, c.duration_ms), (60, false, 0));
         assert_eq!(call(br#"{"toolName":"q"}"#, 0).unwrap_err(), "no tenantId");
         assert!(call(b"\xff{", 0).unwrap_err().starts_with("not JSON"));
+    }
+
+    fn batch(range: std::ops::RangeInclusive<u128>) -> RecordBatch {
+        let records = range
+            .map(|n| weir::weir_core::Record {
+                partition_key: format!("k{n}"),
+                position: ExtendedSequenceNumber::plain(SequenceNumber::from_u128(n)),
+                approximate_arrival: weir::weir_core::Timestamp::from_millis(0),
+                data: format!(r#"{{"tenantId":"t","toolName":"q","ts":{n}}}"#).into_bytes().into(),
+            })
+            .collect();
+        RecordBatch { shard_id: ShardId::new("s"), records, millis_behind_latest: None, child_shards: None }
+    }
+
+    /// Records delivered again in smaller batches (a replay into the same file) are
+    /// skipped, and the stored position does not move back.
+    #[test]
+    fn redeliveries_in_other_batches_count_once() {
+        let mut db = Connection::open_in_memory().unwrap();
+        db.execute_batch(SCHEMA).unwrap();
+        let calls =
+            |db: &Connection| -> i64 { db.query_row("SELECT sum(calls) FROM tool_minutes", [], |r| r.get(0)).unwrap() };
+        apply(&mut db, "c", &batch(1..=10)).unwrap();
+        apply(&mut db, "c", &batch(1..=3)).unwrap();
+        apply(&mut db, "c", &batch(4..=10)).unwrap();
+        assert_eq!(calls(&db), 10);
+        apply(&mut db, "c", &batch(8..=12)).unwrap();
+        assert_eq!(calls(&db), 12);
     }
 }
