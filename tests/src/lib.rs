@@ -195,15 +195,23 @@ pub async fn download(client: &aws_sdk_s3::Client, bucket: &str, prefix: &str, d
 /// Runs SQL in DuckDB (installed by tests/emulators/install.sh) and returns the rows
 /// as JSON arrays.
 pub fn duckdb(sql: &str) -> Vec<Vec<serde_json::Value>> {
-    let python = emulators_home().join("duckdb-py/bin/python");
     // No progress bar: over thousands of files DuckDB draws one on stdout.
     let script = "import duckdb, json, sys\ncon = duckdb.connect()\ncon.execute('SET enable_progress_bar = false')\nrows = con.sql(sys.argv[1]).fetchall()\nprint(json.dumps([list(r) for r in rows], default=str))";
-    let out = std::process::Command::new(&python)
-        .args(["-c", script, sql])
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {} (tests/emulators/install.sh installs it): {e}", python.display()));
-    assert!(out.status.success(), "duckdb failed on {sql}:\n{}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).expect("duckdb printed JSON")
+    serde_json::from_value(readers_python(script, &[sql])).expect("rows of values")
+}
+
+/// Runs `script` with `args` in the Python of the archive readers (DuckDB,
+/// python-snappy; installed by tests/emulators/install.sh) and parses the JSON it
+/// prints.
+pub fn readers_python(script: &str, args: &[impl AsRef<std::ffi::OsStr>]) -> serde_json::Value {
+    let python = emulators_home().join("duckdb-py/bin/python");
+    let out =
+        std::process::Command::new(&python).arg("-c").arg(script).args(args).output().unwrap_or_else(|e| {
+            panic!("cannot run {} (tests/emulators/install.sh installs it): {e}", python.display())
+        });
+    let given: Vec<_> = args.iter().map(|a| a.as_ref().to_string_lossy().into_owned()).collect();
+    assert!(out.status.success(), "python failed on {given:?}:\n{script}\n{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("the script printed JSON")
 }
 
 /// Waits until `name` is ACTIVE again (after creating or resharding it).

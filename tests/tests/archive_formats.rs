@@ -15,7 +15,7 @@ use weir_archiver::{Archiver, ArchiverOptions, Transformer};
 use weir_core::{
     Clock, CloseReason, Consumer, ExtendedSequenceNumber, Record, RecordBatch, SequenceNumber, ShardId, Timestamp,
 };
-use weir_e2e::{duckdb, emulators_home, files};
+use weir_e2e::{duckdb, files, readers_python};
 use weir_local::FsObjectSink;
 use weir_testkit::{CrashSwitch, ManualClock, SimAcks, SimLeases};
 
@@ -70,16 +70,10 @@ async fn archive(format: &str, dir: &Path) -> Vec<std::path::PathBuf> {
 
 /// Lines of every object, read by Python with `reader` (an expression of `body`).
 fn python_lines(paths: &[std::path::PathBuf], reader: &str) -> Vec<serde_json::Value> {
-    let python = emulators_home().join("duckdb-py/bin/python");
     let script = format!(
         "import json, sys, io, zipfile, snappy\nout = []\nfor p in sys.argv[1:]:\n    body = open(p, 'rb').read()\n    text = {reader}\n    out += [json.loads(l) for l in text.decode().splitlines() if l]\nprint(json.dumps(out))"
     );
-    let out =
-        std::process::Command::new(&python).arg("-c").arg(&script).args(paths).output().unwrap_or_else(|e| {
-            panic!("cannot run {} (tests/emulators/install.sh installs it): {e}", python.display())
-        });
-    assert!(out.status.success(), "python failed:\n{}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).unwrap()
+    serde_json::from_value(readers_python(&script, paths)).unwrap()
 }
 
 fn assert_every_event_once(lines: &[serde_json::Value]) {

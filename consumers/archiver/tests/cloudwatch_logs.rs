@@ -76,7 +76,7 @@ async fn archive(extraction: bool, records: Vec<Record>) -> (Vec<String>, Vec<(S
     assert_eq!(leases.checkpoint(&shard), Some(last), "every record is acknowledged");
     let (mut data, mut errors) = (Vec::new(), Vec::new());
     for (key, body) in sink.snapshot() {
-        let text = gunzip(&body);
+        let text = object_text(&body);
         if key.starts_with("logs/") {
             data.extend(text.lines().map(str::to_owned));
         } else {

@@ -313,11 +313,12 @@ impl Body {
 /// The uncompressed content of a finished object of `format` (to rebuild an object
 /// without some of its records).
 pub fn decode(format: Format, body: &[u8]) -> Result<Vec<u8>, BodyError> {
-    if let Some(f) = format.whole() {
-        return object_format::decode(f, body, u64::MAX).map_err(|e| BodyError(e.to_string()));
-    }
     match format {
-        Format::Uncompressed | Format::Zip | Format::Snappy | Format::HadoopSnappy => Ok(body.to_vec()),
+        Format::Uncompressed => Ok(body.to_vec()),
+        Format::Zip | Format::Snappy | Format::HadoopSnappy => {
+            let whole = format.whole().ok_or_else(|| BodyError(format!("{format:?} is not compressed whole")))?;
+            object_format::decode(whole, body, u64::MAX).map_err(|e| BodyError(e.to_string()))
+        }
         Format::Gzip => {
             let deflate = body
                 .get(GZIP_HEADER.len()..body.len().saturating_sub(8))

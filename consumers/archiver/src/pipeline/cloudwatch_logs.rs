@@ -15,10 +15,9 @@
 //! `decompression-failed` error output unchanged; with extraction on, a decompressed
 //! record that is not a CloudWatch Logs message goes to `processing-failed`.
 
-use std::io::Read;
-
 use bytes::Bytes;
 use serde::Deserialize;
+use weir_core::object_format::{ObjectFormat, decode};
 
 /// The largest decompressed record unpacked (a CloudWatch Logs batch is at most about
 /// 1 MiB of events; this leaves room and stops a record that inflates without end).
@@ -48,22 +47,11 @@ struct LogEvent {
     message: String,
 }
 
-/// Decompresses a gzip record (every member), refusing more than
-/// [`MAX_DECOMPRESSED_BYTES`].
-pub fn gunzip(data: &[u8]) -> Result<Vec<u8>, UnpackError> {
-    let mut out = Vec::with_capacity(data.len().saturating_mul(4));
-    let mut reader = flate2::read::MultiGzDecoder::new(data).take(MAX_DECOMPRESSED_BYTES + 1);
-    reader.read_to_end(&mut out).map_err(|e| UnpackError::Decompression(e.to_string()))?;
-    if out.len() as u64 > MAX_DECOMPRESSED_BYTES {
-        return Err(UnpackError::Decompression(format!("larger than {MAX_DECOMPRESSED_BYTES} bytes decompressed")));
-    }
-    Ok(out)
-}
-
 /// The parts of one record: the decompressed document (none for a control message),
 /// or with `extract` each log event's message.
 pub fn unpack(data: &[u8], extract: bool) -> Result<Vec<Bytes>, UnpackError> {
-    let plain = gunzip(data)?;
+    let plain =
+        decode(ObjectFormat::Gzip, data, MAX_DECOMPRESSED_BYTES).map_err(|e| UnpackError::Decompression(e.reason))?;
     let parsed = serde_json::from_slice::<Message>(&plain);
     match parsed {
         Ok(m) if m.message_type == "CONTROL_MESSAGE" => Ok(Vec::new()),
@@ -82,12 +70,12 @@ pub fn unpack(data: &[u8], extract: bool) -> Result<Vec<Bytes>, UnpackError> {
 mod tests {
     use std::io::Write;
 
+    use weir_core::object_format::encode;
+
     use super::*;
 
     fn gzip(text: &str) -> Vec<u8> {
-        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-        e.write_all(text.as_bytes()).unwrap();
-        e.finish().unwrap()
+        encode(ObjectFormat::Gzip, text.as_bytes()).unwrap()
     }
 
     const DATA: &str = r#"{"messageType":"DATA_MESSAGE","owner":"123456789012","logGroup":"/g","logStream":"s",

@@ -73,7 +73,7 @@ pub fn batch(shard: &ShardId, records: Vec<Record>) -> RecordBatch {
 }
 
 /// The text of an object in any format the archiver writes (found from its bytes).
-pub fn gunzip(b: &[u8]) -> String {
+pub fn object_text(b: &[u8]) -> String {
     use weir_core::object_format::{ObjectFormat, decode};
     String::from_utf8(decode(ObjectFormat::sniff(b), b, u64::MAX).unwrap()).unwrap()
 }
@@ -93,7 +93,7 @@ pub fn read_archive(objects: &BTreeMap<String, Bytes>) -> Archive {
         if key.starts_with("_weir/") {
             continue; // intent manifests, not archive objects
         }
-        let text = gunzip(body);
+        let text = object_text(body);
         if text.is_empty() {
             a.claims += 1;
             continue;

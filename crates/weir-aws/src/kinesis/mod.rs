@@ -35,8 +35,8 @@ pub struct KinesisOptions {
     /// Most records per GetRecords call (≤ 10,000).
     pub max_records: i32,
     /// About how many bytes of records (data and partition keys, plus a fixed overhead
-    /// each) one GetRecords call asks for, judged from the shard's last calls; bounds the memory a polling
-    /// worker holds per shard (see `call_size`).
+    /// each) one GetRecords call asks for, judged from the shard's last calls; bounds
+    /// the memory a polling worker holds per shard (see `call_size`).
     pub max_bytes_per_call: u64,
     /// EFO subscription tuning.
     pub efo: EfoOptions,

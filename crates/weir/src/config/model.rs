@@ -148,9 +148,9 @@ pub struct StreamSection {
     /// Kinesis, polling: about how many bytes one `GetRecords` call asks for
     /// (1,024-10,485,760), counting each record's data and partition key plus 256 bytes,
     /// judged from the sizes the shard's last calls returned and capped by
-    /// `max_records`. Each shard's response is held
-    /// while it is decoded (about 2.4 × its records' bytes), so this bounds a worker's
-    /// memory: roughly 25 MiB plus shards × 2.4 × this. A shard serves 2 MB and 5 calls
+    /// `max_records`. Each shard's response is held while it is decoded (about 2.4 × its
+    /// records' bytes), so this bounds a worker's memory: roughly 25 MiB plus shards ×
+    /// 2.4 × this. A shard serves 2 MB and 5 calls
     /// a second, so the 1 MiB default still reads a shard as fast as Kinesis allows.
     pub max_bytes_per_call: u64,
     /// Memory: open shards at start.
