@@ -80,6 +80,7 @@ pub mod firehose_config;
 pub mod fuzzing;
 pub mod metrics;
 mod options;
+pub mod parquet;
 mod pipeline;
 mod preview;
 

@@ -1,0 +1,264 @@
+//! Record format conversion to Apache Parquet (Firehose's
+//! `DataFormatConversionConfiguration` with `ParquetSerDe`).
+//!
+//! - **When a record is routed** to a data partition, [`ParquetFormat::check`] reads it
+//!   with the table's columns and deserialiser ([`deserialize`]). A record that does not
+//!   fit goes to the `format-conversion-failed` error output then, with the reason, so
+//!   an object is never refused at seal time for one record.
+//! - **While a partition fills** its buffer holds the records' JSON as they are, the
+//!   same bytes the other formats hold and count against `max_buffer_memory`: an open
+//!   partition costs its records' bytes, no Arrow builders and no Parquet writer.
+//! - **When the buffer is sealed** [`ParquetFormat::encode`] reads the records again
+//!   into rows, [`ENCODE_ROWS`] at a time, builds one Arrow batch of them
+//!   ([`arrays`]) and hands it to the arrow-rs Parquet writer. The writer starts a new
+//!   row group when the open one reaches `BlockSizeBytes`. Encoding one object holds at
+//!   most the object's records, one batch of rows, and the writer's open row group
+//!   (at most `BlockSizeBytes`, and never more than the object). Objects are encoded one
+//!   at a time per archiver.
+//! - An object is one Parquet file (`.parquet`), footer included, so every object is
+//!   readable on its own (DuckDB, Athena).
+
+pub mod arrays;
+pub mod column_type;
+pub mod deserialize;
+pub mod timestamp;
+
+use std::sync::Arc;
+
+use arrow_array::RecordBatch;
+use arrow_schema::{Field, Schema, SchemaRef};
+use bytes::Bytes;
+use parquet::arrow::ArrowWriter;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::basic::{Compression, GzipLevel, ZstdLevel};
+use parquet::file::properties::{WriterProperties, WriterVersion};
+
+pub use column_type::ColumnType;
+pub use deserialize::{Column, Deserializer, Mismatch, RowReader};
+
+/// Rows read into one Arrow batch while an object is encoded.
+pub const ENCODE_ROWS: usize = 8192;
+
+/// `ParquetSerDe.Compression` (and weir's `ZSTD`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ParquetCompression {
+    /// `SNAPPY` (Firehose's default).
+    #[default]
+    Snappy,
+    /// `GZIP`.
+    Gzip,
+    /// `UNCOMPRESSED`.
+    Uncompressed,
+    /// `ZSTD` (weir's own; Firehose has no such value).
+    Zstd,
+}
+
+/// `ParquetSerDe`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParquetOptions {
+    /// `Compression`.
+    pub compression: ParquetCompression,
+    /// `BlockSizeBytes`: a row group is closed at this size (Firehose: at least 64 MiB,
+    /// default 256 MiB).
+    pub block_size: usize,
+    /// `PageSizeBytes` (Firehose: at least 64 KiB, default 1 MiB).
+    pub page_size: usize,
+    /// `EnableDictionaryCompression` (default false).
+    pub dictionary: bool,
+    /// `WriterVersion` `V2` (default `V1`).
+    pub writer_v2: bool,
+}
+
+impl Default for ParquetOptions {
+    fn default() -> Self {
+        Self {
+            compression: ParquetCompression::Snappy,
+            block_size: 256 << 20,
+            page_size: 1 << 20,
+            dictionary: false,
+            writer_v2: false,
+        }
+    }
+}
+
+/// Why an object could not be encoded or rebuilt.
+#[derive(Debug, thiserror::Error)]
+pub enum ParquetError {
+    /// A buffered record no longer reads (it was checked when routed: a bug).
+    #[error("a buffered record does not fit the table: {0}")]
+    Mismatch(#[from] Mismatch),
+    /// Arrow refused the arrays.
+    #[error("arrow: {0}")]
+    Arrow(#[from] arrow_schema::ArrowError),
+    /// The Parquet writer or reader failed.
+    #[error("parquet: {0}")]
+    Parquet(#[from] parquet::errors::ParquetError),
+}
+
+/// The table, its deserialiser and the writer settings: what the archiver's Parquet
+/// objects are made with.
+#[derive(Debug, Clone)]
+pub struct ParquetFormat {
+    reader: RowReader,
+    schema: SchemaRef,
+    options: ParquetOptions,
+}
+
+impl ParquetFormat {
+    /// The format of a table.
+    pub fn new(columns: Vec<Column>, deserializer: Deserializer, options: ParquetOptions) -> Self {
+        let fields: Vec<Field> = columns.iter().map(|c| Field::new(&c.name, c.ty.arrow(), true)).collect();
+        Self { reader: RowReader::new(columns, deserializer), schema: Arc::new(Schema::new(fields)), options }
+    }
+
+    /// The columns.
+    pub fn columns(&self) -> &[Column] {
+        self.reader.columns()
+    }
+
+    /// The Arrow schema of every object.
+    pub fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    /// Whether one record (exactly one JSON object) fits the table.
+    pub fn check(&self, record: &[u8]) -> Result<(), Mismatch> {
+        self.reader.row(record).map(|_| ())
+    }
+
+    fn properties(&self) -> WriterProperties {
+        let o = &self.options;
+        WriterProperties::builder()
+            .set_compression(match o.compression {
+                ParquetCompression::Snappy => Compression::SNAPPY,
+                ParquetCompression::Gzip => Compression::GZIP(GzipLevel::default()),
+                ParquetCompression::Uncompressed => Compression::UNCOMPRESSED,
+                ParquetCompression::Zstd => Compression::ZSTD(ZstdLevel::default()),
+            })
+            .set_data_page_size_limit(o.page_size)
+            .set_dictionary_enabled(o.dictionary)
+            .set_writer_version(if o.writer_v2 { WriterVersion::PARQUET_2_0 } else { WriterVersion::PARQUET_1_0 })
+            .set_created_by(format!("weir {}", env!("CARGO_PKG_VERSION")))
+            .build()
+    }
+
+    fn writer(&self) -> Result<ArrowWriter<Vec<u8>>, ParquetError> {
+        Ok(ArrowWriter::try_new(Vec::new(), self.schema.clone(), Some(self.properties()))?)
+    }
+
+    /// Writes `batch`, closing the row group once it reaches `BlockSizeBytes`.
+    fn write(&self, writer: &mut ArrowWriter<Vec<u8>>, batch: &RecordBatch) -> Result<(), ParquetError> {
+        writer.write(batch)?;
+        if writer.in_progress_size() >= self.options.block_size {
+            writer.flush()?;
+        }
+        Ok(())
+    }
+
+    /// One Parquet file of `records`: JSON values one after another (each was
+    /// [`ParquetFormat::check`]ed when routed), in order.
+    pub fn encode(&self, records: &[u8]) -> Result<Vec<u8>, ParquetError> {
+        let mut writer = self.writer()?;
+        let mut values = serde_json::Deserializer::from_slice(records).into_iter::<serde_json::Value>();
+        loop {
+            let mut rows = Vec::with_capacity(ENCODE_ROWS.min(records.len() / 64 + 1));
+            for value in values.by_ref().take(ENCODE_ROWS) {
+                let value = value.map_err(|e| Mismatch::NotJson(e.to_string()))?;
+                rows.push(self.reader.row_of(&value)?);
+            }
+            if rows.is_empty() {
+                break;
+            }
+            let batch = self.batch(&rows)?;
+            self.write(&mut writer, &batch)?;
+        }
+        Ok(writer.into_inner()?)
+    }
+
+    /// The Arrow batch of rows.
+    fn batch(&self, rows: &[Vec<deserialize::Cell>]) -> Result<RecordBatch, ParquetError> {
+        let columns = self
+            .columns()
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let cells: Vec<&deserialize::Cell> = rows.iter().map(|r| &r[i]).collect();
+                arrays::build(&c.ty, &cells)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(RecordBatch::try_new(self.schema.clone(), columns)?)
+    }
+
+    /// A valid file of no rows (what claims a key in exactly-once mode).
+    pub fn empty(&self) -> Result<Vec<u8>, ParquetError> {
+        Ok(self.writer()?.into_inner()?)
+    }
+
+    /// The same file with only the rows whose `keep` is true (one per row, in order).
+    pub fn keep_rows(&self, file: &Bytes, keep: &[bool]) -> Result<Vec<u8>, ParquetError> {
+        let reader = ParquetRecordBatchReaderBuilder::try_new(file.clone())?.with_batch_size(ENCODE_ROWS).build()?;
+        let mut writer = self.writer()?;
+        let mut at = 0usize;
+        for batch in reader {
+            let batch = batch?;
+            let mask: arrow_array::BooleanArray =
+                (at..at + batch.num_rows()).map(|i| Some(keep.get(i).copied().unwrap_or(false))).collect();
+            at += batch.num_rows();
+            let kept = arrow_select::filter::filter_record_batch(&batch, &mask)?;
+            if kept.num_rows() > 0 {
+                self.write(&mut writer, &kept)?;
+            }
+        }
+        Ok(writer.into_inner()?)
+    }
+
+    /// Rows in a file (its footer's count).
+    pub fn rows(file: &Bytes) -> Result<u64, ParquetError> {
+        let builder = ParquetRecordBatchReaderBuilder::try_new(file.clone())?;
+        Ok(builder.metadata().file_metadata().num_rows() as u64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn format() -> ParquetFormat {
+        let col = |n: &str, t: &str| Column { name: n.into(), ty: ColumnType::parse(t).unwrap() };
+        ParquetFormat::new(
+            vec![col("tenant_id", "string"), col("n", "bigint"), col("tags", "array<string>")],
+            Deserializer::default(),
+            ParquetOptions::default(),
+        )
+    }
+
+    #[test]
+    fn encodes_filters_and_claims() {
+        let f = format();
+        let records =
+            b"{\"tenant_id\":\"a\",\"n\":1,\"tags\":[\"x\"]}\n{\"tenant_id\":\"b\",\"n\":2}\n{\"n\":3,\"tags\":[]}\n";
+        let file = Bytes::from(f.encode(records).unwrap());
+        assert_eq!(&file[..4], b"PAR1");
+        assert_eq!(ParquetFormat::rows(&file).unwrap(), 3);
+        let kept = Bytes::from(f.keep_rows(&file, &[true, false, true]).unwrap());
+        assert_eq!(ParquetFormat::rows(&kept).unwrap(), 2);
+        let reader = ParquetRecordBatchReaderBuilder::try_new(kept).unwrap().build().unwrap();
+        let batch = reader.into_iter().next().unwrap().unwrap();
+        let n = batch.column(1).as_any().downcast_ref::<arrow_array::Int64Array>().unwrap();
+        assert_eq!(n.values().to_vec(), vec![1, 3]);
+        let empty = Bytes::from(f.empty().unwrap());
+        assert_eq!(ParquetFormat::rows(&empty).unwrap(), 0);
+        assert_eq!(f.empty().unwrap(), f.empty().unwrap(), "a claim is the same bytes every time");
+    }
+
+    #[test]
+    fn many_rows_make_many_batches() {
+        let f = format();
+        let mut records = Vec::new();
+        for i in 0..(ENCODE_ROWS * 2 + 5) {
+            records.extend_from_slice(format!("{{\"tenant_id\":\"t{}\",\"n\":{i}}}\n", i % 7).as_bytes());
+        }
+        let file = Bytes::from(f.encode(&records).unwrap());
+        assert_eq!(ParquetFormat::rows(&file).unwrap(), (ENCODE_ROWS * 2 + 5) as u64);
+    }
+}

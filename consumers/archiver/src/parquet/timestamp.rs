@@ -1,0 +1,188 @@
+//! How `timestamp` and `date` columns read JSON values.
+//!
+//! Without `TimestampFormats` (Firehose: `java.sql.Timestamp::valueOf`) a timestamp is
+//! the text `yyyy-MM-dd HH:mm:ss[.f...]`; weir also takes ISO 8601 with `T` and an
+//! optional zone (`2026-12-01T10:00:00.5Z`), and a JSON integer as epoch milliseconds
+//! (what MCP events carry in `ts`). With `TimestampFormats` only those formats are
+//! tried, in order: `millis` (epoch milliseconds, as a number or text) or a Joda
+//! pattern (`yyyy-MM-dd'T'HH:mm:ss.SSSZ`). Values with a zone are converted to UTC; the
+//! column has no zone, as Hive's.
+
+use chrono::{DateTime, NaiveDate, NaiveDateTime};
+
+/// One entry of `TimestampFormats`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TimestampFormat {
+    /// `millis`: epoch milliseconds.
+    Millis,
+    /// A Joda pattern, as chrono's format string, and whether it has a zone.
+    Pattern {
+        /// The pattern as given.
+        joda: String,
+        /// The same in chrono's `strftime` syntax.
+        chrono: String,
+        /// It names an offset (`Z`).
+        zoned: bool,
+        /// It has a time of day (otherwise midnight).
+        timed: bool,
+    },
+}
+
+impl TimestampFormat {
+    /// Compiles one entry; the error says which letter is not supported.
+    pub fn parse(text: &str) -> Result<TimestampFormat, String> {
+        if text == "millis" {
+            return Ok(TimestampFormat::Millis);
+        }
+        let chars: Vec<char> = text.chars().collect();
+        let (mut out, mut zoned, mut timed) = (String::new(), false, false);
+        let mut i = 0;
+        while i < chars.len() {
+            let c = chars[i];
+            if c == '\'' {
+                let close = chars[i + 1..].iter().position(|&x| x == '\'').ok_or("unterminated quote")?;
+                let literal: String = chars[i + 1..i + 1 + close].iter().collect();
+                out.push_str(&if literal.is_empty() { "'".to_owned() } else { literal.replace('%', "%%") });
+                i += close + 2;
+                continue;
+            }
+            let run = chars[i..].iter().take_while(|&&x| x == c).count();
+            let field = match (c, run) {
+                ('y', 2) => "%y",
+                ('y', _) => "%Y",
+                ('M', 1 | 2) => "%m",
+                ('M', 3) => "%b",
+                ('M', _) => "%B",
+                ('d', 1 | 2) => "%d",
+                ('E', 1..=3) => "%a",
+                ('E', _) => "%A",
+                ('H', 1 | 2) => "%H",
+                ('h', 1 | 2) => "%I",
+                ('m', 1 | 2) => "%M",
+                ('s', 1 | 2) => "%S",
+                ('S', 3) => "%3f",
+                ('S', 6) => "%6f",
+                ('S', 9) => "%9f",
+                ('a', 1) => "%p",
+                ('Z', 1) => "%z",
+                ('Z', 2) => "%:z",
+                _ if c.is_ascii_alphabetic() => {
+                    return Err(format!("pattern letters {:?} at {i} are not supported", c.to_string().repeat(run)));
+                }
+                _ => {
+                    for _ in 0..run {
+                        if c == '%' {
+                            out.push_str("%%");
+                        } else {
+                            out.push(c);
+                        }
+                    }
+                    i += run;
+                    continue;
+                }
+            };
+            zoned |= c == 'Z';
+            timed |= matches!(c, 'H' | 'h' | 'm' | 's' | 'S');
+            out.push_str(field);
+            i += run;
+        }
+        Ok(TimestampFormat::Pattern { joda: text.to_owned(), chrono: out, zoned, timed })
+    }
+
+    /// Microseconds since the epoch, if `value` has this format.
+    fn micros(&self, value: &serde_json::Value) -> Option<i64> {
+        match (self, value) {
+            (TimestampFormat::Millis, serde_json::Value::Number(n)) => n.as_i64()?.checked_mul(1000),
+            (TimestampFormat::Millis, serde_json::Value::String(s)) => s.trim().parse::<i64>().ok()?.checked_mul(1000),
+            (TimestampFormat::Pattern { chrono, zoned, timed, .. }, serde_json::Value::String(s)) => {
+                let naive = if *zoned {
+                    DateTime::parse_from_str(s, chrono).ok()?.naive_utc()
+                } else if *timed {
+                    NaiveDateTime::parse_from_str(s, chrono).ok()?
+                } else {
+                    NaiveDate::parse_from_str(s, chrono).ok()?.and_hms_opt(0, 0, 0)?
+                };
+                Some(naive.and_utc().timestamp_micros())
+            }
+            _ => None,
+        }
+    }
+}
+
+/// A timestamp column's value in microseconds, with `formats` (empty: the default).
+pub fn timestamp_micros(value: &serde_json::Value, formats: &[TimestampFormat]) -> Option<i64> {
+    if !formats.is_empty() {
+        return formats.iter().find_map(|f| f.micros(value));
+    }
+    match value {
+        serde_json::Value::Number(n) => n.as_i64()?.checked_mul(1000),
+        serde_json::Value::String(s) => {
+            let s = s.trim();
+            if let Ok(t) = DateTime::parse_from_rfc3339(s) {
+                return Some(t.naive_utc().and_utc().timestamp_micros());
+            }
+            ["%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%dT%H:%M:%S%.f"]
+                .iter()
+                .find_map(|f| NaiveDateTime::parse_from_str(s, f).ok())
+                .map(|t| t.and_utc().timestamp_micros())
+        }
+        _ => None,
+    }
+}
+
+/// A date column's value in days since the epoch: `yyyy-MM-dd` text (a timestamp's
+/// date part with `formats` set).
+pub fn date_days(value: &serde_json::Value, formats: &[TimestampFormat]) -> Option<i32> {
+    let epoch = NaiveDate::from_ymd_opt(1970, 1, 1)?;
+    if let serde_json::Value::String(s) = value
+        && let Ok(d) = NaiveDate::parse_from_str(s.trim(), "%Y-%m-%d")
+    {
+        return i32::try_from(d.signed_duration_since(epoch).num_days()).ok();
+    }
+    if formats.is_empty() {
+        return None;
+    }
+    let micros = timestamp_micros(value, formats)?;
+    i32::try_from(micros.div_euclid(86_400_000_000)).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn defaults_take_sql_iso_and_millis() {
+        let t = |v| timestamp_micros(&v, &[]);
+        assert_eq!(t(json!("1970-01-01 00:00:01.5")), Some(1_500_000));
+        assert_eq!(t(json!("1970-01-01T00:00:01Z")), Some(1_000_000));
+        assert_eq!(t(json!("1970-01-01T01:00:00+01:00")), Some(0));
+        assert_eq!(t(json!(1_764_400_000_123i64)), Some(1_764_400_000_123_000));
+        assert_eq!(t(json!("yesterday")), None);
+        assert_eq!(t(json!(true)), None);
+        assert_eq!(t(json!(i64::MAX)), None, "overflow is a mismatch, not a panic");
+    }
+
+    #[test]
+    fn joda_patterns_and_millis() {
+        let f = TimestampFormat::parse("dd/MM/yyyy HH:mm:ss.SSS").unwrap();
+        assert_eq!(f.micros(&json!("02/01/1970 00:00:00.250")), Some(86_400_250_000));
+        let z = TimestampFormat::parse("yyyy-MM-dd'T'HH:mm:ssZ").unwrap();
+        assert_eq!(z.micros(&json!("1970-01-01T02:00:00+0200")), Some(0));
+        let d = TimestampFormat::parse("yyyyMMdd").unwrap();
+        assert_eq!(d.micros(&json!("19700102")), Some(86_400_000_000));
+        let only = [TimestampFormat::Millis];
+        assert_eq!(timestamp_micros(&json!("1000"), &only), Some(1_000_000));
+        assert_eq!(timestamp_micros(&json!("1970-01-01 00:00:00"), &only), None, "only the formats given");
+        assert!(TimestampFormat::parse("yyyy-ww").unwrap_err().contains("\"ww\""));
+        assert!(TimestampFormat::parse("'T").is_err());
+    }
+
+    #[test]
+    fn dates() {
+        assert_eq!(date_days(&json!("1970-01-11"), &[]), Some(10));
+        assert_eq!(date_days(&json!("1969-12-31"), &[]), Some(-1));
+        assert_eq!(date_days(&json!(5), &[]), None);
+        assert_eq!(date_days(&json!(86_400_000), &[TimestampFormat::Millis]), Some(1));
+    }
+}
