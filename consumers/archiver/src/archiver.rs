@@ -14,15 +14,17 @@ use weir_core::{
     Acks, Clock, CloseReason, Consumer, ConsumerError, Intent, Record, RecordBatch, ShardContext, ShardId, Timestamp,
 };
 
+use crate::delivery::body::claim_body;
 use crate::delivery::buffers::{Appended, BufferError, Buffers, Limits};
 use crate::delivery::deliver::{BacklogRetry, Delivery, DeliveryConfig, DeliveryError, DeliveryMode};
 use crate::delivery::ledger::Ledger;
 use crate::delivery::naming::Naming;
-use crate::delivery::resolve::{KeyState, RESOLVE_CONCURRENCY, Resolution, SkipList, resolve_shard};
+use crate::delivery::resolve::{Claims, KeyState, RESOLVE_CONCURRENCY, Resolution, SkipList, resolve_shard};
 use crate::delivery::sealed::Sealed;
 use crate::fast::FastPath;
 use crate::metrics as m;
 use crate::options::{ArchiverOptions, BuildError};
+use crate::parquet::ParquetFormat;
 use crate::pipeline::error_records::{ErrorOutputType, ErrorRecord};
 use crate::pipeline::route::Route;
 use crate::pipeline::split::SplitError;
@@ -72,12 +74,23 @@ pub struct Archiver {
     gauges_at: Option<Timestamp>,
     /// `IntervalInSeconds = 0`: every batch's buffers are sealed when it is processed.
     zero_interval: bool,
+    /// The Parquet table, with a format conversion: data lines are checked against it.
+    parquet: Option<Arc<ParquetFormat>>,
+    /// `dataCatalogTable` of format conversion error records.
+    catalog_table: Option<serde_json::Value>,
 }
 
 impl Archiver {
     /// An archiver writing to `sink`; `clock` gives times for buffers and error records.
     pub fn new(options: ArchiverOptions, sink: Arc<dyn ObjectSink>, clock: Arc<dyn Clock>) -> Result<Self, BuildError> {
         let s = &options.settings;
+        let parquet = match &s.conversion {
+            None => None,
+            Some(c) => {
+                let columns = c.columns.clone().ok_or(BuildError::NoColumns)?;
+                Some(Arc::new(ParquetFormat::new(columns, c.deserializer.clone(), c.parquet.clone())))
+            }
+        };
         let limits = Limits {
             size_bytes: s.buffer_bytes,
             interval: s.buffer_interval,
@@ -85,16 +98,27 @@ impl Archiver {
             max_active: options.max_active_partitions.map(|n| n.max(1)),
             overflow: options.overflow,
             compression: s.compression,
+            error_compression: s.error_compression,
+            parquet: parquet.clone(),
             level: options.compression_level,
+        };
+        let error_extension = if s.error_compression == s.compression {
+            s.file_extension.as_str()
+        } else {
+            s.error_compression.extension()
         };
         let delivery = Delivery::new(
             DeliveryConfig {
                 consumer: options.name.clone(),
                 mode: options.mode,
                 naming: Naming::new(&options.name, 1, &s.file_extension),
+                error_naming: Naming::new(&options.name, 1, error_extension),
                 prefixes: s.prefixes.clone(),
                 time_zone: s.time_zone,
-                compression: s.compression,
+                claims: Claims {
+                    data: claim_body(s.compression, parquet.clone()),
+                    error: claim_body(s.error_compression, None),
+                },
                 concurrency: options.put_concurrency,
                 inline: options.inline_intents,
             },
@@ -117,6 +141,18 @@ impl Archiver {
             max_backlog_bytes: options.max_backlog_bytes,
             gauges_at: None,
             zero_interval: s.buffer_interval.is_zero(),
+            catalog_table: s.conversion.as_ref().and_then(|c| {
+                let t = &c.table;
+                t.table_name.as_ref()?;
+                Some(serde_json::json!({
+                    "catalogId": t.catalog_id,
+                    "databaseName": t.database_name,
+                    "tableName": t.table_name,
+                    "region": t.region,
+                    "versionId": t.version_id.as_deref().unwrap_or("LATEST"),
+                }))
+            }),
+            parquet,
         })
     }
 
@@ -143,10 +179,10 @@ impl Archiver {
     /// Starts resolving an earlier owner's intents of `shard` in the background.
     fn start_resolving(&self, shard: &ShardId, open: Vec<Intent>) -> AbortOnDropHandle<Resolution> {
         let sink = self.delivery.sink().clone();
-        let claim = self.delivery.claim().clone();
+        let claims = self.delivery.claims().clone();
         let written = self.delivery.written_keys();
         let shard = shard.clone();
-        AbortOnDropHandle::new(tokio::spawn(async move { resolve_shard(sink, &shard, open, &claim, &written).await }))
+        AbortOnDropHandle::new(tokio::spawn(async move { resolve_shard(sink, &shard, open, &claims, &written).await }))
     }
 
     /// Waits until an earlier owner's intents for `shard` are resolved, if any are
@@ -171,8 +207,8 @@ impl Archiver {
             }),
             None => {
                 let Some(open) = state.unresolved.clone() else { return Ok(()) };
-                let (sink, claim) = (self.delivery.sink().clone(), self.delivery.claim().clone());
-                resolve_shard(sink, shard, open, &claim, &self.delivery.written_keys()).await
+                let (sink, claims) = (self.delivery.sink().clone(), self.delivery.claims().clone());
+                resolve_shard(sink, shard, open, &claims, &self.delivery.written_keys()).await
             }
         };
         let (skip, states, intents) = outcome?;
@@ -206,6 +242,12 @@ impl Archiver {
             metrics::counter!(m::DUPLICATES_SKIPPED).increment(1);
             return Ok(None);
         }
+        if let Some(parquet) = &self.parquet
+            && Route::error_type(key).is_none()
+            && let Err(reason) = parquet.check(bytes)
+        {
+            return self.format_conversion_failed(shard, line, &reason.to_string(), now, sealed);
+        }
         match Route::error_type(key) {
             Some(t) => metrics::counter!(m::ERRORS, "type" => t.as_str()).increment(1),
             // `AppendDelimiterToRecord` off and no newline: the record runs into the next.
@@ -230,6 +272,24 @@ impl Archiver {
         let Appended { generation, sealed: s } = appended;
         sealed.extend(s);
         Ok(Some(generation))
+    }
+
+    /// Buffers the error record of a data line that does not fit the Parquet table:
+    /// `rawData` is the line as it would have been converted (after the transform).
+    fn format_conversion_failed(
+        &mut self,
+        shard: &ShardId,
+        line: Line<'_>,
+        reason: &str,
+        now: Timestamp,
+        sealed: &mut Vec<Sealed>,
+    ) -> Result<Option<u64>, ConsumerError> {
+        let arrival = line.record.approximate_arrival;
+        let mut rec = ErrorRecord::new(line.bytes, arrival, now, "DataFormatConversion.Failed", reason);
+        rec.data_catalog_table = self.catalog_table.clone();
+        let (mut key, text) = (Vec::new(), rec.to_line());
+        Route::Error(ErrorOutputType::FormatConversionFailed).encode(&mut key);
+        self.buffer(shard, Line { key: &key, bytes: &text, raw: line.raw, record: line.record }, now, sealed)
     }
 
     /// Buffers what the reference pipeline made of a part.

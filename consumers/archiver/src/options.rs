@@ -72,6 +72,11 @@ pub enum BuildError {
     /// The metadata extraction query does not compile.
     #[error(transparent)]
     Query(#[from] QueryError),
+    /// A format conversion is configured but no columns were given.
+    #[error(
+        "DataFormatConversionConfiguration: the table's columns are not known (set `columns` in the archiver section, or name a Glue table in SchemaConfiguration)"
+    )]
+    NoColumns,
     /// The spill directory cannot be used.
     #[error("spill_directory: {0}")]
     Spill(#[from] crate::delivery::spill::SpillError),

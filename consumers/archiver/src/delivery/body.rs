@@ -19,6 +19,8 @@ use weir_core::object_format;
 use crate::delivery::small_deflate::SmallDeflate;
 
 use crate::firehose_config::Compression as Format;
+use crate::parquet::ParquetFormat;
+use std::sync::Arc;
 
 /// Uncompressed bytes staged per body before they are compressed.
 pub const CHUNK: usize = 64 * 1024;
@@ -41,6 +43,8 @@ pub struct Deflater {
     small: SmallDeflate,
     /// Where small objects are finished (see [`Body::finish_with`]).
     scratch: Vec<u8>,
+    /// The table and writer settings of `Parquet` objects.
+    parquet: Option<Arc<ParquetFormat>>,
 }
 
 /// Objects smaller than this are finished in [`Deflater`]'s scratch.
@@ -56,7 +60,19 @@ impl Deflater {
             compress: Compress::new(Compression::new(level), false),
             small: SmallDeflate::default(),
             scratch: Vec::new(),
+            parquet: None,
         }
+    }
+
+    /// The same, also encoding `Parquet` objects with `format`.
+    pub fn with_parquet(mut self, format: Option<Arc<ParquetFormat>>) -> Self {
+        self.parquet = format;
+        self
+    }
+
+    /// The Parquet format, for a `Parquet` body.
+    pub fn parquet(&self) -> Result<&ParquetFormat, BodyError> {
+        self.parquet.as_deref().ok_or_else(|| BodyError("a Parquet object without a table".into()))
     }
 
     /// Compresses `input` as an independent run of blocks appended to `out`; `last`
@@ -118,7 +134,7 @@ impl Body {
     /// An empty body of the format.
     pub fn new(format: Format) -> Self {
         match format {
-            Format::Uncompressed | Format::Zip | Format::Snappy | Format::HadoopSnappy => {
+            Format::Uncompressed | Format::Zip | Format::Snappy | Format::HadoopSnappy | Format::Parquet => {
                 Body::Plain(Vec::new(), format)
             }
             Format::Gzip => {
@@ -254,6 +270,15 @@ impl Body {
         }
     }
 
+    /// Makes a body compressed whole when it is finished (`ZIP`, `Snappy`, `Parquet`,
+    /// ...) finish as its records as they are: a buffer taken apart and opened again
+    /// ([`crate::delivery::buffers::Buffers::forget_shard`]) need not be encoded.
+    pub fn finish_plain(&mut self) {
+        if let Body::Plain(_, format) = self {
+            *format = Format::Uncompressed;
+        }
+    }
+
     /// The finished object.
     pub fn finish(self, deflater: &mut Deflater) -> Result<Bytes, BodyError> {
         self.finish_with(deflater, |_| Ok(()))
@@ -276,6 +301,10 @@ impl Body {
                     out.extend_from_slice(&v);
                     out
                 };
+                if format == Format::Parquet {
+                    let encoded = deflater.parquet()?.encode(&whole).map_err(|e| BodyError(e.to_string()))?;
+                    return Ok(Bytes::from(encoded));
+                }
                 match format.whole() {
                     None => Ok(Bytes::from(whole)),
                     Some(f) => Ok(Bytes::from(object_format::encode(f, &whole).map_err(|e| BodyError(e.to_string()))?)),
@@ -315,6 +344,7 @@ impl Body {
 pub fn decode(format: Format, body: &[u8]) -> Result<Vec<u8>, BodyError> {
     match format {
         Format::Uncompressed => Ok(body.to_vec()),
+        Format::Parquet => Err(BodyError("a Parquet object is not decoded into records".into())),
         Format::Zip | Format::Snappy | Format::HadoopSnappy => {
             let whole = format.whole().ok_or_else(|| BodyError(format!("{format:?} is not compressed whole")))?;
             object_format::decode(whole, body, u64::MAX).map_err(|e| BodyError(e.to_string()))
@@ -344,8 +374,8 @@ pub fn decode(format: Format, body: &[u8]) -> Result<Vec<u8>, BodyError> {
 
 /// The body of a claimed key: a valid, empty object of the format (see the crate docs
 /// on exactly-once delivery).
-pub fn claim_body(format: Format) -> Bytes {
-    let mut d = Deflater::new(1);
+pub fn claim_body(format: Format, parquet: Option<Arc<ParquetFormat>>) -> Bytes {
+    let mut d = Deflater::new(1).with_parquet(parquet);
     Body::new(format).finish(&mut d).unwrap_or_default()
 }
 
@@ -418,9 +448,9 @@ mod tests {
 
     #[test]
     fn claim_bodies_are_valid_and_empty() {
-        let gz = claim_body(Format::Gzip);
+        let gz = claim_body(Format::Gzip, None);
         assert!(gunzip(&gz).is_empty());
-        assert!(claim_body(Format::Uncompressed).is_empty());
+        assert!(claim_body(Format::Uncompressed, None).is_empty());
     }
 
     #[test]

@@ -37,6 +37,7 @@
 //! so an object can be rebuilt without the records of a shard whose lease was lost.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 use std::time::Duration;
 
 use weir_core::{ExtendedSequenceNumber, ShardId, Timestamp};
@@ -46,6 +47,7 @@ use crate::delivery::relief::fold;
 use crate::delivery::sealed::{FlushReason, Sealed, Span};
 use crate::delivery::spill::{Spill, SpillRef};
 use crate::firehose_config::Compression;
+use crate::parquet::ParquetFormat;
 use crate::pipeline::route::{Route, RouteKey, data_pairs};
 
 /// What to do with a record for a new partition when `max_active` are open.
@@ -83,10 +85,21 @@ pub struct Limits {
     pub max_active: Option<usize>,
     /// Policy past `max_active`.
     pub overflow: Overflow,
-    /// Compression of the body.
+    /// Format of data objects.
     pub compression: Compression,
+    /// Format of error objects (JSON beside Parquet data; otherwise the same).
+    pub error_compression: Compression,
+    /// The table of `Parquet` data objects.
+    pub parquet: Option<Arc<ParquetFormat>>,
     /// Compression level (0–9).
     pub level: u32,
+}
+
+impl Limits {
+    /// The format of a data or an error buffer.
+    pub fn format(&self, is_data: bool) -> Compression {
+        if is_data { self.compression } else { self.error_compression }
+    }
 }
 
 pub(crate) struct Open {
@@ -179,7 +192,7 @@ pub struct Buffers {
 impl Buffers {
     /// No buffers yet.
     pub fn new(limits: Limits) -> Self {
-        let deflater = Deflater::new(limits.level);
+        let deflater = Deflater::new(limits.level).with_parquet(limits.parquet.clone());
         Self {
             limits,
             open: HashMap::default(),
@@ -362,7 +375,7 @@ impl Buffers {
                 generation,
                 cost,
                 is_data,
-                body: Body::new(self.limits.compression),
+                body: Body::new(self.limits.format(is_data)),
                 raw_bytes: 0,
                 opened: now,
                 oldest_arrival: None,
@@ -454,6 +467,10 @@ impl Buffers {
         let lost: BTreeSet<ShardId> = [shard.clone()].into();
         for k in keys {
             let opened = self.open.get(&k).map(|b| b.opened).unwrap_or(Timestamp::from_millis(0));
+            // Formats encoded whole at sealing are taken apart as their records.
+            if let Some(b) = self.open.get_mut(&k) {
+                b.body.finish_plain();
+            }
             let sealed = self.seal(&k, FlushReason::Requested)?;
             if let Some(rest) = sealed.without(&lost, &mut self.deflater)? {
                 self.reopen(rest, opened)?;
@@ -465,9 +482,9 @@ impl Buffers {
     /// Opens a buffer again with the content of `sealed` (same generation).
     fn reopen(&mut self, sealed: Sealed, opened: Timestamp) -> Result<(), BufferError> {
         let raw = decode(sealed.compression, &sealed.body)?;
-        let mut body = Body::new(sealed.compression);
-        body.append(&raw, &mut self.deflater)?;
         let is_data = sealed.key.is_data();
+        let mut body = Body::new(self.limits.format(is_data));
+        body.append(&raw, &mut self.deflater)?;
         if is_data {
             self.data_open += 1;
         }
@@ -505,6 +522,10 @@ impl Buffers {
             self.data_open -= 1;
         }
         self.held -= b.cost;
+        let compression = match &b.body {
+            Body::Plain(_, format) => *format,
+            Body::Gzip { .. } => Compression::Gzip,
+        };
         let spill = &mut self.spill;
         let body = b.body.finish_with(&mut self.deflater, |out| {
             let Some(spill) = spill.as_ref() else { return Ok(()) };
@@ -526,7 +547,7 @@ impl Buffers {
             raw_bytes: b.raw_bytes,
             oldest_arrival: b.oldest_arrival.unwrap_or(Timestamp::from_millis(0)),
             reason,
-            compression: self.limits.compression,
+            compression,
             slots: b.slots,
             spans: b.spans,
             entries: b.entries,

@@ -32,7 +32,7 @@ use crate::delivery::body::Deflater;
 use crate::delivery::ledger::Ledger;
 use crate::delivery::manifest::{self, InlineCounts, InlineLimits, IntentRef};
 use crate::delivery::naming::Naming;
-use crate::delivery::resolve::is_claim;
+use crate::delivery::resolve::{Claims, is_claim};
 use crate::delivery::sealed::Sealed;
 use crate::firehose_config::Compression;
 use crate::firehose_config::java_time::local_time;
@@ -96,14 +96,16 @@ pub struct DeliveryConfig {
     pub consumer: String,
     /// Exactly-once or Firehose's at-least-once.
     pub mode: DeliveryMode,
-    /// Object names.
+    /// Data object names.
     pub naming: Naming,
+    /// Error object names (their extension is the error output's format's).
+    pub error_naming: Naming,
     /// Data and error prefixes.
     pub prefixes: Prefixes,
     /// `CustomTimeZone`.
     pub time_zone: Tz,
-    /// The objects' format.
-    pub compression: Compression,
+    /// The objects that claim keys.
+    pub claims: Claims,
     /// Puts in flight at once.
     pub concurrency: usize,
     /// When a round's intents go inline into the leases.
@@ -116,10 +118,10 @@ pub struct Delivery {
     sink: Arc<dyn ObjectSink>,
     mode: DeliveryMode,
     naming: Naming,
+    error_naming: Naming,
     prefixes: Prefixes,
     time_zone: Tz,
-    compression: Compression,
-    claim: Bytes,
+    claims: Claims,
     backlog: VecDeque<Pending>,
     retry_at: Option<Timestamp>,
     retry_delay: Duration,
@@ -163,16 +165,17 @@ pub enum DeliveryError {
 impl Delivery {
     /// A delivery stage writing to `sink`.
     pub fn new(config: DeliveryConfig, sink: Arc<dyn ObjectSink>) -> Self {
-        let DeliveryConfig { consumer, mode, naming, prefixes, time_zone, compression, concurrency, inline } = config;
+        let DeliveryConfig { consumer, mode, naming, error_naming, prefixes, time_zone, claims, concurrency, inline } =
+            config;
         Self {
             backlog_view: Backlog::default(),
             sink,
             mode,
             naming,
+            error_naming,
             prefixes,
             time_zone,
-            compression,
-            claim: crate::delivery::body::claim_body(compression),
+            claims,
             backlog: VecDeque::new(),
             retry_at: None,
             retry_delay: Duration::from_millis(200),
@@ -195,9 +198,9 @@ impl Delivery {
         intents.iter().filter(|i| manifest::is_manifest(i)).map(|i| i.target.clone()).collect()
     }
 
-    /// The empty object that claims a key.
-    pub fn claim(&self) -> &Bytes {
-        &self.claim
+    /// The empty objects that claim keys.
+    pub fn claims(&self) -> &Claims {
+        &self.claims
     }
 
     /// The sink.
@@ -412,9 +415,9 @@ impl Delivery {
     fn key_into(&self, route: &RouteKey, oldest: Timestamp, key: &mut String) {
         key.clear();
         let empty = Default::default();
-        let (template, kind) = match route.error_type() {
-            None => (&self.prefixes.data, ""),
-            Some(t) => (&self.prefixes.error, t.as_str()),
+        let (template, kind, naming) = match route.error_type() {
+            None => (&self.prefixes.data, "", &self.naming),
+            Some(t) => (&self.prefixes.error, t.as_str(), &self.error_naming),
         };
         let e = Evaluation {
             oldest_arrival: oldest,
@@ -426,7 +429,7 @@ impl Delivery {
         let why = match template.evaluate_into(&e, &local, |name| route.value(name), key) {
             Err(err) => err.to_string(),
             Ok(()) => {
-                self.naming.push_name_local(key, &local);
+                naming.push_name_local(key, &local);
                 match weir_core::ports::validate_key(key) {
                     Ok(()) => return,
                     Err(err) => err.to_string(),
@@ -443,7 +446,7 @@ impl Delivery {
         if self.prefixes.error.evaluate_into(&e, &local, |_| None, key).is_err() {
             key.clear();
         }
-        self.naming.push_name_local(key, &local);
+        self.error_naming.push_name_local(key, &local);
     }
 
     /// Chooses keys and (exactly-once) stores intents for objects that have none.
@@ -599,12 +602,13 @@ impl Delivery {
             return PutResult::Failed(SinkError::InvalidKey { key: String::new(), reason: "no key chosen" });
         };
         let options = PutOptions {
-            content_type: Some(match self.compression {
+            content_type: Some(match p.sealed.compression {
                 Compression::Gzip => "application/gzip".into(),
                 Compression::Uncompressed => "application/x-ndjson".into(),
                 Compression::Zip => "application/zip".into(),
                 Compression::Snappy => "application/x-snappy-framed".into(),
                 Compression::HadoopSnappy => "application/octet-stream".into(),
+                Compression::Parquet => "application/vnd.apache.parquet".into(),
             }),
             content_encoding: None,
             metadata: vec![("weir-records".into(), p.sealed.records().to_string())],
@@ -612,11 +616,13 @@ impl Delivery {
         match self.sink.put_if_absent(key, p.sealed.body.clone(), &options).await {
             Ok(PutOutcome::Created) => PutResult::Durable,
             // Our own earlier attempt (its answer lost), or a claim by a new owner.
-            Ok(PutOutcome::AlreadyExists) => match is_claim(self.sink.as_ref(), key, &self.claim).await {
-                Ok(true) => PutResult::Claimed,
-                Ok(false) => PutResult::Durable,
-                Err(e) => PutResult::Failed(e),
-            },
+            Ok(PutOutcome::AlreadyExists) => {
+                match is_claim(self.sink.as_ref(), key, self.claims.of_route(&p.sealed.key)).await {
+                    Ok(true) => PutResult::Claimed,
+                    Ok(false) => PutResult::Durable,
+                    Err(e) => PutResult::Failed(e),
+                }
+            }
             Err(e) => PutResult::Failed(e),
         }
     }

@@ -46,6 +46,34 @@ pub async fn claim_or_check(sink: &dyn ObjectSink, key: &str, claim: &Bytes) -> 
     }
 }
 
+/// The empty objects that claim keys: a data key's is an empty object of the data
+/// format (a Parquet file of no rows), an error key's one of the error output's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claims {
+    /// For data keys.
+    pub data: Bytes,
+    /// For error output keys.
+    pub error: Bytes,
+}
+
+impl Claims {
+    /// One claim for every key.
+    #[cfg(test)]
+    pub fn same(claim: Bytes) -> Self {
+        Self { data: claim.clone(), error: claim }
+    }
+
+    /// The claim of a key of a route.
+    pub fn of_route(&self, route: &crate::pipeline::route::RouteKey) -> &Bytes {
+        if route.is_data() { &self.data } else { &self.error }
+    }
+
+    /// The claim of a key whose records have `scope` ([`crate::pipeline::route::Route::scope`]).
+    pub fn of_scope(&self, scope: &str) -> &Bytes {
+        if scope.starts_with("error:") { &self.error } else { &self.data }
+    }
+}
+
 /// Whether the object at `key` is a claim.
 pub async fn is_claim(sink: &dyn ObjectSink, key: &str, claim: &Bytes) -> Result<bool, SinkError> {
     match sink.stat(key).await? {
@@ -93,11 +121,11 @@ pub const RESOLVE_CONCURRENCY: usize = 128;
 pub async fn resolve(
     sink: &dyn ObjectSink,
     intents: &[Intent],
-    claim: &Bytes,
+    claims: &Claims,
     own: impl Fn(&str) -> Option<KeyState>,
 ) -> Result<(SkipList, BTreeMap<String, KeyState>), SinkError> {
     let mut states: BTreeMap<String, KeyState> = BTreeMap::new();
-    let mut ask: Vec<String> = Vec::new();
+    let mut ask: Vec<(String, Bytes)> = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for intent in intents {
         if !seen.insert(intent.target.as_str()) {
@@ -107,12 +135,12 @@ pub async fn resolve(
             Some(s) => {
                 states.insert(intent.target.clone(), s);
             }
-            None => ask.push(intent.target.clone()),
+            None => ask.push((intent.target.clone(), claims.of_scope(&intent.scope).clone())),
         }
     }
     let answers: Vec<(String, Result<KeyState, SinkError>)> = futures::stream::iter(ask)
-        .map(|key: String| async move {
-            let state = claim_or_check(sink, &key, claim).await;
+        .map(|(key, claim): (String, Bytes)| async move {
+            let state = claim_or_check(sink, &key, &claim).await;
             (key, state)
         })
         .buffer_unordered(RESOLVE_CONCURRENCY)
@@ -140,12 +168,12 @@ pub async fn resolve_shard(
     sink: Arc<dyn ObjectSink>,
     shard: &ShardId,
     open: Vec<Intent>,
-    claim: &Bytes,
+    claims: &Claims,
     written: &crate::delivery::deliver::WrittenKeys,
 ) -> Resolution {
     let intents = expand_manifests(sink.as_ref(), shard, open).await?;
     let own = |key: &str| written.contains(key).then_some(KeyState::Written);
-    let (skip, states) = resolve(sink.as_ref(), &intents, claim, own)
+    let (skip, states) = resolve(sink.as_ref(), &intents, claims, own)
         .await
         .map_err(|e| ConsumerError::with_source(format!("cannot resolve open intents of {shard}"), e))?;
     Ok((skip, states, intents.len()))
@@ -204,7 +232,7 @@ mod tests {
     #[tokio::test]
     async fn written_keys_skip_claimed_keys_replay() {
         let sink = MemoryObjectSink::new();
-        let claim = crate::delivery::body::claim_body(crate::firehose_config::Compression::Gzip);
+        let claim = crate::delivery::body::claim_body(crate::firehose_config::Compression::Gzip, None);
         sink.put_if_absent("a/written.gz", Bytes::from_static(b"data"), &PutOptions::default()).await.unwrap();
         sink.put_if_absent("a/claimed.gz", claim.clone(), &PutOptions::default()).await.unwrap();
         let intents = [
@@ -214,7 +242,7 @@ mod tests {
             // Left by a configuration whose prefix made keys the store refuses.
             intent("a/../escape.gz", "t3", 3, 4),
         ];
-        let (mut skip, states) = resolve(&sink, &intents, &claim, |_| None).await.unwrap();
+        let (mut skip, states) = resolve(&sink, &intents, &Claims::same(claim.clone()), |_| None).await.unwrap();
         assert_eq!(states["a/written.gz"], KeyState::Written);
         assert_eq!(states["a/missing.gz"], KeyState::Claimed);
         assert_eq!(states["a/claimed.gz"], KeyState::Claimed);
@@ -262,7 +290,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_thousand_intents_resolve_in_two_seconds_at_100_ms_a_call() {
         let sink = Slow(MemoryObjectSink::new());
-        let claim = crate::delivery::body::claim_body(crate::firehose_config::Compression::Gzip);
+        let claim = crate::delivery::body::claim_body(crate::firehose_config::Compression::Gzip, None);
         let mut intents = Vec::new();
         for i in 0..1_000u128 {
             let key = format!("t/{i}.gz");
@@ -272,7 +300,7 @@ mod tests {
             intents.push(intent(&key, "t", i * 10 + 1, i * 10 + 5));
         }
         let started = tokio::time::Instant::now();
-        let (mut skip, states) = resolve(&sink, &intents, &claim, |_| None).await.unwrap();
+        let (mut skip, states) = resolve(&sink, &intents, &Claims::same(claim.clone()), |_| None).await.unwrap();
         let took = started.elapsed();
         assert!(took <= std::time::Duration::from_secs(2), "took {took:?}");
         assert_eq!(states.values().filter(|s| **s == KeyState::Written).count(), 500);

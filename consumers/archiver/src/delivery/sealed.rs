@@ -91,31 +91,51 @@ impl Sealed {
         if !self.spans().any(|(s, _)| lost.contains(s)) {
             return Ok(Some(self.clone()));
         }
+        if self.compression == Compression::Parquet {
+            return self.without_rows(lost, deflater);
+        }
         let raw = decode(self.compression, &self.body)?;
         let mut body = Body::new(self.compression);
         let mut entries = Vec::new();
         let mut offset = 0usize;
-        let mut raw_bytes = 0u64;
         for &(slot, len) in &self.entries {
             let line = raw.get(offset..offset + len as usize).ok_or_else(|| BodyError("entry past body".into()))?;
             offset += len as usize;
             if !lost.contains(&self.slots[slot as usize]) {
                 body.append(line, deflater)?;
                 entries.push((slot, len));
-                raw_bytes += len as u64;
             }
         }
         if entries.is_empty() {
             return Ok(None);
         }
+        Ok(Some(self.rebuilt(lost, body.finish(deflater)?, entries)))
+    }
+
+    /// [`Sealed::without`] for a Parquet object: its rows are its records in order, so
+    /// the file is filtered row by row, without reading the records again.
+    fn without_rows(&self, lost: &BTreeSet<ShardId>, deflater: &mut Deflater) -> Result<Option<Sealed>, BodyError> {
+        let keep: Vec<bool> =
+            self.entries.iter().map(|&(slot, _)| !lost.contains(&self.slots[slot as usize])).collect();
+        let entries: Vec<(u32, u32)> = self.entries.iter().zip(&keep).filter(|(_, k)| **k).map(|(e, _)| *e).collect();
+        if entries.is_empty() {
+            return Ok(None);
+        }
+        let body = deflater.parquet()?.keep_rows(&self.body, &keep).map_err(|e| BodyError(e.to_string()))?;
+        Ok(Some(self.rebuilt(lost, Bytes::from(body), entries)))
+    }
+
+    /// This object with another body holding only `entries`, the records of shards
+    /// not in `lost`.
+    fn rebuilt(&self, lost: &BTreeSet<ShardId>, body: Bytes, entries: Vec<(u32, u32)>) -> Sealed {
         let spans: Vec<Option<Span>> =
             self.slots.iter().zip(&self.spans).map(|(s, span)| span.clone().filter(|_| !lost.contains(s))).collect();
         let oldest_arrival = spans.iter().flatten().map(|s| s.oldest_arrival).min().unwrap_or(self.oldest_arrival);
-        Ok(Some(Sealed {
+        Sealed {
             generation: self.generation,
             key: self.key.clone(),
-            body: body.finish(deflater)?,
-            raw_bytes,
+            body,
+            raw_bytes: entries.iter().map(|&(_, len)| u64::from(len)).sum(),
             reason: self.reason,
             held: self.held,
             oldest_arrival,
@@ -123,6 +143,6 @@ impl Sealed {
             slots: self.slots.clone(),
             spans,
             entries,
-        }))
+        }
     }
 }

@@ -20,6 +20,8 @@ pub fn limits(size: u64, interval_s: u64, max: usize, overflow: Overflow) -> Lim
         max_active: Some(max),
         overflow,
         compression: Compression::Gzip,
+        error_compression: Compression::Gzip,
+        parquet: None,
         level: 6,
     }
 }

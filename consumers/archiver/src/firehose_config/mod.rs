@@ -14,6 +14,7 @@ use chrono_tz::Tz;
 use serde::Deserialize;
 use serde_json::Value;
 
+pub mod conversion;
 pub mod java_time;
 pub mod prefix;
 
@@ -120,6 +121,9 @@ pub struct ExtendedS3Destination {
     /// `ProcessingConfiguration`.
     #[serde(rename = "ProcessingConfiguration", default)]
     pub processing: Processing,
+    /// `DataFormatConversionConfiguration`: Parquet output.
+    #[serde(rename = "DataFormatConversionConfiguration")]
+    pub data_format_conversion: Option<conversion::DataFormatConversion>,
     /// Accepted and ignored (weir uses its own credentials, logging and encryption
     /// settings).
     #[serde(flatten)]
@@ -127,14 +131,8 @@ pub struct ExtendedS3Destination {
 }
 
 /// Fields of Firehose's API that weir accepts but does not use.
-pub const IGNORED_FIELDS: &[&str] = &[
-    "RoleARN",
-    "EncryptionConfiguration",
-    "CloudWatchLoggingOptions",
-    "S3BackupMode",
-    "S3BackupConfiguration",
-    "DataFormatConversionConfiguration",
-];
+pub const IGNORED_FIELDS: &[&str] =
+    &["RoleARN", "EncryptionConfiguration", "CloudWatchLoggingOptions", "S3BackupMode", "S3BackupConfiguration"];
 
 /// A problem with a configuration, with the field it concerns.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -265,6 +263,9 @@ pub enum Compression {
     Snappy,
     /// Hadoop-compatible Snappy (`.hsnappy`), compressed when the object is sealed.
     HadoopSnappy,
+    /// Apache Parquet (`.parquet`, `DataFormatConversionConfiguration`): the records
+    /// converted when the object is sealed ([`crate::parquet`]).
+    Parquet,
 }
 
 impl Compression {
@@ -273,7 +274,7 @@ impl Compression {
     pub fn whole(self) -> Option<weir_core::object_format::ObjectFormat> {
         use weir_core::object_format::ObjectFormat;
         match self {
-            Compression::Uncompressed | Compression::Gzip => None,
+            Compression::Uncompressed | Compression::Gzip | Compression::Parquet => None,
             Compression::Zip => Some(ObjectFormat::Zip),
             Compression::Snappy => Some(ObjectFormat::Snappy),
             Compression::HadoopSnappy => Some(ObjectFormat::HadoopSnappy),
@@ -288,6 +289,7 @@ impl Compression {
             Compression::Zip => ".zip",
             Compression::Snappy => ".snappy",
             Compression::HadoopSnappy => ".hsnappy",
+            Compression::Parquet => ".parquet",
         }
     }
 }
@@ -331,8 +333,12 @@ pub struct ArchiverSettings {
     pub buffer_bytes: u64,
     /// Flush a partition's buffer this long after its first record.
     pub buffer_interval: Duration,
-    /// Object compression.
+    /// Data object format (`Parquet` with a format conversion).
     pub compression: Compression,
+    /// Error object format: the data format, or `UNCOMPRESSED` JSON beside Parquet.
+    pub error_compression: Compression,
+    /// `DataFormatConversionConfiguration`, when enabled.
+    pub conversion: Option<conversion::Conversion>,
     /// Object name extension (default from the compression).
     pub file_extension: String,
     /// `CustomTimeZone`.
@@ -390,7 +396,7 @@ pub fn validate(d: &ExtendedS3Destination) -> Result<ArchiverSettings, Vec<Probl
                 &mut problems,
                 key,
                 format!(
-                    "unknown field (known: Prefix, ErrorOutputPrefix, BufferingHints, CompressionFormat, CustomTimeZone, FileExtension, DynamicPartitioningConfiguration, ProcessingConfiguration, BucketARN, {})",
+                    "unknown field (known: Prefix, ErrorOutputPrefix, BufferingHints, CompressionFormat, CustomTimeZone, FileExtension, DynamicPartitioningConfiguration, ProcessingConfiguration, DataFormatConversionConfiguration, BucketARN, {})",
                     IGNORED_FIELDS.join(", ")
                 ),
             );
@@ -433,6 +439,21 @@ pub fn validate(d: &ExtendedS3Destination) -> Result<ArchiverSettings, Vec<Probl
                 format!("{other:?} is not one of UNCOMPRESSED, GZIP, ZIP, Snappy, HADOOP_SNAPPY"),
             );
             Compression::Uncompressed
+        }
+    };
+    let conversion = conversion::validate(d.data_format_conversion.as_ref(), &mut problems, &mut warnings);
+    let error_compression = compression;
+    let compression = match &conversion {
+        None => compression,
+        Some(_) => {
+            if compression != Compression::Uncompressed {
+                problem(
+                    &mut problems,
+                    "CompressionFormat",
+                    "must be UNCOMPRESSED with DataFormatConversionConfiguration enabled (Parquet compresses inside the file: ParquetSerDe.Compression)".into(),
+                );
+            }
+            Compression::Parquet
         }
     };
     let file_extension = match &d.file_extension {
@@ -599,6 +620,8 @@ pub fn validate(d: &ExtendedS3Destination) -> Result<ArchiverSettings, Vec<Probl
             buffer_bytes: size as u64 * 1024 * 1024,
             buffer_interval: Duration::from_secs(interval as u64),
             compression,
+            error_compression,
+            conversion,
             file_extension,
             time_zone,
             dynamic_partitioning_retry: dp.then(|| Duration::from_secs(retry as u64)),

@@ -93,6 +93,9 @@ pub enum Mismatch {
     /// Not one JSON value.
     #[error("record is not valid JSON: {0}")]
     NotJson(String),
+    /// More than one JSON value in one record.
+    #[error("record holds more than one JSON value; split such records with a RecordDeAggregation processor (JSON)")]
+    Several,
     /// JSON, but not an object.
     #[error("record is a JSON {0}, not an object")]
     NotObject(&'static str),
@@ -128,7 +131,14 @@ impl RowReader {
 
     /// The row of one record (exactly one JSON value, whitespace around it allowed).
     pub fn row(&self, record: &[u8]) -> Result<Vec<Cell>, Mismatch> {
-        let value: Value = serde_json::from_slice(record).map_err(|e| Mismatch::NotJson(e.to_string()))?;
+        let mut values = serde_json::Deserializer::from_slice(record).into_iter::<Value>();
+        let value = match values.next() {
+            None => return Err(Mismatch::NotJson("no value".into())),
+            Some(v) => v.map_err(|e| Mismatch::NotJson(e.to_string()))?,
+        };
+        if values.next().is_some() {
+            return Err(Mismatch::Several);
+        }
         self.row_of(&value)
     }
 
@@ -430,7 +440,8 @@ mod tests {
         assert_eq!(e.to_string(), r#"column calls[1].ms: expected int, found "slow""#);
         assert!(matches!(r.row(b"[1]"), Err(Mismatch::NotObject("array"))));
         assert!(matches!(r.row(b"{\"calls\":"), Err(Mismatch::NotJson(_))));
-        assert!(matches!(r.row(b"{}{}"), Err(Mismatch::NotJson(_))), "one value per record");
+        assert_eq!(r.row(b"{}{}"), Err(Mismatch::Several), "one value per record");
+        assert!(matches!(r.row(b"{} x"), Err(Mismatch::Several | Mismatch::NotJson(_))));
         let ints = RowReader::new(vec![col("n", "tinyint")], Deserializer::default());
         assert!(ints.row(br#"{"n":300}"#).is_err());
         assert!(ints.row(br#"{"n":1.5}"#).is_err());

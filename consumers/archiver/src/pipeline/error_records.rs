@@ -18,6 +18,8 @@ pub enum ErrorOutputType {
     ActivePartitionsExceeded,
     /// A record the `Decompression` processor could not decompress (kept as it came).
     DecompressionFailed,
+    /// A record that does not fit the Parquet table (`DataFormatConversionConfiguration`).
+    FormatConversionFailed,
 }
 
 impl ErrorOutputType {
@@ -28,6 +30,7 @@ impl ErrorOutputType {
             ErrorOutputType::PartitioningFailed => "partitioning-failed",
             ErrorOutputType::ActivePartitionsExceeded => "active-partitions-exceeded",
             ErrorOutputType::DecompressionFailed => "decompression-failed",
+            ErrorOutputType::FormatConversionFailed => "format-conversion-failed",
         }
     }
 }
@@ -51,6 +54,9 @@ pub struct ErrorRecord {
     /// The transform's ARN, when a Lambda was involved.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lambda_arn: Option<String>,
+    /// The Glue table of a format conversion failure (`databaseName`, `tableName`, ...).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data_catalog_table: Option<serde_json::Value>,
 }
 
 impl ErrorRecord {
@@ -64,6 +70,7 @@ impl ErrorRecord {
             attempt_ending_timestamp: now.as_millis(),
             raw_data: B64.encode(raw),
             lambda_arn: None,
+            data_catalog_table: None,
         }
     }
 

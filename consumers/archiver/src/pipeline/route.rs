@@ -21,11 +21,12 @@ const DATA_TAG: u8 = 0;
 const ERROR_TAG: u8 = 1;
 
 /// The error output types, for decoding.
-const ERROR_TYPES: [ErrorOutputType; 4] = [
+const ERROR_TYPES: [ErrorOutputType; 5] = [
     ErrorOutputType::ProcessingFailed,
     ErrorOutputType::PartitioningFailed,
     ErrorOutputType::ActivePartitionsExceeded,
     ErrorOutputType::DecompressionFailed,
+    ErrorOutputType::FormatConversionFailed,
 ];
 
 impl Route {

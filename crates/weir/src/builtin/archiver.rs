@@ -10,6 +10,7 @@ use weir_archiver::Overflow;
 use weir_archiver::firehose_config::{
     ArchiverSettings, ExtendedS3Destination, from_cloudformation_yaml, from_json, from_toml, validate,
 };
+use weir_archiver::parquet::{Column, ColumnType};
 use weir_archiver::{Archiver, ArchiverOptions};
 use weir_archiver::{FunctionInvoker, LambdaTransform, Transformer};
 use weir_core::Clock;
@@ -69,9 +70,49 @@ pub struct ArchiverSection {
     /// GZIP level 0-9.
     #[serde(default = "default_level")]
     pub compression_level: u32,
+    /// The table of Parquet objects (`DataFormatConversionConfiguration` in the
+    /// destination), in place of Firehose's Glue table: `[{ name = "tenant_id", type =
+    /// "string" }, ...]` with Hive type names (`string`, `int`, `bigint`, `double`,
+    /// `boolean`, `timestamp`, `date`, `decimal(p,s)`, `array<T>`, `struct<a:T,...>`,
+    /// `map<string,T>`). Without it, the Glue table the destination's
+    /// `SchemaConfiguration` names is read when the worker starts.
+    #[serde(default)]
+    pub columns: Option<Vec<ColumnSpec>>,
     /// Put in front of `Prefix` and `ErrorOutputPrefix` (replays: `weir replay --archive-prefix`).
     #[serde(skip)]
     pub prefix_prepend: Option<String>,
+}
+
+/// One column of a Parquet table.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ColumnSpec {
+    /// Column name (Parquet field name).
+    pub name: String,
+    /// Hive type name.
+    #[serde(rename = "type")]
+    pub ty: String,
+}
+
+/// The columns of a table from name and Hive type pairs; `field` names where they
+/// came from in errors (every problem is listed).
+pub fn parse_columns<'a>(specs: impl IntoIterator<Item = (&'a str, &'a str)>, field: &str) -> Result<Vec<Column>> {
+    let (mut columns, mut problems) = (Vec::<Column>::new(), Vec::new());
+    for (i, (name, ty)) in specs.into_iter().enumerate() {
+        if name.is_empty() {
+            problems.push(format!("{field}[{i}].name: empty"));
+        } else if columns.iter().any(|c| c.name.eq_ignore_ascii_case(name)) {
+            problems.push(format!("{field}[{i}].name: {name:?} appears twice (names match case-insensitively)"));
+        }
+        match ColumnType::parse(ty) {
+            Ok(t) => columns.push(Column { name: name.to_owned(), ty: t }),
+            Err(e) => problems.push(format!("{field}[{i}].type: {e}")),
+        }
+    }
+    if columns.is_empty() && problems.is_empty() {
+        problems.push(format!("{field}: no columns"));
+    }
+    if problems.is_empty() { Ok(columns) } else { bail!("{}", problems.join("; ")) }
 }
 
 /// Delivery guarantee.
@@ -157,6 +198,22 @@ pub fn settings(a: &ArchiverSection) -> Result<ArchiverSettings> {
         let list: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
         anyhow::anyhow!("destination: {}", list.join("; "))
     })?;
+    let mut settings = settings;
+    match (&a.columns, settings.conversion.as_mut()) {
+        (Some(_), None) => {
+            bail!(
+                "field `columns`: only used with DataFormatConversionConfiguration (Parquet output) in the destination"
+            )
+        }
+        (Some(specs), Some(conversion)) => {
+            let pairs = specs.iter().map(|c| (c.name.as_str(), c.ty.as_str()));
+            conversion.columns = Some(parse_columns(pairs, "columns")?);
+        }
+        (None, Some(conversion)) if conversion.glue_table().is_none() => bail!(
+            "DataFormatConversionConfiguration: set `columns` in the archiver section, or name a Glue table (SchemaConfiguration.DatabaseName and TableName)"
+        ),
+        _ => {}
+    }
     if a.transform == TransformKind::Lambda && settings.lambda.is_none() {
         bail!("field `transform`: \"lambda\" needs a Lambda processor in the destination's ProcessingConfiguration");
     }

@@ -1,0 +1,232 @@
+//! Parquet output (`DataFormatConversionConfiguration`), read back by DuckDB with the
+//! declared types and hive partitions: every Hive type round-trips, every event is in
+//! exactly one row, and records that do not fit the table go to the
+//! `format-conversion-failed` error output with the column named and the record kept.
+#![allow(clippy::unwrap_used, clippy::print_stdout)] // a test: a failed expectation is a failed test
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine as _;
+use bytes::Bytes;
+use serde_json::json;
+use weir_archiver::firehose_config::{Compression, from_json, validate};
+use weir_archiver::parquet::{Column, ColumnType};
+use weir_archiver::{Archiver, ArchiverOptions};
+use weir_core::{
+    Clock, CloseReason, Consumer, ExtendedSequenceNumber, Record, RecordBatch, SequenceNumber, ShardId, Timestamp,
+};
+use weir_e2e::{duckdb, files};
+use weir_local::FsObjectSink;
+use weir_testkit::{CrashSwitch, ManualClock, SimAcks, SimLeases};
+
+const EVENTS: u64 = 3_000;
+
+/// Every Hive type, with the type DuckDB reads it as.
+const COLUMNS: [(&str, &str, &str); 18] = [
+    ("tenant_id", "string", "VARCHAR"),
+    ("tool_name", "varchar(64)", "VARCHAR"),
+    ("session_id", "string", "VARCHAR"),
+    ("ts", "timestamp", "TIMESTAMP"),
+    ("duration_ms", "int", "INTEGER"),
+    ("success", "boolean", "BOOLEAN"),
+    ("error_code", "string", "VARCHAR"),
+    ("day", "date", "DATE"),
+    ("cost", "decimal(12,4)", "DECIMAL(12,4)"),
+    ("ratio", "double", "DOUBLE"),
+    ("tiny", "tinyint", "TINYINT"),
+    ("small", "smallint", "SMALLINT"),
+    ("big", "bigint", "BIGINT"),
+    ("f", "float", "FLOAT"),
+    ("tags", "array<string>", "VARCHAR[]"),
+    ("args", "struct<q:string,n:bigint>", "STRUCT(q VARCHAR, n BIGINT)"),
+    ("labels", "map<string,string>", "MAP(VARCHAR, VARCHAR)"),
+    ("blob", "binary", "BLOB"),
+];
+
+fn event(n: u64) -> String {
+    let blob = base64::engine::general_purpose::STANDARD.encode(format!("x{n}"));
+    let error = if n % 5 == 0 { json!("E_TIMEOUT") } else { json!(null) };
+    json!({
+        "tenantId": format!("t{}", n % 7),
+        "toolName": format!("tool{}", n % 3),
+        "sessionId": format!("s-{n}"),
+        "ts": format!("2025-11-29T07:06:{:02}.{:03}Z", n % 60, n % 1000),
+        "durationMs": n % 500,
+        "success": n % 2 == 0,
+        "errorCode": error,
+        "day": "2025-11-29",
+        "cost": format!("{n}.{:04}", n % 10_000),
+        "ratio": n as f64 / 8.0,
+        "tiny": n % 100,
+        "small": n % 30_000,
+        "big": n * 1_000_000_000,
+        "f": 0.5,
+        "tags": [format!("a{}", n % 3), "b"],
+        "args": {"Q": format!("q{n}"), "n": n, "ignored": true},
+        "labels": {"k": format!("v{n}")},
+        "blob": blob,
+        "extra": {"not": "a column"},
+    })
+    .to_string()
+}
+
+/// Valid JSON with a partition key, each with one value its column cannot take.
+const MISFITS: [(&str, &str); 9] = [
+    (r#"{"tenantId":"t1","sessionId":"bad-1","durationMs":"slow"}"#, "duration_ms"),
+    (r#"{"tenantId":"t1","sessionId":"bad-2","tiny":300}"#, "tiny"),
+    (r#"{"tenantId":"t1","sessionId":"bad-3","day":"29/11/2025"}"#, "day"),
+    (r#"{"tenantId":"t1","sessionId":"bad-4","cost":"12345678901.5"}"#, "cost"),
+    (r#"{"tenantId":"t1","sessionId":"bad-5","tags":"a,b"}"#, "tags"),
+    (r#"{"tenantId":"t1","sessionId":"bad-6","args":{"n":"many"}}"#, "args.n"),
+    (r#"{"tenantId":"t1","sessionId":"bad-7","labels":["k"]}"#, "labels"),
+    (r#"{"tenantId":"t1","sessionId":"bad-8","blob":"%%%"}"#, "blob"),
+    (r#"{"tenantId":"t1","sessionId":"bad-9","ts":"yesterday"}"#, "ts"),
+];
+
+fn record(n: u64, data: String) -> Record {
+    Record {
+        partition_key: format!("pk{n}"),
+        position: ExtendedSequenceNumber::plain(SequenceNumber::from_u128(u128::from(n))),
+        approximate_arrival: Timestamp::from_millis(1_764_400_000_000),
+        data: Bytes::from(data),
+    }
+}
+
+/// Archives the events and the misfits into `dir` with `buffer_bytes` per object.
+async fn archive(dir: &Path, buffer_bytes: u64) {
+    let text = include_str!("../../consumers/archiver/tests/fixtures/parquet-destination.json");
+    let mut settings = validate(&from_json(text).unwrap()).unwrap();
+    assert_eq!(settings.compression, Compression::Parquet);
+    assert_eq!(settings.file_extension, ".parquet");
+    let conversion = settings.conversion.as_mut().unwrap();
+    conversion.columns = Some(
+        COLUMNS
+            .iter()
+            .map(|(name, ty, _)| Column { name: (*name).into(), ty: ColumnType::parse(ty).unwrap() })
+            .collect(),
+    );
+    settings.buffer_bytes = buffer_bytes;
+    let clock = ManualClock::new(Timestamp::from_millis(1_764_400_000_000));
+    let sink = Arc::new(FsObjectSink::new(dir).unwrap());
+    let mut a = Archiver::new(ArchiverOptions::new("parquet", settings), sink, Arc::new(clock.clone())).unwrap();
+    let leases = SimLeases::new();
+    let acks = SimAcks::new(leases.clone(), 1, CrashSwitch::after(None));
+    let shard = ShardId::new("shard-0");
+    a.on_shard_open(&leases.take(&shard, 1)).await.unwrap();
+    let mut records: Vec<Record> = (1..=EVENTS).map(|n| record(n, event(n))).collect();
+    for (i, (misfit, _)) in MISFITS.iter().enumerate() {
+        records.insert(i * 300, record(0, (*misfit).to_owned()));
+    }
+    for (i, r) in records.iter_mut().enumerate() {
+        r.position = ExtendedSequenceNumber::plain(SequenceNumber::from_u128(i as u128 + 1));
+    }
+    for chunk in records.chunks(500) {
+        let batch = RecordBatch {
+            shard_id: shard.clone(),
+            records: chunk.to_vec(),
+            millis_behind_latest: Some(0),
+            child_shards: None,
+        };
+        a.on_batch(&batch, &acks).await.unwrap();
+    }
+    clock.advance(Duration::from_secs(400));
+    a.on_tick(clock.now(), &acks).await.unwrap();
+    a.on_shard_close(&shard, CloseReason::Shutdown, &acks).await.unwrap();
+    let checkpoint = leases.checkpoint(&shard);
+    assert!(checkpoint.is_some(), "the checkpoint moved once everything was durable");
+}
+
+#[tokio::test]
+async fn parquet_objects_read_back_in_duckdb_with_their_types() {
+    let dir = tempfile::tempdir().unwrap();
+    // Small objects: several row groups' worth of files per partition.
+    archive(dir.path(), 64 * 1024).await;
+    let data: Vec<_> = files(&dir.path().join("tool-events"));
+    assert!(data.len() > 7, "several objects per partition: {}", data.len());
+    assert!(data.iter().all(|p| p.to_string_lossy().ends_with(".parquet")), "{data:?}");
+    let glob = format!("{}/tool-events/*/*/*.parquet", dir.path().display());
+    let from = format!("read_parquet('{glob}', hive_partitioning = true)");
+
+    let described = duckdb(&format!("SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM {from})"));
+    let mut want: Vec<serde_json::Value> = COLUMNS.iter().map(|(n, _, t)| json!([n, t])).collect();
+    want.push(json!(["dt", "DATE"]));
+    want.push(json!(["tenant", "VARCHAR"]));
+    assert_eq!(json!(described), json!(want), "DuckDB reads the declared types");
+
+    let counts = duckdb(&format!(
+        "SELECT count(*), count(DISTINCT session_id), count(*) FILTER (WHERE tenant <> tenant_id), \
+         sum(duration_ms), count(error_code), sum(big), sum(cost)::VARCHAR FROM {from}"
+    ));
+    let sum = |f: fn(u64) -> u64| (1..=EVENTS).map(f).sum::<u64>();
+    let cost: u64 = (1..=EVENTS).map(|n| n * 10_000 + n % 10_000).sum();
+    assert_eq!(
+        json!(counts[0]),
+        json!([
+            EVENTS,
+            EVENTS,
+            0,
+            sum(|n| n % 500),
+            EVENTS / 5,
+            sum(|n| n * 1_000_000_000),
+            format!("{}.{:04}", cost / 10_000, cost % 10_000)
+        ])
+    );
+
+    let row = duckdb(&format!(
+        "SELECT tenant_id, tool_name, ts::VARCHAR, duration_ms, success, error_code, day::VARCHAR, cost::VARCHAR, \
+         ratio, tiny, small, big, f, tags, args.q, args.n, labels['k'], blob::VARCHAR FROM {from} WHERE session_id = 's-15'"
+    ));
+    assert_eq!(
+        json!(row),
+        json!([[
+            "t1",
+            "tool0",
+            "2025-11-29 07:06:15.015",
+            15,
+            false,
+            "E_TIMEOUT",
+            "2025-11-29",
+            "15.0015",
+            1.875,
+            15,
+            15,
+            15_000_000_000u64,
+            0.5,
+            ["a0", "b"],
+            "q15",
+            15,
+            "v15",
+            "x15"
+        ]]),
+        "every type round-trips"
+    );
+
+    // The misfits, each in the error output with its column named and its bytes kept.
+    let errors = files(&dir.path().join("tool-events-errors/format-conversion-failed"));
+    assert!(errors.iter().all(|p| p.extension().is_none()), "error objects are JSON lines: {errors:?}");
+    let mut lines = Vec::new();
+    for p in errors {
+        for l in std::fs::read_to_string(p).unwrap().lines() {
+            lines.push(serde_json::from_str::<serde_json::Value>(l).unwrap());
+        }
+    }
+    assert_eq!(lines.len(), MISFITS.len());
+    for (misfit, column) in MISFITS {
+        let line = lines
+            .iter()
+            .find(|l| {
+                base64::engine::general_purpose::STANDARD.decode(l["rawData"].as_str().unwrap()).unwrap()
+                    == misfit.as_bytes()
+            })
+            .unwrap_or_else(|| panic!("{misfit} is in the error output"));
+        assert_eq!(line["errorCode"], "DataFormatConversion.Failed");
+        let message = line["errorMessage"].as_str().unwrap();
+        assert!(message.starts_with(&format!("column {column}")), "{misfit}: {message}");
+        assert_eq!(line["dataCatalogTable"]["tableName"], "tool_events");
+        assert_eq!(line["dataCatalogTable"]["databaseName"], "mcp");
+    }
+    let bad = duckdb(&format!("SELECT count(*) FROM {from} WHERE session_id LIKE 'bad-%'"));
+    assert_eq!(bad[0][0], json!(0), "no misfit reached the data");
+}
