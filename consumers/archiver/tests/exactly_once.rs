@@ -42,6 +42,7 @@ fn compression() -> impl Strategy<Value = Compression> {
         Just(Compression::Zip),
         Just(Compression::Snappy),
         Just(Compression::HadoopSnappy),
+        Just(Compression::Parquet),
     ]
 }
 
@@ -61,6 +62,11 @@ fn archiver(sink: Arc<dyn ObjectSink>, clock: &ManualClock, mode: DeliveryMode) 
     let mut s = settings(600);
     s.compression = COMPRESSION.get();
     s.file_extension = s.compression.extension().into();
+    s.error_compression = s.compression;
+    if s.compression == Compression::Parquet {
+        s.error_compression = Compression::Uncompressed;
+        s.conversion = Some(mcp_table());
+    }
     let mut o = ArchiverOptions::new("mcp-archive", s);
     o.mode = mode;
     o.max_active_partitions = Some(5);
@@ -146,7 +152,15 @@ fn check(store: &MemoryObjectSink, leases: &SimLeases) -> Result<(), TestCaseErr
     let objects = store.snapshot();
     let compression = COMPRESSION.get();
     for (key, body) in objects.iter().filter(|(k, b)| !k.starts_with("_weir/") && !b.is_empty()) {
+        let compression = match compression {
+            // Error objects beside Parquet are JSON lines.
+            Compression::Parquet if key.starts_with("tool-events-errors/") => Compression::Uncompressed,
+            c => c,
+        };
         prop_assert!(key.ends_with(compression.extension()), "{} is not {:?}", key, compression);
+        if compression == Compression::Parquet {
+            prop_assert!(body.starts_with(b"PAR1") && body.ends_with(b"PAR1"), "{} is one Parquet file", key);
+        }
         if let Some(format) = compression.whole() {
             prop_assert_eq!(weir_core::object_format::ObjectFormat::sniff(body), format, "{}", key);
         }

@@ -29,6 +29,30 @@ pub fn pos(n: u128) -> ExtendedSequenceNumber {
 }
 
 /// An MCP event with a unique id; every `bad_every`-th record is not JSON.
+/// The table of mcp-normalize's lines, for Parquet output.
+pub fn mcp_table() -> weir_archiver::firehose_config::conversion::Conversion {
+    use weir_archiver::parquet::{Column, ColumnType, Deserializer, ParquetOptions};
+    let columns = [
+        ("schema_version", "string"),
+        ("tenant_id", "string"),
+        ("tool_name", "string"),
+        ("session_id", "string"),
+        ("timestamp_utc", "timestamp"),
+        ("duration_ms", "bigint"),
+        ("success", "boolean"),
+        ("error_code", "string"),
+    ]
+    .into_iter()
+    .map(|(name, ty)| Column { name: name.into(), ty: ColumnType::parse(ty).unwrap() })
+    .collect();
+    weir_archiver::firehose_config::conversion::Conversion {
+        deserializer: Deserializer::default(),
+        parquet: ParquetOptions::default(),
+        table: Default::default(),
+        columns: Some(columns),
+    }
+}
+
 pub fn record(shard: usize, n: u128, bad_every: u128) -> Record {
     let id = format!("s{shard}-{n}");
     let data = if bad_every > 0 && n.is_multiple_of(bad_every) {
@@ -75,7 +99,34 @@ pub fn batch(shard: &ShardId, records: Vec<Record>) -> RecordBatch {
 /// The text of an object in any format the archiver writes (found from its bytes).
 pub fn object_text(b: &[u8]) -> String {
     use weir_core::object_format::{ObjectFormat, decode};
+    if b.starts_with(b"PAR1") {
+        return parquet_lines(b);
+    }
     String::from_utf8(decode(ObjectFormat::sniff(b), b, u64::MAX).unwrap()).unwrap()
+}
+
+/// A Parquet object's rows as JSON lines (the parquet crate's row reader).
+pub fn parquet_lines(b: &[u8]) -> String {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    let reader = SerializedFileReader::new(Bytes::copy_from_slice(b)).expect("a Parquet file");
+    let mut out = String::new();
+    for row in reader.get_row_iter(None).unwrap() {
+        let row = row.unwrap();
+        let object: serde_json::Map<String, Value> = row
+            .get_column_iter()
+            .map(|(name, field)| {
+                let value = match field {
+                    parquet::record::Field::Str(s) => Value::String(s.clone()),
+                    parquet::record::Field::Null => Value::Null,
+                    other => Value::String(other.to_string()),
+                };
+                (name.clone(), value)
+            })
+            .collect();
+        out.push_str(&Value::Object(object).to_string());
+        out.push('\n');
+    }
+    out
 }
 
 /// Every archived record's session id (or raw data for error records), with the
