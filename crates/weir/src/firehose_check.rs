@@ -19,7 +19,7 @@ pub fn run(file: &Path, resource: Option<&str>) -> Result<()> {
     match validate(&destination) {
         Ok(settings) => {
             println!(
-                "{}: ok (buffer {} MiB / {} s, {:?}, dynamic partitioning {}{})",
+                "{}: ok (buffer {} MiB / {} s, {:?}, dynamic partitioning {}{}{})",
                 file.display(),
                 settings.buffer_bytes / (1024 * 1024),
                 settings.buffer_interval.as_secs(),
@@ -29,6 +29,18 @@ pub fn run(file: &Path, resource: Option<&str>) -> Result<()> {
                     None => "",
                     Some(d) if d.message_extraction => ", CloudWatch Logs records: messages extracted",
                     Some(_) => ", CloudWatch Logs records: decompressed",
+                },
+                match &settings.conversion {
+                    None => String::new(),
+                    Some(c) => format!(
+                        ", {:?} Parquet with {}",
+                        c.parquet.compression,
+                        match c.glue_table() {
+                            Some((db, table)) =>
+                                format!("the columns of Glue table {db}.{table}, or the archiver's `columns`"),
+                            None => "the archiver's `columns`".into(),
+                        }
+                    ),
                 }
             );
             for w in &settings.warnings {

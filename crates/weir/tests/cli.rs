@@ -324,7 +324,39 @@ fn firehose_destinations_are_checked_with_every_problem_named() {
     assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
     let want = "ok (buffer 64 MiB / 0 s, Gzip, dynamic partitioning on, CloudWatch Logs records: messages extracted)";
     assert!(stdout.contains(want), "{stdout}");
+    let f = format!("{fixtures}/parquet-destination.json");
+    let out = weir().args(["config", "check", "--firehose", &f]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    let want = "ok (buffer 64 MiB / 300 s, Parquet, dynamic partitioning on, Snappy Parquet with the columns of Glue table mcp.tool_events, or the archiver's `columns`)";
+    assert!(stdout.contains(want), "{stdout}");
+    assert!(
+        stdout
+            .contains("warning: DataFormatConversionConfiguration.SchemaConfiguration.RoleARN is accepted and ignored"),
+        "{stdout}"
+    );
     let dir = tempfile::tempdir().unwrap();
+    let orc = dir.path().join("orc.json");
+    std::fs::write(
+        &orc,
+        r#"{"Prefix": "a/", "ErrorOutputPrefix": "e/", "CompressionFormat": "GZIP", "DataFormatConversionConfiguration": {
+            "InputFormatConfiguration": {"Deserializer": {"HiveJsonSerDe": {"TimestampFormats": ["yyyy-ww"]}}},
+            "OutputFormatConfiguration": {"Serializer": {"OrcSerDe": {}, "ParquetSerDe": {"BlockSizeBytes": 1024, "Compression": "LZO"}}}}}"#,
+    )
+    .unwrap();
+    let out = weir().args(["config", "check", "--firehose", orc.to_str().unwrap()]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    for want in [
+        "problem: CompressionFormat: must be UNCOMPRESSED with DataFormatConversionConfiguration enabled",
+        "problem: DataFormatConversionConfiguration.InputFormatConfiguration.Deserializer.HiveJsonSerDe.TimestampFormats[0]",
+        "problem: DataFormatConversionConfiguration.OutputFormatConfiguration.Serializer.OrcSerDe",
+        "problem: DataFormatConversionConfiguration.OutputFormatConfiguration.Serializer.ParquetSerDe.BlockSizeBytes",
+        "problem: DataFormatConversionConfiguration.OutputFormatConfiguration.Serializer.ParquetSerDe.Compression",
+        "5 problem(s)",
+    ] {
+        assert!(stderr.contains(want), "{want} in {stderr}");
+    }
     let bad = dir.path().join("bad.json");
     std::fs::write(
         &bad,

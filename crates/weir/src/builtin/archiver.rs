@@ -97,13 +97,14 @@ pub struct ColumnSpec {
 /// The columns of a table from name and Hive type pairs; `field` names where they
 /// came from in errors (every problem is listed).
 pub fn parse_columns<'a>(specs: impl IntoIterator<Item = (&'a str, &'a str)>, field: &str) -> Result<Vec<Column>> {
-    let (mut columns, mut problems) = (Vec::<Column>::new(), Vec::new());
+    let (mut columns, mut problems, mut names) = (Vec::<Column>::new(), Vec::new(), Vec::<&str>::new());
     for (i, (name, ty)) in specs.into_iter().enumerate() {
         if name.is_empty() {
             problems.push(format!("{field}[{i}].name: empty"));
-        } else if columns.iter().any(|c| c.name.eq_ignore_ascii_case(name)) {
+        } else if names.iter().any(|n| n.eq_ignore_ascii_case(name)) {
             problems.push(format!("{field}[{i}].name: {name:?} appears twice (names match case-insensitively)"));
         }
+        names.push(name);
         match ColumnType::parse(ty) {
             Ok(t) => columns.push(Column { name: name.to_owned(), ty: t }),
             Err(e) => problems.push(format!("{field}[{i}].type: {e}")),
@@ -318,5 +319,43 @@ impl Plugin for Archiver {
             format!("archiver {name}: {objects} objects ({bytes} bytes) waiting for the store")
         });
         Ok(archiver)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn section(extra: &str, conversion: bool) -> Result<ArchiverSettings> {
+        let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/../../consumers/archiver/tests/fixtures");
+        let file = if conversion { "parquet-destination.json" } else { "mcp-destination.json" };
+        let text = format!("directory = \"out\"\nfirehose = \"{fixtures}/{file}\"\n{extra}");
+        let a: ArchiverSection = toml::from_str(&text).map_err(|e| anyhow::anyhow!("{e}"))?;
+        settings(&a)
+    }
+
+    #[test]
+    fn parquet_columns_are_read_and_every_problem_named() {
+        let ok = section(
+            r#"columns = [{ name = "tenant_id", type = "string" }, { name = "ts", type = "timestamp" }, { name = "args", type = "map<string,string>" }]"#,
+            true,
+        )
+        .unwrap();
+        let columns = ok.conversion.unwrap().columns.unwrap();
+        assert_eq!(columns.len(), 3);
+        assert_eq!(columns[2].ty, ColumnType::Map(Box::new(ColumnType::String)));
+
+        let bad = section(
+            r#"columns = [{ name = "a", type = "strng" }, { name = "A", type = "int" }, { name = "b", type = "decimal(50,1)" }]"#,
+            true,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(bad.contains("columns[0].type: type \"strng\""), "{bad}");
+        assert!(bad.contains("columns[1].name: \"A\" appears twice"), "{bad}");
+        assert!(bad.contains("columns[2].type"), "{bad}");
+
+        let unused = section(r#"columns = [{ name = "a", type = "string" }]"#, false).unwrap_err().to_string();
+        assert!(unused.contains("field `columns`: only used with DataFormatConversionConfiguration"), "{unused}");
     }
 }
