@@ -5,7 +5,7 @@
 //! - 100,000 records, at least 20 kills, two archivers on the same stream: one in
 //!   exactly-once mode, one in Firehose mode. Every record exactly once in the first, at
 //!   least once in the second, partition columns equal to the record fields.
-//! - At cardinality: 5,000 tenant partitions under a 4 MiB buffer budget with a spill
+//! - At cardinality, in Parquet: 5,000 tenant partitions under a 4 MiB buffer budget with a spill
 //!   directory (buffers spill to disk, or are sealed for memory, between the kills; a
 //!   killed worker's spill files are deleted by the next start), exactly once. Rounds
 //!   of thousands of objects keep their intents in manifests: a lease item stays
@@ -36,6 +36,14 @@ use weir_testkit::Emulator;
 const RECORDS: u64 = 100_000;
 const WAVES: u64 = 10;
 const MIN_KILLS: usize = 20;
+
+/// The table of mcp-normalize's lines, as an archiver's `columns`.
+const MCP_COLUMNS: &str = r#"columns = [
+  { name = "schema_version", type = "string" }, { name = "tenant_id", type = "string" },
+  { name = "tool_name", type = "string" }, { name = "session_id", type = "string" },
+  { name = "timestamp_utc", type = "timestamp" }, { name = "duration_ms", type = "bigint" },
+  { name = "success", type = "boolean" }, { name = "error_code", type = "string" },
+]"#;
 
 fn archiver(name: &str, mode: &str, prefix: &str) -> String {
     archiver_toml(
@@ -283,10 +291,12 @@ async fn sigkill_storm_at_five_thousand_partitions() {
     create_stream(&k, "crash-events", 4).await;
     let dir = tempfile::tempdir().unwrap();
     let local = dir.path().join("archive");
+    // Parquet objects (the other storm writes GZIP): the table is given in the
+    // archiver's `columns`, as a user moving a format-converting delivery stream would.
     let consumer = archiver_toml(
         "archive-wide",
         &format!(
-            "directory = \"{}\"\nmode = \"exactly-once\"\nmax_buffer_memory = 4194304\nspill_directory = \"{}\"",
+            "directory = \"{}\"\nmode = \"exactly-once\"\nmax_buffer_memory = 4194304\nspill_directory = \"{}\"\n{MCP_COLUMNS}",
             local.display(),
             dir.path().join("spill").display()
         ),
@@ -295,7 +305,10 @@ async fn sigkill_storm_at_five_thousand_partitions() {
         "wide-errors/!{firehose:error-output-type}/",
         30,
         &metadata_extraction("{tenantId: .tenant_id}", false),
-    );
+    )
+    .replace("CompressionFormat = \"GZIP\"", "CompressionFormat = \"UNCOMPRESSED\"")
+        + "[consumers.destination.DataFormatConversionConfiguration]\nEnabled = true\n\
+           OutputFormatConfiguration = { Serializer = { ParquetSerDe = { Compression = \"SNAPPY\" } } }\n";
     let mut fleet = Fleet::two_workers(dir.path(), &fk.endpoint, &moto.endpoint, consumer);
     let (last, kills) = fleet
         .put_while_killing(&k, RECORDS, WAVES, KILLS, |i| {
@@ -332,8 +345,9 @@ async fn sigkill_storm_at_five_thousand_partitions() {
     let objects = files(&local.join("wide")).len();
     let root = local.display();
     let rows = duckdb(&format!(
-        "select count(*), count(distinct session_id), count(*) filter (where tenant <> tenant_id), count(distinct tenant) \
-         from read_json_auto('{root}/wide/*/*/*.gz', hive_partitioning = true, format = 'newline_delimited')"
+        "select count(*), count(distinct session_id), count(*) filter (where tenant <> tenant_id), count(distinct tenant), \
+         count(*) filter (where typeof(timestamp_utc) <> 'TIMESTAMP' or typeof(duration_ms) <> 'BIGINT') \
+         from read_parquet('{root}/wide/*/*/*.parquet', hive_partitioning = true)"
     ));
     eprintln!(
         "{objects} objects (claims included); rows/distinct/mismatched/tenants {:?}; {manifests_left} manifests left after {kills} kills",
@@ -349,6 +363,7 @@ async fn sigkill_storm_at_five_thousand_partitions() {
     assert_eq!(rows[0][1].as_u64(), Some(RECORDS));
     assert_eq!(rows[0][2].as_u64(), Some(0), "partition column equals the record field");
     assert_eq!(rows[0][3].as_u64(), Some(TENANTS));
+    assert_eq!(rows[0][4].as_u64(), Some(0), "columns have their declared types");
     // A manifest outlives its intents only when a worker dies between writing it and
     // recording its intent, or between a checkpoint and the delete.
     assert!(manifests_left <= 4 * kills, "{manifests_left} manifests left after {kills} kills");
@@ -360,8 +375,8 @@ async fn sigkill_storm_at_five_thousand_partitions() {
 fn explain_duplicates(local: &Path, dir: &Path) {
     let root = local.display();
     let dups = duckdb(&format!(
-        "select session_id, list(filename order by filename) from read_json_auto('{root}/wide/*/*/*.gz', \
-         hive_partitioning = true, format = 'newline_delimited', filename = true) \
+        "select session_id, list(filename order by filename) from read_parquet('{root}/wide/*/*/*.parquet', \
+         hive_partitioning = true, filename = true) \
          group by session_id having count(*) > 1 order by session_id limit 10"
     ));
     for row in &dups {
