@@ -5,7 +5,8 @@
 //! sanitiser sends it, with the right error code; nothing panics, nothing is lost, and
 //! no object escapes its prefix. The same corpus runs in every `CompressionFormat`:
 //! objects of ZIP, Snappy, Hadoop Snappy and UNCOMPRESSED are turned into GZIP copies
-//! for DuckDB (their own readers are in `archive_formats`).
+//! for DuckDB (their own readers are in `archive_formats`), and in Parquet
+//! (`DataFormatConversionConfiguration`), read by DuckDB's `read_parquet`.
 #![allow(clippy::unwrap_used, clippy::print_stdout)] // a test: a failed expectation is a failed test
 
 use std::collections::BTreeMap;
@@ -15,6 +16,7 @@ use base64::Engine;
 use bytes::Bytes;
 use weir_archiver::Transformer;
 use weir_archiver::firehose_config::{from_json, validate};
+use weir_archiver::parquet::{Column, ColumnType};
 use weir_archiver::{Archiver, ArchiverOptions};
 use weir_core::kpl::{aggregate, deaggregate};
 use weir_core::{
@@ -25,6 +27,10 @@ use weir_local::FsObjectSink;
 use weir_testkit::{CrashSwitch, ManualClock, SimAcks, SimLeases};
 
 const T0: i64 = 1_764_400_000_000;
+
+/// Not a `CompressionFormat`: UNCOMPRESSED with a `DataFormatConversionConfiguration`
+/// writing Parquet with the table of mcp-normalize's lines.
+const PARQUET: &str = "PARQUET";
 
 /// Where a case must land.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,7 +117,7 @@ fn corpus() -> Vec<(&'static str, Vec<u8>, Expect)> {
 
 #[tokio::test(flavor = "current_thread")]
 async fn every_bad_record_lands_where_firehose_would_put_it() {
-    for format in ["GZIP", "UNCOMPRESSED", "ZIP", "Snappy", "HADOOP_SNAPPY"] {
+    for format in ["GZIP", "UNCOMPRESSED", "ZIP", "Snappy", "HADOOP_SNAPPY", PARQUET] {
         corpus_in(format).await;
     }
 }
@@ -139,7 +145,26 @@ async fn corpus_in(format: &str) {
     let text = include_str!("../../consumers/archiver/tests/fixtures/mcp-destination.json");
     let mut destination = from_json(text).unwrap();
     destination.compression_format = Some(format.to_owned());
+    if format == PARQUET {
+        destination.compression_format = Some("UNCOMPRESSED".into());
+        destination.data_format_conversion = Some(Default::default());
+    }
     let mut settings = validate(&destination).unwrap();
+    if let Some(conversion) = settings.conversion.as_mut() {
+        let columns = [
+            ("schema_version", "string"),
+            ("tenant_id", "string"),
+            ("tool_name", "string"),
+            ("session_id", "string"),
+            ("timestamp_utc", "timestamp"),
+            ("duration_ms", "bigint"),
+            ("success", "boolean"),
+            ("error_code", "string"),
+        ];
+        conversion.columns = Some(
+            columns.iter().map(|(n, t)| Column { name: (*n).into(), ty: ColumnType::parse(t).unwrap() }).collect(),
+        );
+    }
     let extension = settings.file_extension.clone();
     settings.append_delimiter = false;
     let mut options = ArchiverOptions::new("mcp-archive", settings);
@@ -190,10 +215,18 @@ async fn corpus_in(format: &str) {
     let copies = tempfile::tempdir().unwrap();
     gzip_copies(dir.path(), copies.path());
     let root = copies.path().display();
-    let rows = duckdb(&format!(
-        "select tenant, tenant_id, count(*) from read_json_auto('{root}/tool-events/*/*/*/*/*/*/*.gz', \
-         hive_partitioning = true, format = 'newline_delimited', maximum_object_size = 4000000) group by all order by all"
-    ));
+    let rows = if format == PARQUET {
+        duckdb(&format!(
+            "select tenant, tenant_id, count(*) from read_parquet('{}/tool-events/*/*/*/*/*/*/*.parquet', \
+             hive_partitioning = true) group by all order by all",
+            dir.path().display()
+        ))
+    } else {
+        duckdb(&format!(
+            "select tenant, tenant_id, count(*) from read_json_auto('{root}/tool-events/*/*/*/*/*/*/*.gz', \
+             hive_partitioning = true, format = 'newline_delimited', maximum_object_size = 4000000) group by all order by all"
+        ))
+    };
     let mut got: BTreeMap<String, u64> = BTreeMap::new();
     for r in &rows {
         assert_eq!(plain(&r[0]), plain(&r[1]), "partition column equals tenant_id: {r:?}");
@@ -237,7 +270,11 @@ async fn corpus_in(format: &str) {
                 || rel.starts_with(".weir"),
             "{rel}"
         );
-        assert!(rel.starts_with(".weir") || rel.ends_with(&extension), "{format}: {rel}");
+        let error = rel.starts_with("tool-events-errors/");
+        assert!(rel.starts_with(".weir") || error || rel.ends_with(&extension), "{format}: {rel}");
+        if format == PARQUET && error {
+            assert!(!rel.ends_with(".parquet"), "error objects are JSON lines beside Parquet: {rel}");
+        }
     }
 }
 
