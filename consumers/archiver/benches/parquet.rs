@@ -1,0 +1,167 @@
+//! Parquet (SNAPPY) beside GZIP NDJSON, in the same run: the archiver in-process on one
+//! core, no network, exactly-once mode, writing to a memory sink. Raw MCP events (no
+//! transform; jq `{tenantId: .tenantId, toolName: .toolName}`) at three partition
+//! counts (42, 500, 5,000) and two event shapes: the flat tool-call event (~200 bytes)
+//! and the same with nested `arguments` (~1 KB), kept as JSON text in a `string`
+//! column. Each case runs both formats in alternation, three rounds, each reported by
+//! its fastest (noise only adds time); time is thread CPU time.
+//!
+//! Run: `cargo bench -p weir-archiver --bench parquet` (optionally `-- 300000`).
+#![allow(clippy::unwrap_used, clippy::print_stdout)] // a bench: a failed expectation is a failed run
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use cpu_time::ThreadTime;
+use weir_archiver::firehose_config::conversion::Conversion;
+use weir_archiver::firehose_config::{ArchiverSettings, Compression, from_json, validate};
+use weir_archiver::parquet::{Column, ColumnType, Deserializer, ParquetOptions};
+use weir_archiver::{Archiver, ArchiverOptions};
+use weir_core::{
+    CloseReason, Consumer, ExtendedSequenceNumber, Record, RecordBatch, SequenceNumber, ShardId, Timestamp,
+};
+use weir_testkit::{CrashSwitch, ManualClock, MemoryObjectSink, SimAcks, SimLeases};
+
+const T0: i64 = 1_764_400_000_000;
+const BATCH: usize = 500;
+
+fn event(i: u64, partitions: u64, nested: bool) -> Bytes {
+    let tools = 6.min(partitions);
+    let tenant = i % (partitions / tools);
+    let args = if nested {
+        format!(
+            r#","arguments":{{"query":"select * from events where tenant = 't-{tenant:04}' and day > '2026-11-{:02}'","limit":{},"filters":[{{"field":"tool","op":"eq","value":"tool-{}"}},{{"field":"durationMs","op":"gt","value":{}}}],"options":{{"explain":false,"timeoutMs":30000,"tags":["a","b","c"],"trace":"{:064x}"}},"context":{{"user":"u-{}","locale":"en-GB","client":"mcp-inspector/0.9","notes":"{}"}}}}"#,
+            i % 28 + 1,
+            i % 1000,
+            i % tools,
+            i % 500,
+            u128::from(i) * 0x9e37_79b9_7f4a_7c15,
+            i % 977,
+            "lorem ipsum dolor sit amet ".repeat(12)
+        )
+    } else {
+        String::new()
+    };
+    Bytes::from(format!(
+        r#"{{"tenantId":"t-{tenant:04}","toolName":"tool-{}","sessionId":"sess-{:08x}","ts":{},"durationMs":{},"success":{},"errorCode":{}{args}}}"#,
+        i % tools,
+        i / 13,
+        T0 + (i as i64) * 3,
+        (i * 37) % 2000,
+        !i.is_multiple_of(17),
+        if i.is_multiple_of(17) { "\"E_TIMEOUT\"" } else { "null" }
+    ))
+}
+
+fn settings(parquet: bool) -> ArchiverSettings {
+    let text = include_str!("../tests/fixtures/mcp-destination.json");
+    let mut s = validate(&from_json(text).unwrap()).unwrap();
+    s.metadata_query = Some("{tenantId: .tenantId, toolName: .toolName}".into());
+    s.append_delimiter = true;
+    if parquet {
+        let columns = [
+            ("tenantid", "string"),
+            ("toolname", "string"),
+            ("sessionid", "string"),
+            ("ts", "timestamp"),
+            ("durationms", "bigint"),
+            ("success", "boolean"),
+            ("errorcode", "string"),
+            ("arguments", "string"),
+        ];
+        s.compression = Compression::Parquet;
+        s.error_compression = Compression::Uncompressed;
+        s.file_extension = ".parquet".into();
+        s.conversion = Some(Conversion {
+            deserializer: Deserializer::default(),
+            parquet: ParquetOptions::default(),
+            table: Default::default(),
+            columns: Some(
+                columns.iter().map(|(n, t)| Column { name: (*n).into(), ty: ColumnType::parse(t).unwrap() }).collect(),
+            ),
+        });
+    }
+    s
+}
+
+struct Run {
+    seconds: f64,
+    objects: usize,
+    bytes_out: usize,
+    raw_bytes: u64,
+}
+
+async fn archive(n: u64, partitions: u64, nested: bool, parquet: bool) -> Run {
+    let sink = Arc::new(MemoryObjectSink::new());
+    let clock = ManualClock::new(Timestamp::from_millis(T0));
+    let mut options = ArchiverOptions::new("mcp-archive", settings(parquet));
+    options.max_buffer_memory = 1 << 30;
+    let mut a = Archiver::new(options, sink.clone(), Arc::new(clock.clone())).unwrap();
+    let leases = SimLeases::new();
+    let acks = SimAcks::new(leases.clone(), 1, CrashSwitch::after(None));
+    let shard = ShardId::new("shardId-000000000000");
+    a.on_shard_open(&leases.take(&shard, 1)).await.unwrap();
+    let (mut timed, mut raw_bytes) = (std::time::Duration::ZERO, 0u64);
+    let mut i = 0;
+    while i < n {
+        let end = (i + BATCH as u64).min(n);
+        let records: Vec<Record> = (i..end)
+            .map(|j| Record {
+                partition_key: format!("pk-{j}"),
+                position: ExtendedSequenceNumber::plain(SequenceNumber::from_u128(u128::from(j) + 1)),
+                approximate_arrival: Timestamp::from_millis(T0 + (j as i64) * 3),
+                data: event(j, partitions, nested),
+            })
+            .collect();
+        raw_bytes += records.iter().map(|r| r.data.len() as u64).sum::<u64>();
+        let batch = RecordBatch { shard_id: shard.clone(), records, millis_behind_latest: Some(0), child_shards: None };
+        let cpu = ThreadTime::now();
+        a.on_batch(&batch, &acks).await.unwrap();
+        timed += cpu.elapsed();
+        i = end;
+    }
+    let cpu = ThreadTime::now();
+    a.on_shard_close(&shard, CloseReason::Shutdown, &acks).await.unwrap();
+    timed += cpu.elapsed();
+    let objects = sink.snapshot();
+    let data: Vec<_> = objects.iter().filter(|(k, _)| k.starts_with("tool-events/")).collect();
+    assert!(!objects.keys().any(|k| k.starts_with("tool-events-errors/")), "every event fits the table");
+    Run { seconds: timed.as_secs_f64(), objects: data.len(), bytes_out: data.iter().map(|(_, b)| b.len()).sum(), raw_bytes }
+}
+
+fn main() {
+    // `cargo bench` passes --bench; `cargo test --all-targets` runs this as a smoke test.
+    let smoke = !std::env::args().any(|a| a == "--bench");
+    let n: u64 = std::env::args().skip(1).find_map(|a| a.parse().ok()).unwrap_or(if smoke { 6_000 } else { 200_000 });
+    let rounds = if smoke { 1 } else { 3 };
+    let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+    println!("| partitions | event | GZIP NDJSON events/CPU-s | Parquet SNAPPY events/CPU-s | speed Parquet/GZIP | GZIP bytes out | Parquet bytes out | size Parquet/GZIP | objects |");
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for partitions in [42, 500, 5_000] {
+        for nested in [false, true] {
+            let (mut gzip, mut parquet): (Option<Run>, Option<Run>) = (None, None);
+            for _ in 0..rounds {
+                for p in [false, true] {
+                    let run = rt.block_on(archive(n, partitions, nested, p));
+                    let best = if p { &mut parquet } else { &mut gzip };
+                    if best.as_ref().is_none_or(|b| run.seconds < b.seconds) {
+                        *best = Some(run);
+                    }
+                }
+            }
+            let (g, p) = (gzip.unwrap(), parquet.unwrap());
+            let (gr, pr) = (n as f64 / g.seconds, n as f64 / p.seconds);
+            println!(
+                "| {partitions} | {} ({} B avg) | {gr:.0} | {pr:.0} | {:.2} | {} | {} | {:.3} | {} / {} |",
+                if nested { "nested arguments" } else { "flat" },
+                g.raw_bytes / n,
+                pr / gr,
+                g.bytes_out,
+                p.bytes_out,
+                p.bytes_out as f64 / g.bytes_out as f64,
+                g.objects,
+                p.objects
+            );
+        }
+    }
+}
