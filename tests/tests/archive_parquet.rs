@@ -47,14 +47,14 @@ const COLUMNS: [(&str, &str, &str); 18] = [
 
 fn event(n: u64) -> String {
     let blob = base64::engine::general_purpose::STANDARD.encode(format!("x{n}"));
-    let error = if n % 5 == 0 { json!("E_TIMEOUT") } else { json!(null) };
+    let error = if n.is_multiple_of(5) { json!("E_TIMEOUT") } else { json!(null) };
     json!({
         "tenantId": format!("t{}", n % 7),
         "toolName": format!("tool{}", n % 3),
         "sessionId": format!("s-{n}"),
         "ts": format!("2025-11-29T07:06:{:02}.{:03}Z", n % 60, n % 1000),
         "durationMs": n % 500,
-        "success": n % 2 == 0,
+        "success": n.is_multiple_of(2),
         "errorCode": error,
         "day": "2025-11-29",
         "cost": format!("{n}.{:04}", n % 10_000),
@@ -229,4 +229,102 @@ async fn parquet_objects_read_back_in_duckdb_with_their_types() {
     }
     let bad = duckdb(&format!("SELECT count(*) FROM {from} WHERE session_id LIKE 'bad-%'"));
     assert_eq!(bad[0][0], json!(0), "no misfit reached the data");
+}
+
+/// Creates Glue database `mcp` and table `normalized` in moto with the columns of
+/// mcp-normalize's lines (and a partition key, which is not a file column).
+async fn create_glue_table(moto: &str) {
+    use aws_sdk_glue::types::{Column as GlueColumn, DatabaseInput, StorageDescriptor, TableInput};
+    let sdk = weir_aws::load_sdk_config(&weir_aws::AwsSettings::emulator(moto)).await;
+    let glue = aws_sdk_glue::Client::new(&sdk);
+    glue.create_database().database_input(DatabaseInput::builder().name("mcp").build().unwrap()).send().await.unwrap();
+    let column = |n: &str, t: &str| GlueColumn::builder().name(n).r#type(t).build().unwrap();
+    let descriptor = StorageDescriptor::builder()
+        .columns(column("tenant_id", "string"))
+        .columns(column("session_id", "string"))
+        .columns(column("timestamp_utc", "timestamp"))
+        .columns(column("duration_ms", "bigint"))
+        .columns(column("success", "boolean"))
+        .build();
+    let table = TableInput::builder()
+        .name("normalized")
+        .storage_descriptor(descriptor)
+        .partition_keys(column("tenant", "string"))
+        .build()
+        .unwrap();
+    glue.create_table().database_name("mcp").table_input(table).send().await.unwrap();
+}
+
+/// A worker config archiving `stream` as Parquet with the table of Glue `mcp.<table>`.
+fn glue_config(dir: &Path, kinesis: &str, moto: &str, table: &str) -> std::path::PathBuf {
+    let archiver = weir_e2e::archiver_toml(
+        "archive",
+        &format!("directory = \"{}\"", dir.join("out").display()),
+        "mcp-normalize",
+        "events/tenant=!{partitionKeyFromQuery:tenantId}/",
+        "errors/!{firehose:error-output-type}/",
+        300,
+        &weir_e2e::metadata_extraction("{tenantId: .tenant_id}", false),
+    )
+    .replace("CompressionFormat = \"GZIP\"", "CompressionFormat = \"UNCOMPRESSED\"")
+        + &format!(
+            "[consumers.destination.DataFormatConversionConfiguration]\n\
+             SchemaConfiguration = {{ DatabaseName = \"mcp\", TableName = \"{table}\", Region = \"us-east-1\" }}\n"
+        );
+    let cfg = dir.join(format!("{table}.toml"));
+    let text = format!(
+        "{worker}\n[stream]\nkind = \"kinesis\"\nname = \"glue-events\"\n[leases]\npath = \"{leases}\"\n\
+         [aws]\nkinesis_endpoint_url = \"{kinesis}\"\nglue_endpoint_url = \"{moto}\"\n[http]\nlisten = \"\"\n{archiver}",
+        worker = weir_e2e::worker_toml(None),
+        leases = dir.join("leases.db").display(),
+    );
+    std::fs::write(&cfg, text).unwrap();
+    cfg
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_columns_come_from_the_glue_table_the_destination_names() {
+    use weir_testkit::Emulator;
+    let fk = Emulator::start("ferrokinesis", &[]);
+    let moto = Emulator::start("moto", &[]);
+    create_glue_table(&moto.endpoint).await;
+    let k = weir_e2e::kinesis(&fk.endpoint).await;
+    weir_e2e::create_stream(&k, "glue-events", 2).await;
+    let p = weir_aws::kinesis::producer::Producer::new(k.clone(), "glue-events");
+    weir_e2e::put_wave(&p, "glue", 1_000).await;
+    let dir = tempfile::tempdir().unwrap();
+
+    // A table that does not exist: the worker refuses to start, naming the field and why.
+    let missing = glue_config(dir.path(), &fk.endpoint, &moto.endpoint, "no_such_table");
+    let mut cmd = weir_e2e::weir_command();
+    cmd.args(["run", "--config", missing.to_str().unwrap(), "--until-caught-up"]);
+    let (out, _) = weir_e2e::timed(cmd, Duration::from_secs(60));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("the table of DataFormatConversionConfiguration"), "{stderr}");
+    assert!(stderr.contains("EntityNotFoundException"), "{stderr}");
+    assert!(!dir.path().join("out").exists(), "nothing archived");
+
+    let cfg = glue_config(dir.path(), &fk.endpoint, &moto.endpoint, "normalized");
+    let mut cmd = weir_e2e::weir_command();
+    cmd.args(["run", "--config", cfg.to_str().unwrap(), "--until-caught-up"]);
+    let (out, _) = weir_e2e::timed(cmd, Duration::from_secs(60));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let glob = format!("{}/out/events/**/*.parquet", dir.path().display());
+    let from = format!("read_parquet('{glob}', hive_partitioning = true)");
+    let described = duckdb(&format!("SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM {from})"));
+    assert_eq!(
+        json!(described),
+        json!([
+            ["tenant_id", "VARCHAR"],
+            ["session_id", "VARCHAR"],
+            ["timestamp_utc", "TIMESTAMP"],
+            ["duration_ms", "BIGINT"],
+            ["success", "BOOLEAN"],
+            ["tenant", "VARCHAR"]
+        ]),
+        "the Glue table's columns, in its order"
+    );
+    let rows = duckdb(&format!("SELECT count(*), count(DISTINCT session_id), count(DISTINCT tenant) FROM {from}"));
+    assert_eq!(json!(rows[0]), json!([1_000, 1_000, 3]));
 }

@@ -126,7 +126,12 @@ async fn archive(n: u64, partitions: u64, nested: bool, parquet: bool) -> Run {
     let objects = sink.snapshot();
     let data: Vec<_> = objects.iter().filter(|(k, _)| k.starts_with("tool-events/")).collect();
     assert!(!objects.keys().any(|k| k.starts_with("tool-events-errors/")), "every event fits the table");
-    Run { seconds: timed.as_secs_f64(), objects: data.len(), bytes_out: data.iter().map(|(_, b)| b.len()).sum(), raw_bytes }
+    Run {
+        seconds: timed.as_secs_f64(),
+        objects: data.len(),
+        bytes_out: data.iter().map(|(_, b)| b.len()).sum(),
+        raw_bytes,
+    }
 }
 
 fn main() {
@@ -135,7 +140,9 @@ fn main() {
     let n: u64 = std::env::args().skip(1).find_map(|a| a.parse().ok()).unwrap_or(if smoke { 6_000 } else { 200_000 });
     let rounds = if smoke { 1 } else { 3 };
     let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
-    println!("| partitions | event | GZIP NDJSON events/CPU-s | Parquet SNAPPY events/CPU-s | speed Parquet/GZIP | GZIP bytes out | Parquet bytes out | size Parquet/GZIP | objects |");
+    println!(
+        "| partitions | event | GZIP NDJSON events/CPU-s | Parquet SNAPPY events/CPU-s | speed Parquet/GZIP | GZIP bytes out | Parquet bytes out | size Parquet/GZIP | objects |"
+    );
     println!("|---|---|---|---|---|---|---|---|---|");
     for partitions in [42, 500, 5_000] {
         for nested in [false, true] {

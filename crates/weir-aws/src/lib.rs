@@ -14,6 +14,7 @@
 
 mod dynamodb;
 pub mod error;
+pub mod glue;
 pub mod kcl_table;
 pub mod kinesis;
 pub mod requests;

@@ -55,6 +55,17 @@ pub(crate) async fn lambda(aws: &AwsSection) -> aws_sdk_lambda::Client {
     aws_sdk_lambda::Client::from_conf(conf)
 }
 
+/// Glue, with `glue_endpoint_url`.
+pub(crate) async fn glue(aws: &AwsSection, region: Option<&str>) -> aws_sdk_glue::Client {
+    let shared = sdk(aws, Service::Glue).await;
+    let mut conf = aws_sdk_glue::config::Builder::from(&shared).interceptor(counter(Service::Glue));
+    if let Some(r) = region {
+        conf = conf.region(aws_sdk_glue::config::Region::new(r.to_owned()));
+    }
+    let conf = conf.build();
+    aws_sdk_glue::Client::from_conf(conf)
+}
+
 /// SNS, with `sns_endpoint_url`.
 pub(crate) async fn sns(aws: &AwsSection) -> aws_sdk_sns::Client {
     let shared = sdk(aws, Service::Sns).await;

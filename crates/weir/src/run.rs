@@ -132,6 +132,7 @@ pub(crate) async fn sdk(aws: &AwsSection, service: Service) -> aws_config::SdkCo
         Service::S3 => &aws.s3_endpoint_url,
         Service::Lambda => &aws.lambda_endpoint_url,
         Service::Sns => &aws.sns_endpoint_url,
+        Service::Glue => &aws.glue_endpoint_url,
     };
     let settings = AwsSettings {
         region: aws.region.clone(),

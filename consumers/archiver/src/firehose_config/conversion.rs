@@ -217,8 +217,7 @@ pub fn validate(
     }
     let p = s.parquet.clone().unwrap_or_default();
     let field = |name: &str| format!("OutputFormatConfiguration.Serializer.ParquetSerDe.{name}");
-    let mut parquet = ParquetOptions::default();
-    parquet.compression = match p.compression.as_deref().unwrap_or("SNAPPY") {
+    let compression = match p.compression.as_deref().unwrap_or("SNAPPY") {
         "SNAPPY" => ParquetCompression::Snappy,
         "GZIP" => ParquetCompression::Gzip,
         "UNCOMPRESSED" => ParquetCompression::Uncompressed,
@@ -231,6 +230,7 @@ pub fn validate(
             ParquetCompression::Snappy
         }
     };
+    let mut parquet = ParquetOptions { compression, ..ParquetOptions::default() };
     if let Some(b) = p.block_size_bytes {
         if b < 64 << 20 {
             problem(&field("BlockSizeBytes"), format!("{b} is below 67108864 (64 MiB, Firehose's minimum)"));

@@ -296,7 +296,7 @@ impl RowReader {
 
 /// `f` as an i64 when it is one exactly.
 fn exact_i64(f: f64) -> Option<i64> {
-    (f >= -9.223_372_036_854_776e18 && f < 9.223_372_036_854_776e18).then_some(f as i64)
+    (-9.223_372_036_854_776e18..9.223_372_036_854_776e18).contains(&f).then_some(f as i64)
 }
 
 /// The unscaled value of decimal text at `scale` (rounded half away from zero), if

@@ -78,6 +78,9 @@ pub struct ArchiverSection {
     /// `SchemaConfiguration` names is read when the worker starts.
     #[serde(default)]
     pub columns: Option<Vec<ColumnSpec>>,
+    /// The columns read from the Glue table when the worker started.
+    #[serde(skip)]
+    pub glue_columns: Option<Vec<Column>>,
     /// Put in front of `Prefix` and `ErrorOutputPrefix` (replays: `weir replay --archive-prefix`).
     #[serde(skip)]
     pub prefix_prepend: Option<String>,
@@ -210,6 +213,7 @@ pub fn settings(a: &ArchiverSection) -> Result<ArchiverSettings> {
             let pairs = specs.iter().map(|c| (c.name.as_str(), c.ty.as_str()));
             conversion.columns = Some(parse_columns(pairs, "columns")?);
         }
+        (None, Some(conversion)) if a.glue_columns.is_some() => conversion.columns = a.glue_columns.clone(),
         (None, Some(conversion)) if conversion.glue_table().is_none() => bail!(
             "DataFormatConversionConfiguration: set `columns` in the archiver section, or name a Glue table (SchemaConfiguration.DatabaseName and TableName)"
         ),
@@ -249,6 +253,30 @@ pub fn warnings(a: &ArchiverSection) -> Result<Vec<String>> {
         );
     }
     Ok(out)
+}
+
+/// The columns of the Glue table the destination names, when Parquet output has no
+/// `columns` list; read once at start, and a clear error if they cannot be read.
+async fn glue_columns(a: &ArchiverSection, ctx: &Context) -> Result<Option<Vec<Column>>> {
+    let s = settings(a)?;
+    let Some(c) = s.conversion.as_ref().filter(|c| c.columns.is_none()) else { return Ok(None) };
+    let Some((database, table)) = c.glue_table() else { return Ok(None) };
+    let t = weir_aws::glue::GlueTable {
+        catalog_id: c.table.catalog_id.clone(),
+        database: database.to_owned(),
+        table: table.to_owned(),
+        version_id: c.table.version_id.clone(),
+    };
+    let client = ctx.aws().glue(c.table.region.as_deref()).await;
+    let pairs = weir_aws::glue::table_columns(&client, &t)
+        .await
+        .with_context(|| format!("field `{}`: the table of DataFormatConversionConfiguration", ctx.at()))?;
+    let columns = parse_columns(
+        pairs.iter().map(|(n, t)| (n.as_str(), t.as_str())),
+        &format!("Glue table {database}.{table} columns"),
+    )?;
+    tracing::info!(consumer = ctx.name(), database, table, columns = columns.len(), "read the Parquet table from Glue");
+    Ok(Some(columns))
 }
 
 /// Builds the consumer named `name`.
@@ -304,6 +332,7 @@ impl Plugin for Archiver {
 
     async fn build(mut a: ArchiverSection, ctx: &Context) -> Result<Self> {
         a.prefix_prepend = ctx.archive_prefix().map(str::to_owned);
+        a.glue_columns = glue_columns(&a, ctx).await?;
         let sink = ctx.object_sink(ctx.at(), &a.store()?).await?;
         let (lambda, region, arn) = if a.transform == TransformKind::Lambda {
             let invoker = Arc::new(crate::lambda::LambdaInvoker::new(ctx.aws().lambda().await));

@@ -61,6 +61,12 @@ impl Aws {
             .clone()
     }
 
+    /// Glue, with `glue_endpoint_url`, in `region` when given (made for each call: an
+    /// archiver reads its table once).
+    pub async fn glue(&self, region: Option<&str>) -> aws_sdk_glue::Client {
+        crate::aws_clients::glue(&self.section, region).await
+    }
+
     /// SNS, with `sns_endpoint_url`.
     pub async fn sns(&self) -> aws_sdk_sns::Client {
         let a = &self.section;
