@@ -21,6 +21,7 @@ const SERVICES: &[(&str, &str)] = &[
     ("aws-sdk-s3", "s3"),
     ("aws-sdk-lambda", "lambda"),
     ("aws-sdk-sns", "sns"),
+    ("aws-sdk-glue", "glue"),
 ];
 
 /// API operations whose IAM action has another name (AWS's "actions, resources and
