@@ -116,12 +116,26 @@ pub enum Mismatch {
 pub struct RowReader {
     columns: Vec<Column>,
     deserializer: Deserializer,
+    /// Each column's JSON key, folded ([`RowReader::fold`]).
+    keys: Vec<String>,
 }
 
 impl RowReader {
     /// A reader of `columns` with `deserializer`.
     pub fn new(columns: Vec<Column>, deserializer: Deserializer) -> Self {
-        Self { columns, deserializer }
+        let mut r = Self { columns, deserializer, keys: Vec::new() };
+        r.keys = r
+            .columns
+            .iter()
+            .map(|c| {
+                let key = match &r.deserializer {
+                    Deserializer::OpenX { key_mappings, .. } => key_mappings.get(&c.name).unwrap_or(&c.name),
+                    Deserializer::Hive { .. } => &c.name,
+                };
+                r.fold(key)
+            })
+            .collect();
+        r
     }
 
     /// The columns.
@@ -145,17 +159,16 @@ impl RowReader {
     /// The row of a parsed record.
     pub fn row_of(&self, value: &Value) -> Result<Vec<Cell>, Mismatch> {
         let Value::Object(object) = value else { return Err(Mismatch::NotObject(kind(value))) };
-        let found = self.index(object);
+        let mut path = String::new();
         self.columns
             .iter()
-            .map(|c| {
-                let key = match &self.deserializer {
-                    Deserializer::OpenX { key_mappings, .. } => key_mappings.get(&c.name).unwrap_or(&c.name),
-                    Deserializer::Hive { .. } => &c.name,
-                };
-                match found.get(self.fold(key).as_str()) {
-                    None => Ok(Cell::Null),
-                    Some(v) => self.cell(&c.ty, v, &mut c.name.clone()),
+            .zip(&self.keys)
+            .map(|(c, key)| match self.find(object, key) {
+                None => Ok(Cell::Null),
+                Some(v) => {
+                    path.clear();
+                    path.push_str(&c.name);
+                    self.cell(&c.ty, v, &mut path)
                 }
             })
             .collect()
@@ -178,9 +191,24 @@ impl RowReader {
         if self.case_insensitive() { key.to_lowercase() } else { key }
     }
 
-    /// An object's values by folded key (the last of keys that fold alike wins).
-    fn index<'v>(&self, object: &'v Map<String, Value>) -> BTreeMap<String, &'v Value> {
-        object.iter().map(|(k, v)| (self.fold(k), v)).collect()
+    /// The value of the key of `object` that folds to `folded` (the last of keys that
+    /// fold alike, in the object's order). Compared without allocating for ASCII keys:
+    /// this runs for every column of every record.
+    fn find<'v>(&self, object: &'v Map<String, Value>, folded: &str) -> Option<&'v Value> {
+        let dots = matches!(self.deserializer, Deserializer::OpenX { dots_to_underscores: true, .. });
+        let insensitive = self.case_insensitive();
+        let same = |key: &str| {
+            if key.is_ascii() && folded.is_ascii() {
+                key.len() == folded.len()
+                    && key.bytes().zip(folded.bytes()).all(|(a, b)| {
+                        let a = if dots && a == b'.' { b'_' } else { a };
+                        (if insensitive { a.to_ascii_lowercase() } else { a }) == b
+                    })
+            } else {
+                self.fold(key) == folded
+            }
+        };
+        object.iter().filter(|(k, _)| same(k)).map(|(_, v)| v).last()
     }
 
     fn timestamp_formats(&self) -> &[TimestampFormat] {
@@ -264,13 +292,12 @@ impl RowReader {
             }
             ColumnType::Struct(fields) => {
                 let Value::Object(object) = value else { return Err(mismatch(path)) };
-                let found = self.index(object);
                 let mut cells = Vec::with_capacity(fields.len());
                 for (field, t) in fields {
                     let len = path.len();
                     path.push('.');
                     path.push_str(field);
-                    cells.push(match found.get(self.fold(field).as_str()) {
+                    cells.push(match self.find(object, &self.fold(field)) {
                         None => Cell::Null,
                         Some(v) => self.cell(t, v, path)?,
                     });
@@ -446,6 +473,25 @@ mod tests {
         assert!(ints.row(br#"{"n":300}"#).is_err());
         assert!(ints.row(br#"{"n":1.5}"#).is_err());
         assert_eq!(ints.row(br#"{"n":2.0}"#).unwrap(), vec![Cell::Int(2)]);
+    }
+
+    proptest::proptest! {
+        /// `find` (no allocation for ASCII) picks the value the plain definition picks:
+        /// the last key, in the object's order, whose folded form equals the column's.
+        #[test]
+        fn find_matches_folding_every_key(
+            keys in proptest::collection::vec("[aA.b_É]{0,3}", 0..6),
+            column in "[aA.b_É]{0,3}",
+            insensitive: bool,
+            dots: bool,
+        ) {
+            let d = Deserializer::OpenX { case_insensitive: insensitive, key_mappings: BTreeMap::new(), dots_to_underscores: dots };
+            let r = RowReader::new(vec![], d);
+            let object: Map<String, Value> = keys.iter().enumerate().map(|(i, k)| (k.clone(), Value::from(i))).collect();
+            let folded = r.fold(&column);
+            let plain = object.iter().filter(|(k, _)| r.fold(k) == folded).map(|(_, v)| v).last();
+            proptest::prop_assert_eq!(r.find(&object, &folded), plain);
+        }
     }
 
     #[test]
