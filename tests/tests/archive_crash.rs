@@ -4,7 +4,9 @@
 //!
 //! - 100,000 records, at least 20 kills, two archivers on the same stream: one in
 //!   exactly-once mode, one in Firehose mode. Every record exactly once in the first, at
-//!   least once in the second, partition columns equal to the record fields.
+//!   least once in the second, partition columns equal to the record fields. Three more
+//!   exactly-once archivers write ZIP, Snappy and Hadoop Snappy to a shared directory:
+//!   every record exactly once in each.
 //! - At cardinality, in Parquet: 5,000 tenant partitions under a 4 MiB buffer budget with a spill
 //!   directory (buffers spill to disk, or are sealed for memory, between the kills; a
 //!   killed worker's spill files are deleted by the next start), exactly once. Rounds
@@ -196,8 +198,25 @@ async fn sigkill_storm_exactly_once_and_at_least_once() {
     let s3c = s3(&moto.endpoint).await;
     s3c.create_bucket().bucket("weir-crash").send().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let consumers =
+    // Beside them, exactly-once archivers of the formats compressed whole at sealing,
+    // into a local directory both workers share.
+    let local_formats = dir.path().join("formats");
+    let mut consumers =
         format!("{}\n{}", archiver("archive-eo", "exactly-once", "eo"), archiver("archive-fh", "firehose", "fh"));
+    for (name, format) in WHOLE_FORMATS {
+        let target = format!("directory = \"{}\"\nmode = \"exactly-once\"", local_formats.display());
+        let section = archiver_toml(
+            name,
+            &target,
+            "mcp-normalize",
+            &format!("{name}/tenant=!{{partitionKeyFromQuery:tenantId}}/"),
+            &format!("{name}-errors/!{{firehose:error-output-type}}/"),
+            1,
+            &metadata_extraction("{tenantId: .tenant_id}", false),
+        );
+        consumers
+            .push_str(&section.replace("CompressionFormat = \"GZIP\"", &format!("CompressionFormat = \"{format}\"")));
+    }
     let mut fleet = Fleet::two_workers(dir.path(), &fk.endpoint, &moto.endpoint, consumers);
     // Kill at random moments while each wave is being archived.
     let (last, kills) = fleet
@@ -216,7 +235,9 @@ async fn sigkill_storm_exactly_once_and_at_least_once() {
 
     let leases =
         DynamoDbLeaseTable::open(dynamodb(&moto.endpoint).await, "weir-crash-leases", "crash", true).await.unwrap();
-    wait_checkpoints(&leases, &last, &["archive-eo", "archive-fh"], dir.path()).await;
+    let names: Vec<&str> =
+        ["archive-eo", "archive-fh"].into_iter().chain(WHOLE_FORMATS.iter().map(|(n, _)| *n)).collect();
+    wait_checkpoints(&leases, &last, &names, dir.path()).await;
     for (_, mut c) in fleet.workers.drain(..) {
         c.kill().unwrap();
         c.wait().unwrap();
@@ -251,7 +272,30 @@ async fn sigkill_storm_exactly_once_and_at_least_once() {
         !local.join("eo-errors").exists() && !local.join("fh-errors").exists(),
         "no error output for valid records"
     );
+    for (name, format) in WHOLE_FORMATS {
+        let mut ids: BTreeMap<String, usize> = BTreeMap::new();
+        let mut objects = 0;
+        for file in files(&local_formats.join(name)) {
+            let body = std::fs::read(&file).unwrap();
+            let text =
+                weir_core::object_format::decode(weir_core::object_format::ObjectFormat::sniff(&body), &body, u64::MAX)
+                    .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+            for line in String::from_utf8(text).unwrap().lines() {
+                let v: serde_json::Value = serde_json::from_str(line).unwrap();
+                *ids.entry(v["session_id"].as_str().unwrap().to_owned()).or_default() += 1;
+            }
+            objects += 1;
+        }
+        let twice = ids.values().filter(|n| **n > 1).count();
+        eprintln!("{format}: {objects} objects, {} distinct records, {twice} more than once", ids.len());
+        assert_eq!(ids.len() as u64, RECORDS, "{format}: every record");
+        assert_eq!(twice, 0, "{format}: exactly once");
+        assert!(!local_formats.join(format!("{name}-errors")).exists(), "{format}: no error output");
+    }
 }
+
+/// Exactly-once archivers of the formats compressed whole when an object is sealed.
+const WHOLE_FORMATS: [(&str, &str); 3] = [("zip", "ZIP"), ("snappy", "Snappy"), ("hsnappy", "HADOOP_SNAPPY")];
 
 /// Waits until every consumer's checkpoint reached the last record put on each shard.
 async fn wait_checkpoints(
