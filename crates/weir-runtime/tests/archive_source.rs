@@ -181,3 +181,16 @@ async fn every_compression_format_is_read() {
     let err = source.open(&ShardId::new(bad), &StartingPosition::TrimHorizon, ReadMode::Polling).await.err().unwrap();
     assert!(err.to_string().contains(bad), "{err}");
 }
+
+/// A Parquet object is refused with the reason, not read as lines of bytes.
+#[tokio::test]
+async fn a_parquet_object_is_refused_by_name() {
+    let sink: Arc<dyn ObjectSink> = Arc::new(MemoryObjectSink::new());
+    let key = "p/2026/11/29/10/s-1-2026-11-29-10-00-00-x.parquet";
+    sink.put_if_absent(key, Bytes::from_static(b"PAR1\x15\x04PAR1"), &PutOptions::default()).await.unwrap();
+    let source =
+        ArchiveSource::open(sink, "p/", at("2026-11-29T10:00:00Z"), at("2026-11-29T11:00:00Z"), Tz::UTC).await.unwrap();
+    let err = source.open(&ShardId::new(key), &StartingPosition::TrimHorizon, ReadMode::Polling).await.err().unwrap();
+    assert!(!err.is_retryable(), "{err}");
+    assert!(err.to_string().contains(key) && err.to_string().contains("not Parquet"), "{err}");
+}

@@ -195,6 +195,11 @@ const MAX_WHOLE_OBJECT: u64 = 1 << 30;
 /// The lines of a stored object, in whatever format the archiver (or Firehose) wrote
 /// it: GZIP is decompressed as it is read, ZIP, Snappy and Hadoop Snappy whole.
 fn reader_of(key: &str, body: Bytes) -> Result<Box<dyn BufRead + Send>, ReadError> {
+    if body.starts_with(b"PAR1") {
+        return Err(ReadError::Fatal(format!(
+            "{key}: a Parquet object: --from-archive replays archives of JSON lines (GZIP, ZIP, Snappy, Hadoop Snappy or uncompressed), not Parquet; replay a window of the stream instead"
+        )));
+    }
     Ok(match ObjectFormat::sniff(&body) {
         ObjectFormat::Gzip => Box::new(BufReader::with_capacity(64 * 1024, MultiGzDecoder::new(Cursor::new(body)))),
         ObjectFormat::Uncompressed => Box::new(Cursor::new(body)),
