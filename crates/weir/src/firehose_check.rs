@@ -19,7 +19,7 @@ pub fn run(file: &Path, resource: Option<&str>) -> Result<()> {
     match validate(&destination) {
         Ok(settings) => {
             println!(
-                "{}: ok (buffer {} MiB / {} s, {:?}, dynamic partitioning {}{}{})",
+                "{}: ok (buffer {} MiB / {} s, {:?}, dynamic partitioning {}{}{}{})",
                 file.display(),
                 settings.buffer_bytes / (1024 * 1024),
                 settings.buffer_interval.as_secs(),
@@ -40,6 +40,14 @@ pub fn run(file: &Path, resource: Option<&str>) -> Result<()> {
                                 format!("the columns of Glue table {db}.{table}, or the archiver's `columns`"),
                             None => "the archiver's `columns`".into(),
                         }
+                    ),
+                },
+                match &settings.backup {
+                    None => String::new(),
+                    Some(b) => format!(
+                        ", source records backed up under {:?} ({}) by consumer <name>-backup",
+                        b.prefix.clone().unwrap_or_default(),
+                        b.compression_format.as_deref().unwrap_or("UNCOMPRESSED")
                     ),
                 }
             );

@@ -336,6 +336,28 @@ fn firehose_destinations_are_checked_with_every_problem_named() {
         "{stdout}"
     );
     let dir = tempfile::tempdir().unwrap();
+    let backup = dir.path().join("backup.json");
+    std::fs::write(
+        &backup,
+        r#"{"Prefix": "a/", "CompressionFormat": "GZIP", "S3BackupMode": "Enabled",
+            "S3BackupConfiguration": {"BucketARN": "arn:aws:s3:::raw", "Prefix": "raw/", "CompressionFormat": "Snappy",
+                                      "RoleARN": "arn:aws:iam::1:role/r", "BufferingHints": {"SizeInMBs": 10}}}"#,
+    )
+    .unwrap();
+    let out = weir().args(["config", "check", "--firehose", backup.to_str().unwrap()]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains(r#"source records backed up under "raw/" (Snappy) by consumer <name>-backup"#), "{stdout}");
+    std::fs::write(
+        &backup,
+        r#"{"Prefix": "a/", "S3BackupMode": "Enabled", "S3BackupConfiguration": {"CompressionFormat": "LZO", "BufferingHints": {"SizeInMBs": 500}}}"#,
+    )
+    .unwrap();
+    let out = weir().args(["config", "check", "--firehose", backup.to_str().unwrap()]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("problem: S3BackupConfiguration.CompressionFormat"), "{stderr}");
+    assert!(stderr.contains("problem: S3BackupConfiguration.BufferingHints.SizeInMBs"), "{stderr}");
     let orc = dir.path().join("orc.json");
     std::fs::write(
         &orc,

@@ -121,6 +121,13 @@ pub struct ExtendedS3Destination {
     /// `ProcessingConfiguration`.
     #[serde(rename = "ProcessingConfiguration", default)]
     pub processing: Processing,
+    /// `S3BackupMode`: `Enabled` writes the source records to a second place too.
+    #[serde(rename = "S3BackupMode")]
+    pub s3_backup_mode: Option<String>,
+    /// `S3BackupConfiguration`: where source records go, with their own buffering
+    /// hints and compression.
+    #[serde(rename = "S3BackupConfiguration")]
+    pub s3_backup_configuration: Option<BackupConfiguration>,
     /// `DataFormatConversionConfiguration`: Parquet output.
     #[serde(rename = "DataFormatConversionConfiguration")]
     pub data_format_conversion: Option<conversion::DataFormatConversion>,
@@ -131,8 +138,53 @@ pub struct ExtendedS3Destination {
 }
 
 /// Fields of Firehose's API that weir accepts but does not use.
-pub const IGNORED_FIELDS: &[&str] =
-    &["RoleARN", "EncryptionConfiguration", "CloudWatchLoggingOptions", "S3BackupMode", "S3BackupConfiguration"];
+pub const IGNORED_FIELDS: &[&str] = &["RoleARN", "EncryptionConfiguration", "CloudWatchLoggingOptions"];
+
+/// `S3BackupConfiguration` (an `S3DestinationConfiguration`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BackupConfiguration {
+    /// `BucketARN`: another bucket (default: the archiver's own).
+    #[serde(rename = "BucketARN")]
+    pub bucket_arn: Option<Value>,
+    /// `Prefix` (timestamps only: source records have no partition keys).
+    #[serde(rename = "Prefix")]
+    pub prefix: Option<String>,
+    /// `ErrorOutputPrefix`.
+    #[serde(rename = "ErrorOutputPrefix")]
+    pub error_output_prefix: Option<String>,
+    /// `BufferingHints` (default 5 MiB / 300 s).
+    #[serde(rename = "BufferingHints", default)]
+    pub buffering_hints: BufferingHints,
+    /// `CompressionFormat`.
+    #[serde(rename = "CompressionFormat")]
+    pub compression_format: Option<String>,
+    /// Accepted and ignored, as on the destination.
+    #[serde(rename = "RoleARN")]
+    pub role_arn: Option<Value>,
+    /// Accepted and ignored.
+    #[serde(rename = "EncryptionConfiguration")]
+    pub encryption_configuration: Option<Value>,
+    /// Accepted and ignored.
+    #[serde(rename = "CloudWatchLoggingOptions")]
+    pub cloud_watch_logging_options: Option<Value>,
+}
+
+impl BackupConfiguration {
+    /// The backup as a destination of its own: source records as they came, no
+    /// processing, no partitioning, the main destination's time zone.
+    pub fn destination(&self, time_zone: Option<&str>) -> ExtendedS3Destination {
+        ExtendedS3Destination {
+            bucket_arn: self.bucket_arn.clone(),
+            prefix: self.prefix.clone(),
+            error_output_prefix: self.error_output_prefix.clone(),
+            buffering_hints: self.buffering_hints.clone(),
+            compression_format: self.compression_format.clone(),
+            custom_time_zone: time_zone.map(str::to_owned),
+            ..ExtendedS3Destination::default()
+        }
+    }
+}
 
 /// A problem with a configuration, with the field it concerns.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -339,6 +391,8 @@ pub struct ArchiverSettings {
     pub error_compression: Compression,
     /// `DataFormatConversionConfiguration`, when enabled.
     pub conversion: Option<conversion::Conversion>,
+    /// `S3BackupMode = Enabled`: the source records' destination (validated).
+    pub backup: Option<ExtendedS3Destination>,
     /// Object name extension (default from the compression).
     pub file_extension: String,
     /// `CustomTimeZone`.
@@ -396,7 +450,7 @@ pub fn validate(d: &ExtendedS3Destination) -> Result<ArchiverSettings, Vec<Probl
                 &mut problems,
                 key,
                 format!(
-                    "unknown field (known: Prefix, ErrorOutputPrefix, BufferingHints, CompressionFormat, CustomTimeZone, FileExtension, DynamicPartitioningConfiguration, ProcessingConfiguration, DataFormatConversionConfiguration, BucketARN, {})",
+                    "unknown field (known: Prefix, ErrorOutputPrefix, BufferingHints, CompressionFormat, CustomTimeZone, FileExtension, DynamicPartitioningConfiguration, ProcessingConfiguration, DataFormatConversionConfiguration, S3BackupMode, S3BackupConfiguration, BucketARN, {})",
                     IGNORED_FIELDS.join(", ")
                 ),
             );
@@ -442,6 +496,38 @@ pub fn validate(d: &ExtendedS3Destination) -> Result<ArchiverSettings, Vec<Probl
         }
     };
     let conversion = conversion::validate(d.data_format_conversion.as_ref(), &mut problems, &mut warnings);
+    let backup = match (d.s3_backup_mode.as_deref().unwrap_or("Disabled"), &d.s3_backup_configuration) {
+        ("Disabled", _) => None,
+        ("Enabled", None) => {
+            problem(&mut problems, "S3BackupConfiguration", "required with S3BackupMode Enabled".into());
+            None
+        }
+        ("Enabled", Some(b)) => {
+            let backup = b.destination(d.custom_time_zone.as_deref());
+            match validate(&backup) {
+                Ok(s) => {
+                    warnings.extend(
+                        s.warnings
+                            .into_iter()
+                            .filter(|w| !w.contains("AppendDelimiterToRecord"))
+                            .map(|w| format!("S3BackupConfiguration: {w}")),
+                    );
+                    Some(backup)
+                }
+                Err(list) => {
+                    for p in list {
+                        problems
+                            .push(Problem { field: format!("S3BackupConfiguration.{}", p.field), reason: p.reason });
+                    }
+                    None
+                }
+            }
+        }
+        (other, _) => {
+            problem(&mut problems, "S3BackupMode", format!("{other:?} is not one of Disabled, Enabled"));
+            None
+        }
+    };
     let error_compression = compression;
     let compression = match &conversion {
         None => compression,
@@ -622,6 +708,7 @@ pub fn validate(d: &ExtendedS3Destination) -> Result<ArchiverSettings, Vec<Probl
             compression,
             error_compression,
             conversion,
+            backup,
             file_extension,
             time_zone,
             dynamic_partitioning_retry: dp.then(|| Duration::from_secs(retry as u64)),

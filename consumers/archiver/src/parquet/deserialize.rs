@@ -208,7 +208,7 @@ impl RowReader {
                 self.fold(key) == folded
             }
         };
-        object.iter().filter(|(k, _)| same(k)).map(|(_, v)| v).last()
+        object.iter().rev().find(|(k, _)| same(k)).map(|(_, v)| v)
     }
 
     fn timestamp_formats(&self) -> &[TimestampFormat] {
@@ -489,7 +489,7 @@ mod tests {
             let r = RowReader::new(vec![], d);
             let object: Map<String, Value> = keys.iter().enumerate().map(|(i, k)| (k.clone(), Value::from(i))).collect();
             let folded = r.fold(&column);
-            let plain = object.iter().filter(|(k, _)| r.fold(k) == folded).map(|(_, v)| v).last();
+            let plain = object.iter().filter(|(k, _)| r.fold(k) == folded).map(|(_, v)| v).collect::<Vec<_>>().pop();
             proptest::prop_assert_eq!(r.find(&object, &folded), plain);
         }
     }

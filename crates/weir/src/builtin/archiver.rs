@@ -255,6 +255,56 @@ pub fn warnings(a: &ArchiverSection) -> Result<Vec<String>> {
     Ok(out)
 }
 
+/// The consumer that writes an archiver's source records (`S3BackupMode = Enabled`): an
+/// archiver named `<name>-backup` with no transform and no partitioning, into the
+/// backup's `BucketARN` (or the archiver's own bucket or directory), with the
+/// backup's prefixes, buffering hints and compression and the archiver's mode. Its own
+/// name keys its own checkpoints and intents, so it is exactly once on its own.
+/// `None` for other sections, and for sections that do not parse (the check reports
+/// those).
+pub fn backup_entry(entry: &crate::config::ConsumerEntry) -> Option<crate::config::ConsumerEntry> {
+    if entry.kind != "archiver" {
+        return None;
+    }
+    let a: ArchiverSection = crate::plugin::parse(&entry.settings, "").ok()?;
+    let destination = settings(&a).ok()?.backup?;
+    let mut fields = serde_json::Map::new();
+    match (&a.bucket, destination.bucket_arn.as_ref().and_then(|v| v.as_str())) {
+        (Some(_), Some(arn)) if arn.starts_with("arn:") => {
+            let bucket = arn.rsplit(':').next().unwrap_or_default();
+            fields.insert("bucket".into(), bucket.into());
+        }
+        (Some(bucket), _) => {
+            fields.insert("bucket".into(), bucket.clone().into());
+        }
+        (None, _) => {
+            fields.insert("directory".into(), serde_json::to_value(&a.directory).ok()?);
+        }
+    }
+    fields.insert("mode".into(), serde_json::to_value(a.mode).ok()?);
+    let mut d = serde_json::Map::new();
+    d.insert("Prefix".into(), destination.prefix.unwrap_or_default().into());
+    if let Some(e) = destination.error_output_prefix {
+        d.insert("ErrorOutputPrefix".into(), e.into());
+    }
+    let hints = &destination.buffering_hints;
+    d.insert(
+        "BufferingHints".into(),
+        serde_json::json!({"SizeInMBs": hints.size_in_mbs.unwrap_or(5), "IntervalInSeconds": hints.interval_in_seconds.unwrap_or(300)}),
+    );
+    d.insert(
+        "CompressionFormat".into(),
+        destination.compression_format.unwrap_or_else(|| "UNCOMPRESSED".into()).into(),
+    );
+    if let Some(tz) = destination.custom_time_zone {
+        d.insert("CustomTimeZone".into(), tz.into());
+    }
+    fields.insert("destination".into(), serde_json::Value::Object(d));
+    let mut backup = crate::config::ConsumerEntry::new("archiver", &format!("{}-backup", entry.name), fields.into());
+    backup.streams = entry.streams.clone();
+    Some(backup)
+}
+
 /// The columns of the Glue table the destination names, when Parquet output has no
 /// `columns` list; read once at start, and a clear error if they cannot be read.
 async fn glue_columns(a: &ArchiverSection, ctx: &Context) -> Result<Option<Vec<Column>>> {

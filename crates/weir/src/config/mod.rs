@@ -39,10 +39,14 @@ fn extract(file: figment::providers::Data<Toml>, origin: &str, registry: &Regist
         // Only variables that name a section (WEIR_WORKER__FAILOVER, …) are config;
         // others such as WEIR_LOG belong to the command line or to tools.
         .merge(Env::prefixed("WEIR_").filter(|key| is_config_key(key.as_str())).split("__"));
-    let config: Config = figment
+    let mut config: Config = figment
         .extract()
         .map_err(|e| anyhow::anyhow!(describe(e)))
         .with_context(|| format!("invalid config {origin}"))?;
+    // An archiver with S3BackupMode Enabled runs a second archiver for the source records.
+    let backups: Vec<ConsumerEntry> =
+        config.consumers.iter().filter_map(crate::builtin::archiver::backup_entry).collect();
+    config.consumers.extend(backups);
     let warnings = config.validate(registry).with_context(|| format!("invalid config {origin}"))?;
     Ok((config, warnings))
 }
