@@ -74,13 +74,29 @@ impl Claims {
     }
 }
 
-/// Whether the object at `key` is a claim.
+/// Largest Parquet object read to tell whether it is a claim (an empty file of a wide
+/// table is a few KiB).
+const MAX_PARQUET_CLAIM: u64 = 64 * 1024;
+
+/// Whether the object at `key` is a claim: `claim`, or another valid object of no
+/// records. A Parquet claim made by another configuration or version holds another
+/// schema or writer name, so with Parquet claims any Parquet file of no rows is one
+/// (an object the archiver writes always holds at least one record). Other formats'
+/// claims are the same bytes whatever the configuration, and are compared by size
+/// first, so that a takeover reads no object that cannot be a claim.
 pub async fn is_claim(sink: &dyn ObjectSink, key: &str, claim: &Bytes) -> Result<bool, SinkError> {
+    let parquet = claim.starts_with(b"PAR1");
     match sink.stat(key).await? {
-        None => Ok(false),
-        Some(meta) if meta.size != claim.len() as u64 => Ok(false),
-        Some(_) => Ok(sink.get(key).await?.is_some_and(|b| b == *claim)),
+        Some(meta) if meta.size == claim.len() as u64 || (parquet && meta.size <= MAX_PARQUET_CLAIM) => {
+            Ok(sink.get(key).await?.is_some_and(|b| b == *claim || (parquet && holds_no_row(&b))))
+        }
+        _ => Ok(false),
     }
+}
+
+/// Whether `body` is a valid Parquet file of no rows.
+fn holds_no_row(body: &Bytes) -> bool {
+    body.starts_with(b"PAR1") && crate::parquet::ParquetFormat::rows(body).is_ok_and(|rows| rows == 0)
 }
 
 /// Records of one shard to skip because an earlier object holds them.
@@ -227,6 +243,36 @@ mod tests {
 
     fn intent(key: &str, scope: &str, first: u128, last: u128) -> Intent {
         Intent { target: key.into(), scope: scope.into(), first: p(first), last: p(last) }
+    }
+
+    /// A Parquet claim made under another table (a changed Glue schema, another weir
+    /// version) is still a claim; a file with a row never is.
+    #[tokio::test]
+    async fn parquet_claims_of_another_table_are_claims() {
+        use crate::parquet::{Column, ColumnType, Deserializer, ParquetFormat, ParquetOptions};
+        let table = |cols: &[(&str, &str)]| {
+            let columns = cols.iter().map(|(n, t)| Column { name: (*n).into(), ty: ColumnType::parse(t).unwrap() });
+            ParquetFormat::new(columns.collect(), Deserializer::default(), ParquetOptions::default())
+        };
+        let now = table(&[("tenant_id", "string"), ("n", "bigint")]);
+        let before = table(&[("tenant_id", "string")]);
+        let claim = Bytes::from(now.empty().unwrap());
+        let sink = MemoryObjectSink::new();
+        let put = |k: &'static str, b: Vec<u8>| {
+            let sink = &sink;
+            async move { sink.put_if_absent(k, Bytes::from(b), &PutOptions::default()).await.unwrap() }
+        };
+        put("old-claim.parquet", before.empty().unwrap()).await;
+        put("written.parquet", now.encode(b"{\"tenant_id\":\"a\",\"n\":1}").unwrap()).await;
+        put("garbage.parquet", b"PAR1 not a footer".to_vec()).await;
+        assert!(is_claim(&sink, "old-claim.parquet", &claim).await.unwrap());
+        assert!(!is_claim(&sink, "written.parquet", &claim).await.unwrap());
+        assert!(!is_claim(&sink, "garbage.parquet", &claim).await.unwrap());
+        assert!(!is_claim(&sink, "missing.parquet", &claim).await.unwrap());
+        // A claim by this configuration, as before.
+        assert_eq!(claim_or_check(&sink, "new.parquet", &claim).await.unwrap(), KeyState::Claimed);
+        assert_eq!(claim_or_check(&sink, "old-claim.parquet", &claim).await.unwrap(), KeyState::Claimed);
+        assert_eq!(claim_or_check(&sink, "written.parquet", &claim).await.unwrap(), KeyState::Written);
     }
 
     #[tokio::test]
