@@ -7,7 +7,7 @@
 //!   least once in the second, partition columns equal to the record fields. Three more
 //!   exactly-once archivers write ZIP, Snappy and Hadoop Snappy to a shared directory:
 //!   every record exactly once in each.
-//! - At cardinality, in Parquet: 5,000 tenant partitions under a 4 MiB buffer budget with a spill
+//! - At cardinality, in Parquet with a GZIP source-record backup: 5,000 tenant partitions under a 4 MiB buffer budget with a spill
 //!   directory (buffers spill to disk, or are sealed for memory, between the kills; a
 //!   killed worker's spill files are deleted by the next start), exactly once. Rounds
 //!   of thousands of objects keep their intents in manifests: a lease item stays
@@ -350,9 +350,11 @@ async fn sigkill_storm_at_five_thousand_partitions() {
         30,
         &metadata_extraction("{tenantId: .tenant_id}", false),
     )
-    .replace("CompressionFormat = \"GZIP\"", "CompressionFormat = \"UNCOMPRESSED\"")
+    .replace("CompressionFormat = \"GZIP\"", "CompressionFormat = \"UNCOMPRESSED\"\nS3BackupMode = \"Enabled\"")
         + "[consumers.destination.DataFormatConversionConfiguration]\nEnabled = true\n\
-           OutputFormatConfiguration = { Serializer = { ParquetSerDe = { Compression = \"SNAPPY\" } } }\n";
+           OutputFormatConfiguration = { Serializer = { ParquetSerDe = { Compression = \"SNAPPY\" } } }\n\
+           [consumers.destination.S3BackupConfiguration]\nPrefix = \"source/\"\nErrorOutputPrefix = \"source-errors/\"\n\
+           CompressionFormat = \"GZIP\"\nBufferingHints = { SizeInMBs = 1, IntervalInSeconds = 30 }\n";
     let mut fleet = Fleet::two_workers(dir.path(), &fk.endpoint, &moto.endpoint, consumer);
     let (last, kills) = fleet
         .put_while_killing(&k, RECORDS, WAVES, KILLS, |i| {
@@ -368,7 +370,7 @@ async fn sigkill_storm_at_five_thousand_partitions() {
     eprintln!("{kills} kills; waiting for the archiver to finish");
     let leases =
         DynamoDbLeaseTable::open(dynamodb(&moto.endpoint).await, "weir-crash-leases", "crash", true).await.unwrap();
-    wait_checkpoints(&leases, &last, &["archive-wide"], dir.path()).await;
+    wait_checkpoints(&leases, &last, &["archive-wide", "archive-wide-backup"], dir.path()).await;
     // Manifests still open when the fleet stops are deleted as the last checkpoints pass
     // them; wait for the deletes, then stop.
     let mut manifests_left = usize::MAX;
@@ -411,6 +413,18 @@ async fn sigkill_storm_at_five_thousand_partitions() {
     // A manifest outlives its intents only when a worker dies between writing it and
     // recording its intent, or between a checkpoint and the delete.
     assert!(manifests_left <= 4 * kills, "{manifests_left} manifests left after {kills} kills");
+    // The source-record backup (its own consumer): every record as it came, once.
+    let mut ids: BTreeMap<String, usize> = BTreeMap::new();
+    for file in files(&local.join("source")) {
+        let body = std::fs::read(&file).unwrap();
+        let raw = weir_core::object_format::decode(weir_core::object_format::ObjectFormat::Gzip, &body, u64::MAX).unwrap();
+        for v in serde_json::Deserializer::from_slice(&raw).into_iter::<serde_json::Value>() {
+            *ids.entry(v.unwrap()["sessionId"].as_str().unwrap().to_owned()).or_default() += 1;
+        }
+    }
+    let twice = ids.values().filter(|n| **n > 1).count();
+    eprintln!("backup: {} distinct source records, {twice} more than once", ids.len());
+    assert_eq!((ids.len() as u64, twice), (RECORDS, 0), "the backup holds every source record exactly once");
 }
 
 /// Prints, for a few records archived more than once, the objects that hold them

@@ -13,7 +13,7 @@ use bytes::Bytes;
 use serde_json::json;
 use weir_archiver::firehose_config::{Compression, from_json, validate};
 use weir_archiver::parquet::{Column, ColumnType};
-use weir_archiver::{Archiver, ArchiverOptions};
+use weir_archiver::{Archiver, ArchiverOptions, DeliveryMode};
 use weir_core::{
     Clock, CloseReason, Consumer, ExtendedSequenceNumber, Record, RecordBatch, SequenceNumber, ShardId, Timestamp,
 };
@@ -95,7 +95,7 @@ fn record(n: u64, data: String) -> Record {
 }
 
 /// Archives the events and the misfits into `dir` with `buffer_bytes` per object.
-async fn archive(dir: &Path, buffer_bytes: u64) {
+async fn archive(dir: &Path, buffer_bytes: u64, mode: DeliveryMode) {
     let text = include_str!("../../consumers/archiver/tests/fixtures/parquet-destination.json");
     let mut settings = validate(&from_json(text).unwrap()).unwrap();
     assert_eq!(settings.compression, Compression::Parquet);
@@ -110,7 +110,9 @@ async fn archive(dir: &Path, buffer_bytes: u64) {
     settings.buffer_bytes = buffer_bytes;
     let clock = ManualClock::new(Timestamp::from_millis(1_764_400_000_000));
     let sink = Arc::new(FsObjectSink::new(dir).unwrap());
-    let mut a = Archiver::new(ArchiverOptions::new("parquet", settings), sink, Arc::new(clock.clone())).unwrap();
+    let mut options = ArchiverOptions::new("parquet", settings);
+    options.mode = mode;
+    let mut a = Archiver::new(options, sink, Arc::new(clock.clone())).unwrap();
     let leases = SimLeases::new();
     let acks = SimAcks::new(leases.clone(), 1, CrashSwitch::after(None));
     let shard = ShardId::new("shard-0");
@@ -142,7 +144,7 @@ async fn archive(dir: &Path, buffer_bytes: u64) {
 async fn parquet_objects_read_back_in_duckdb_with_their_types() {
     let dir = tempfile::tempdir().unwrap();
     // Small objects: several row groups' worth of files per partition.
-    archive(dir.path(), 64 * 1024).await;
+    archive(dir.path(), 64 * 1024, DeliveryMode::ExactlyOnce).await;
     let data: Vec<_> = files(&dir.path().join("tool-events"));
     assert!(data.len() > 7, "several objects per partition: {}", data.len());
     assert!(data.iter().all(|p| p.to_string_lossy().ends_with(".parquet")), "{data:?}");
@@ -229,6 +231,15 @@ async fn parquet_objects_read_back_in_duckdb_with_their_types() {
     }
     let bad = duckdb(&format!("SELECT count(*) FROM {from} WHERE session_id LIKE 'bad-%'"));
     assert_eq!(bad[0][0], json!(0), "no misfit reached the data");
+
+    // Firehose's at-least-once mode writes the same archive (no intents, no claims).
+    let firehose = tempfile::tempdir().unwrap();
+    archive(firehose.path(), 64 * 1024, DeliveryMode::Firehose).await;
+    let glob = format!("{}/tool-events/*/*/*.parquet", firehose.path().display());
+    let rows = duckdb(&format!(
+        "SELECT count(*), count(DISTINCT session_id), sum(duration_ms) FROM read_parquet('{glob}', hive_partitioning = true)"
+    ));
+    assert_eq!(json!(rows[0]), json!([EVENTS, EVENTS, sum(|n| n % 500)]), "firehose mode");
 }
 
 /// Creates Glue database `mcp` and table `normalized` in moto with the columns of

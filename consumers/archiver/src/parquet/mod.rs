@@ -251,6 +251,51 @@ mod tests {
         assert_eq!(f.empty().unwrap(), f.empty().unwrap(), "a claim is the same bytes every time");
     }
 
+    /// Every `ParquetSerDe` setting reaches the file: its codec, dictionary pages, the
+    /// writer version, and row groups closed at `BlockSizeBytes`.
+    #[test]
+    fn serde_settings_reach_the_file() {
+        use parquet::basic::{Compression as Codec, Encoding};
+        let col = |n: &str, t: &str| Column { name: n.into(), ty: ColumnType::parse(t).unwrap() };
+        let mut records = Vec::new();
+        for i in 0..20_000 {
+            records.extend_from_slice(format!("{{\"tenant_id\":\"t{}\",\"n\":{i}}}\n", i % 3).as_bytes());
+        }
+        let cases = [
+            (ParquetCompression::Snappy, "SNAPPY"),
+            (ParquetCompression::Gzip, "GZIP"),
+            (ParquetCompression::Uncompressed, "UNCOMPRESSED"),
+            (ParquetCompression::Zstd, "ZSTD"),
+        ];
+        for (compression, name) in cases {
+            for (dictionary, writer_v2) in [(false, false), (true, true)] {
+                let options =
+                    ParquetOptions { compression, dictionary, writer_v2, block_size: 64 * 1024, ..ParquetOptions::default() };
+                let f = ParquetFormat::new(
+                    vec![col("tenant_id", "string"), col("n", "bigint")],
+                    Deserializer::default(),
+                    options,
+                );
+                let file = Bytes::from(f.encode(&records).unwrap());
+                let meta = ParquetRecordBatchReaderBuilder::try_new(file).unwrap().metadata().clone();
+                assert_eq!(meta.file_metadata().num_rows(), 20_000);
+                assert_eq!(meta.file_metadata().version(), if writer_v2 { 2 } else { 1 }, "{name}");
+                assert!(meta.num_row_groups() > 1, "{name}: row groups closed at BlockSizeBytes");
+                let chunk = meta.row_group(0).column(0);
+                let codec = chunk.compression();
+                let want = match compression {
+                    ParquetCompression::Snappy => matches!(codec, Codec::SNAPPY),
+                    ParquetCompression::Gzip => matches!(codec, Codec::GZIP(_)),
+                    ParquetCompression::Uncompressed => matches!(codec, Codec::UNCOMPRESSED),
+                    ParquetCompression::Zstd => matches!(codec, Codec::ZSTD(_)),
+                };
+                assert!(want, "{name}: {codec:?}");
+                let dict = chunk.encodings().any(|e| matches!(e, Encoding::RLE_DICTIONARY | Encoding::PLAIN_DICTIONARY));
+                assert_eq!(dict, dictionary, "{name}: dictionary pages");
+            }
+        }
+    }
+
     #[test]
     fn many_rows_make_many_batches() {
         let f = format();
