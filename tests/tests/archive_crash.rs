@@ -417,7 +417,8 @@ async fn sigkill_storm_at_five_thousand_partitions() {
     let mut ids: BTreeMap<String, usize> = BTreeMap::new();
     for file in files(&local.join("source")) {
         let body = std::fs::read(&file).unwrap();
-        let raw = weir_core::object_format::decode(weir_core::object_format::ObjectFormat::Gzip, &body, u64::MAX).unwrap();
+        let raw =
+            weir_core::object_format::decode(weir_core::object_format::ObjectFormat::Gzip, &body, u64::MAX).unwrap();
         for v in serde_json::Deserializer::from_slice(&raw).into_iter::<serde_json::Value>() {
             *ids.entry(v.unwrap()["sessionId"].as_str().unwrap().to_owned()).or_default() += 1;
         }

@@ -74,29 +74,34 @@ impl Claims {
     }
 }
 
-/// Largest Parquet object read to tell whether it is a claim (an empty file of a wide
-/// table is a few KiB).
-const MAX_PARQUET_CLAIM: u64 = 64 * 1024;
+/// Largest object read to tell whether it is a claim. An empty object of any format is
+/// far smaller (an empty Parquet file of a wide table is a few KiB); only objects this
+/// small are read, so a takeover reads no large object.
+const MAX_CLAIM: u64 = 64 * 1024;
 
 /// Whether the object at `key` is a claim: `claim`, or another valid object of no
-/// records. A Parquet claim made by another configuration or version holds another
-/// schema or writer name, so with Parquet claims any Parquet file of no rows is one
-/// (an object the archiver writes always holds at least one record). Other formats'
-/// claims are the same bytes whatever the configuration, and are compared by size
-/// first, so that a takeover reads no object that cannot be a claim.
+/// records. The second matters when the claim was made under another configuration or
+/// version: a Parquet claim holds the table's schema and the writer's name, and a
+/// format change (GZIP to ZIP, to Parquet) leaves claims of the old format behind. Taken
+/// as written, such a claim would make a new owner skip records no object holds. An
+/// object the archiver writes always holds at least one record, so an empty one can only
+/// be a claim.
 pub async fn is_claim(sink: &dyn ObjectSink, key: &str, claim: &Bytes) -> Result<bool, SinkError> {
-    let parquet = claim.starts_with(b"PAR1");
     match sink.stat(key).await? {
-        Some(meta) if meta.size == claim.len() as u64 || (parquet && meta.size <= MAX_PARQUET_CLAIM) => {
-            Ok(sink.get(key).await?.is_some_and(|b| b == *claim || (parquet && holds_no_row(&b))))
+        Some(meta) if meta.size == claim.len() as u64 || meta.size <= MAX_CLAIM => {
+            Ok(sink.get(key).await?.is_some_and(|b| b == *claim || holds_no_record(&b)))
         }
         _ => Ok(false),
     }
 }
 
-/// Whether `body` is a valid Parquet file of no rows.
-fn holds_no_row(body: &Bytes) -> bool {
-    body.starts_with(b"PAR1") && crate::parquet::ParquetFormat::rows(body).is_ok_and(|rows| rows == 0)
+/// Whether `body` is a valid object of no records, in any format the archiver writes.
+fn holds_no_record(body: &Bytes) -> bool {
+    use weir_core::object_format::{ObjectFormat, decode};
+    if body.starts_with(b"PAR1") {
+        return crate::parquet::ParquetFormat::rows(body).is_ok_and(|rows| rows == 0);
+    }
+    decode(ObjectFormat::sniff(body), body, 1).is_ok_and(|plain| plain.is_empty())
 }
 
 /// Records of one shard to skip because an earlier object holds them.
@@ -246,9 +251,11 @@ mod tests {
     }
 
     /// A Parquet claim made under another table (a changed Glue schema, another weir
-    /// version) is still a claim; a file with a row never is.
+    /// version), or a claim of another format, is still a claim; an object with a record
+    /// never is.
     #[tokio::test]
-    async fn parquet_claims_of_another_table_are_claims() {
+    async fn claims_of_another_table_or_format_are_claims() {
+        use crate::firehose_config::Compression;
         use crate::parquet::{Column, ColumnType, Deserializer, ParquetFormat, ParquetOptions};
         let table = |cols: &[(&str, &str)]| {
             let columns = cols.iter().map(|(n, t)| Column { name: (*n).into(), ty: ColumnType::parse(t).unwrap() });
@@ -269,6 +276,17 @@ mod tests {
         assert!(!is_claim(&sink, "written.parquet", &claim).await.unwrap());
         assert!(!is_claim(&sink, "garbage.parquet", &claim).await.unwrap());
         assert!(!is_claim(&sink, "missing.parquet", &claim).await.unwrap());
+        // Claims of the other formats (a format change between owners).
+        for format in [Compression::Gzip, Compression::Zip, Compression::Snappy, Compression::HadoopSnappy] {
+            let key = format!("old-format-claim-{format:?}");
+            sink.put_if_absent(&key, crate::delivery::body::claim_body(format, None), &PutOptions::default())
+                .await
+                .unwrap();
+            assert!(is_claim(&sink, &key, &claim).await.unwrap(), "{format:?}");
+        }
+        let one = weir_core::object_format::encode(weir_core::object_format::ObjectFormat::Gzip, b"{}\n").unwrap();
+        sink.put_if_absent("one-record.gz", Bytes::from(one), &PutOptions::default()).await.unwrap();
+        assert!(!is_claim(&sink, "one-record.gz", &claim).await.unwrap());
         // A claim by this configuration, as before.
         assert_eq!(claim_or_check(&sink, "new.parquet", &claim).await.unwrap(), KeyState::Claimed);
         assert_eq!(claim_or_check(&sink, "old-claim.parquet", &claim).await.unwrap(), KeyState::Claimed);

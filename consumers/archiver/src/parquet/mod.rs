@@ -269,8 +269,13 @@ mod tests {
         ];
         for (compression, name) in cases {
             for (dictionary, writer_v2) in [(false, false), (true, true)] {
-                let options =
-                    ParquetOptions { compression, dictionary, writer_v2, block_size: 64 * 1024, ..ParquetOptions::default() };
+                let options = ParquetOptions {
+                    compression,
+                    dictionary,
+                    writer_v2,
+                    block_size: 64 * 1024,
+                    ..ParquetOptions::default()
+                };
                 let f = ParquetFormat::new(
                     vec![col("tenant_id", "string"), col("n", "bigint")],
                     Deserializer::default(),
@@ -290,7 +295,8 @@ mod tests {
                     ParquetCompression::Zstd => matches!(codec, Codec::ZSTD(_)),
                 };
                 assert!(want, "{name}: {codec:?}");
-                let dict = chunk.encodings().any(|e| matches!(e, Encoding::RLE_DICTIONARY | Encoding::PLAIN_DICTIONARY));
+                let dict =
+                    chunk.encodings().any(|e| matches!(e, Encoding::RLE_DICTIONARY | Encoding::PLAIN_DICTIONARY));
                 assert_eq!(dict, dictionary, "{name}: dictionary pages");
             }
         }
