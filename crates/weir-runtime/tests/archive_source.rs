@@ -11,7 +11,7 @@ use flate2::Compression;
 use flate2::write::GzEncoder;
 use weir_core::ports::{ObjectSink, PutOptions, ReadMode, ShardReader, StreamCatalog};
 use weir_core::{SequenceNumber, ShardId, StartingPosition, Timestamp};
-use weir_runtime::archive::{ArchiveError, ArchiveSource};
+use weir_runtime::archive::{ArchiveError, ArchiveSource, TableLines};
 use weir_testkit::MemoryObjectSink;
 
 fn gz(text: &str) -> Bytes {
@@ -182,15 +182,34 @@ async fn every_compression_format_is_read() {
     assert!(err.to_string().contains(bad), "{err}");
 }
 
-/// A Parquet object is refused with the reason, not read as lines of bytes.
+/// A Parquet object is refused with the reason when the replay has no table reader,
+/// and read one line per row through the one it is given.
 #[tokio::test]
-async fn a_parquet_object_is_refused_by_name() {
+async fn parquet_objects_are_read_with_the_table_reader_given() {
     let sink: Arc<dyn ObjectSink> = Arc::new(MemoryObjectSink::new());
     let key = "p/2026/11/29/10/s-1-2026-11-29-10-00-00-x.parquet";
     sink.put_if_absent(key, Bytes::from_static(b"PAR1\x15\x04PAR1"), &PutOptions::default()).await.unwrap();
-    let source =
-        ArchiveSource::open(sink, "p/", at("2026-11-29T10:00:00Z"), at("2026-11-29T11:00:00Z"), Tz::UTC).await.unwrap();
-    let err = source.open(&ShardId::new(key), &StartingPosition::TrimHorizon, ReadMode::Polling).await.err().unwrap();
+    let open =
+        || ArchiveSource::open(sink.clone(), "p/", at("2026-11-29T10:00:00Z"), at("2026-11-29T11:00:00Z"), Tz::UTC);
+    let refusing = open().await.unwrap();
+    let err = refusing.open(&ShardId::new(key), &StartingPosition::TrimHorizon, ReadMode::Polling).await.err().unwrap();
     assert!(!err.is_retryable(), "{err}");
-    assert!(err.to_string().contains(key) && err.to_string().contains("not Parquet"), "{err}");
+    assert!(err.to_string().contains(key) && err.to_string().contains("reads no Parquet"), "{err}");
+
+    let tables: TableLines = Arc::new(|body: &Bytes, limit: u64| {
+        assert_eq!(&body[..], b"PAR1\x15\x04PAR1", "the stored bytes");
+        assert!(limit >= 128 << 20, "room for a Firehose object");
+        Ok(b"{\"row\":1}\n{\"row\":2}\n".to_vec())
+    });
+    let reading = open().await.unwrap().with_tables(tables);
+    let lines = read_all(&reading, key, StartingPosition::TrimHorizon).await;
+    assert_eq!(lines.iter().map(|(_, l)| l.as_str()).collect::<Vec<_>>(), ["{\"row\":1}", "{\"row\":2}"]);
+    let after_first = StartingPosition::AfterSequenceNumber(SequenceNumber::from_u128(lines[0].0.parse().unwrap()));
+    let rest = read_all(&reading, key, after_first).await;
+    assert_eq!(rest.iter().map(|(_, l)| l.as_str()).collect::<Vec<_>>(), ["{\"row\":2}"], "rows resume by number");
+
+    let failing: TableLines = Arc::new(|_: &Bytes, _: u64| Err("column x: Time64 values have no JSON form".into()));
+    let failing = open().await.unwrap().with_tables(failing);
+    let err = failing.open(&ShardId::new(key), &StartingPosition::TrimHorizon, ReadMode::Polling).await.err().unwrap();
+    assert!(err.to_string().contains(key) && err.to_string().contains("Time64"), "{err}");
 }

@@ -39,5 +39,11 @@ pub async fn open(
             (Arc::new(sink), String::new())
         }
     };
-    ArchiveSource::open(store, &prefix, from, to, zone).await.map_err(|e| anyhow::anyhow!("--from-archive: {e}"))
+    let source = ArchiveSource::open(store, &prefix, from, to, zone)
+        .await
+        .map_err(|e| anyhow::anyhow!("--from-archive: {e}"))?;
+    // Parquet objects (weir's or Firehose's) replay as one JSON line per row.
+    Ok(source.with_tables(Arc::new(|body, limit| {
+        weir_archiver::parquet::json_lines(body, limit).map_err(|e| e.to_string())
+    })))
 }

@@ -21,6 +21,7 @@
 pub mod arrays;
 pub mod column_type;
 pub mod deserialize;
+pub mod json_lines;
 pub mod timestamp;
 
 use std::sync::Arc;
@@ -35,6 +36,7 @@ use parquet::file::properties::{WriterProperties, WriterVersion};
 
 pub use column_type::ColumnType;
 pub use deserialize::{Column, Deserializer, Mismatch, RowReader};
+pub use json_lines::{JsonLinesError, json_lines};
 
 /// Rows read into one Arrow batch while an object is encoded.
 pub const ENCODE_ROWS: usize = 8192;

@@ -4,4 +4,4 @@ mod key_time;
 mod source;
 
 pub use key_time::key_time;
-pub use source::{ArchiveError, ArchiveSource, ArchivedObject};
+pub use source::{ArchiveError, ArchiveSource, ArchivedObject, TableLines};

@@ -72,12 +72,18 @@ pub enum ArchiveError {
     },
 }
 
+/// Reads a table file (Parquet) as JSON lines, at most the given number of bytes of
+/// them, or says why not. The runtime knows no table format; the binary passes the
+/// archiver's reader.
+pub type TableLines = Arc<dyn Fn(&Bytes, u64) -> Result<Vec<u8>, String> + Send + Sync>;
+
 /// The objects of an archive written in `[from, to)`, readable as a stream.
 pub struct ArchiveSource {
     store: Arc<dyn ObjectSink>,
     objects: Vec<ArchivedObject>,
     by_key: HashMap<String, usize>,
     open_reads: Arc<tokio::sync::Semaphore>,
+    tables: Option<TableLines>,
 }
 
 impl ArchiveSource {
@@ -109,13 +115,21 @@ impl ArchiveSource {
             return Err(ArchiveError::NoneInWindow { location, first, last });
         }
         let by_key = objects.iter().enumerate().map(|(i, o)| (o.key.clone(), i)).collect();
-        Ok(Self { store, objects, by_key, open_reads: Arc::new(tokio::sync::Semaphore::new(DEFAULT_MAX_OPEN)) })
+        let open_reads = Arc::new(tokio::sync::Semaphore::new(DEFAULT_MAX_OPEN));
+        Ok(Self { store, objects, by_key, open_reads, tables: None })
     }
 
     /// At most `n` objects are read at once (default [`DEFAULT_MAX_OPEN`]); further
     /// opens wait for one to finish.
     pub fn with_max_open(mut self, n: usize) -> Self {
         self.open_reads = Arc::new(tokio::sync::Semaphore::new(n.max(1)));
+        self
+    }
+
+    /// Parquet objects are read with `tables`, one line per row; without it they are
+    /// refused by name.
+    pub fn with_tables(mut self, tables: TableLines) -> Self {
+        self.tables = Some(tables);
         self
     }
 
@@ -175,7 +189,7 @@ impl ShardReader for ArchiveSource {
             shard: shard.clone(),
             key: object.key.clone(),
             arrival: object.written,
-            lines: reader_of(&object.key, body)?,
+            lines: reader_of(&object.key, body, self.tables.as_ref())?,
             line: 0,
             first_line,
             done: false,
@@ -188,17 +202,22 @@ fn line_number(s: &SequenceNumber) -> Result<u64, ReadError> {
     s.as_str().parse().map_err(|_| ReadError::Fatal(format!("position {} is not a line number", s.as_str())))
 }
 
-/// Most bytes a ZIP, Snappy or Hadoop Snappy object is decompressed to (they are
-/// decompressed whole; a Firehose object holds at most 128 MiB before compression).
+/// Most bytes a ZIP, Snappy, Hadoop Snappy or Parquet object is decompressed to (they
+/// are read whole; a Firehose object holds at most 128 MiB before compression).
 const MAX_WHOLE_OBJECT: u64 = 1 << 30;
 
 /// The lines of a stored object, in whatever format the archiver (or Firehose) wrote
-/// it: GZIP is decompressed as it is read, ZIP, Snappy and Hadoop Snappy whole.
-fn reader_of(key: &str, body: Bytes) -> Result<Box<dyn BufRead + Send>, ReadError> {
-    if body.starts_with(b"PAR1") {
-        return Err(ReadError::Fatal(format!(
-            "{key}: a Parquet object: --from-archive replays archives of JSON lines (GZIP, ZIP, Snappy, Hadoop Snappy or uncompressed), not Parquet; replay a window of the stream instead"
-        )));
+/// it: GZIP is decompressed as it is read, ZIP, Snappy and Hadoop Snappy whole, and a
+/// Parquet file is read whole with `tables` into one JSON line per row.
+fn reader_of(key: &str, body: Bytes, tables: Option<&TableLines>) -> Result<Box<dyn BufRead + Send>, ReadError> {
+    if body.len() >= 8 && body.starts_with(b"PAR1") && body.ends_with(b"PAR1") {
+        let Some(tables) = tables else {
+            return Err(ReadError::Fatal(format!(
+                "{key}: a Parquet object, and this replay reads no Parquet: archives of JSON lines only (GZIP, ZIP, Snappy, Hadoop Snappy or uncompressed)"
+            )));
+        };
+        let lines = tables(&body, MAX_WHOLE_OBJECT).map_err(|e| ReadError::Fatal(format!("{key}: {e}")))?;
+        return Ok(Box::new(Cursor::new(lines)));
     }
     Ok(match ObjectFormat::sniff(&body) {
         ObjectFormat::Gzip => Box::new(BufReader::with_capacity(64 * 1024, MultiGzDecoder::new(Cursor::new(body)))),
