@@ -336,6 +336,27 @@ fn firehose_destinations_are_checked_with_every_problem_named() {
         "{stdout}"
     );
     let dir = tempfile::tempdir().unwrap();
+    // Every compression Firehose writes, and FileExtension / CustomTimeZone beside them.
+    for (format, shown) in
+        [("ZIP", "Zip"), ("Snappy", "Snappy"), ("HADOOP_SNAPPY", "HadoopSnappy"), ("UNCOMPRESSED", "Uncompressed")]
+    {
+        let f = dir.path().join(format!("{format}.json"));
+        std::fs::write(
+            &f,
+            format!(
+                r#"{{"Prefix": "a/!{{timestamp:yyyy/MM/dd/HH}}/", "ErrorOutputPrefix": "e/", "CompressionFormat": "{format}",
+                    "FileExtension": ".x", "CustomTimeZone": "Asia/Tokyo"}}"#
+            ),
+        )
+        .unwrap();
+        let out = weir().args(["config", "check", "--firehose", f.to_str().unwrap()]).output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{format}: {stdout}{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            stdout.contains(&format!(", {shown},")) || stdout.contains(&format!(", {shown})")),
+            "{format}: {stdout}"
+        );
+    }
     let backup = dir.path().join("backup.json");
     std::fs::write(
         &backup,
