@@ -507,4 +507,15 @@ mod tests {
         assert_eq!(decimal("abc", 10, 2), None);
         assert_eq!(decimal(".", 10, 2), None);
     }
+
+    /// Doubles are the correctly rounded value of their JSON text (serde_json's
+    /// `float_roundtrip`; its default parser can be one unit off, found by fuzzing).
+    #[test]
+    fn doubles_are_correctly_rounded() {
+        let reader = RowReader::new(vec![col("d", "double")], Deserializer::default());
+        for text in ["11e28", "1.1e29", "0.1", "2.2250738585072011e-308", "9007199254740993", "123456789.12345678"] {
+            let row = reader.row(format!("{{\"d\":{text}}}").as_bytes()).unwrap();
+            assert_eq!(row, vec![Cell::Float(text.parse::<f64>().unwrap())], "{text}");
+        }
+    }
 }

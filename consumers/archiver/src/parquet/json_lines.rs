@@ -337,11 +337,13 @@ mod tests {
             "\n",
             r#"{"ts":9223372036854775}"#,
             "\n",
+            r#"{"d":11e28,"f":11e28}"#,
+            "\n",
         );
         let file = Bytes::from(f.encode(records.as_bytes()).unwrap());
         let lines = json_lines(&file, 1 << 20).unwrap();
         let text = String::from_utf8(lines.clone()).unwrap();
-        assert_eq!(text.lines().count(), 7, "{text}");
+        assert_eq!(text.lines().count(), 8, "{text}");
         assert!(text.contains(r#"{"ts":9223372036854775}"#), "past chrono's years, millis: {text}");
         assert!(text.contains(r#"{"ts":"+33658-09-27 01:46:40"}"#), "years past 9999 signed: {text}");
         assert!(text.contains(r#""ts":"2025-11-29 07:06:40.123""#), "{text}");
