@@ -16,7 +16,6 @@ use base64::Engine;
 use bytes::Bytes;
 use weir_archiver::Transformer;
 use weir_archiver::firehose_config::{from_json, validate};
-use weir_archiver::parquet::{Column, ColumnType};
 use weir_archiver::{Archiver, ArchiverOptions};
 use weir_core::kpl::{aggregate, deaggregate};
 use weir_core::{
@@ -151,19 +150,7 @@ async fn corpus_in(format: &str) {
     }
     let mut settings = validate(&destination).unwrap();
     if let Some(conversion) = settings.conversion.as_mut() {
-        let columns = [
-            ("schema_version", "string"),
-            ("tenant_id", "string"),
-            ("tool_name", "string"),
-            ("session_id", "string"),
-            ("timestamp_utc", "timestamp"),
-            ("duration_ms", "bigint"),
-            ("success", "boolean"),
-            ("error_code", "string"),
-        ];
-        conversion.columns = Some(
-            columns.iter().map(|(n, t)| Column { name: (*n).into(), ty: ColumnType::parse(t).unwrap() }).collect(),
-        );
+        conversion.columns = Some(weir_archiver::mcp_normalize_columns());
     }
     let extension = settings.file_extension.clone();
     settings.append_delimiter = false;

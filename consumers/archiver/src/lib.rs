@@ -92,6 +92,6 @@ pub use options::{ArchiverOptions, BuildError, DEFAULT_BUFFER_MEMORY};
 pub use pipeline::keys::QueryError;
 pub use pipeline::lambda::{FunctionInvoker, InvokeError, LambdaTransform};
 pub use pipeline::transform::{
-    Failure, MCP_NORMALIZE_FAILED, McpNormalize, Outcome, Part, RecordTransform, Transformer,
+    Failure, MCP_NORMALIZE_FAILED, McpNormalize, Outcome, Part, RecordTransform, Transformer, mcp_normalize_columns,
 };
 pub use preview::Preview;

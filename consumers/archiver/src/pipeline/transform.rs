@@ -111,6 +111,23 @@ impl RecordTransform for McpNormalize {
     }
 }
 
+/// The table of `mcp-normalize`'s lines: [`weir_mcp::ARCHIVE_FIELDS`] with their Hive
+/// types, the `columns` for Parquet output behind this transform.
+pub fn mcp_normalize_columns() -> Vec<crate::parquet::Column> {
+    use crate::parquet::{Column, ColumnType};
+    let types = [
+        ColumnType::String,
+        ColumnType::String,
+        ColumnType::String,
+        ColumnType::String,
+        ColumnType::Timestamp,
+        ColumnType::BigInt,
+        ColumnType::Boolean,
+        ColumnType::String,
+    ];
+    weir_mcp::ARCHIVE_FIELDS.iter().zip(types).map(|(name, ty)| Column { name: (*name).into(), ty }).collect()
+}
+
 /// The outcome of `mcp-normalize` for one record's data.
 pub fn mcp_normalize(data: &[u8], arrival: weir_core::Timestamp) -> Outcome {
     match weir_mcp::normalize_line(data, arrival) {

@@ -28,23 +28,10 @@ pub fn pos(n: u128) -> ExtendedSequenceNumber {
     ExtendedSequenceNumber::plain(SequenceNumber::from_u128(n))
 }
 
-/// An MCP event with a unique id; every `bad_every`-th record is not JSON.
 /// The table of mcp-normalize's lines, for Parquet output.
 pub fn mcp_table() -> weir_archiver::firehose_config::conversion::Conversion {
-    use weir_archiver::parquet::{Column, ColumnType, Deserializer, ParquetOptions};
-    let columns = [
-        ("schema_version", "string"),
-        ("tenant_id", "string"),
-        ("tool_name", "string"),
-        ("session_id", "string"),
-        ("timestamp_utc", "timestamp"),
-        ("duration_ms", "bigint"),
-        ("success", "boolean"),
-        ("error_code", "string"),
-    ]
-    .into_iter()
-    .map(|(name, ty)| Column { name: name.into(), ty: ColumnType::parse(ty).unwrap() })
-    .collect();
+    use weir_archiver::parquet::{Deserializer, ParquetOptions};
+    let columns = weir_archiver::mcp_normalize_columns();
     weir_archiver::firehose_config::conversion::Conversion {
         deserializer: Deserializer::default(),
         parquet: ParquetOptions::default(),
@@ -53,6 +40,7 @@ pub fn mcp_table() -> weir_archiver::firehose_config::conversion::Conversion {
     }
 }
 
+/// An MCP event with a unique id; every `bad_every`-th record is not JSON.
 pub fn record(shard: usize, n: u128, bad_every: u128) -> Record {
     let id = format!("s{shard}-{n}");
     let data = if bad_every > 0 && n.is_multiple_of(bad_every) {
