@@ -7,9 +7,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use weir_aws::kinesis::producer::Producer;
-use weir_e2e::{
-    archiver_toml, create_stream, files, kinesis, metadata_extraction, put_wave, session_ids, weir_command, worker_toml,
-};
+use weir_e2e::{create_stream, files, kinesis, put_wave, session_ids, tenant_archiver_toml, weir_command, worker_toml};
 use weir_testkit::Emulator;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -21,16 +19,8 @@ async fn source_records_are_backed_up_exactly_once_in_their_own_format() {
     put_wave(&p, "first", 1_000).await;
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
-    let archiver = archiver_toml(
-        "archive",
-        &format!("directory = \"{}\"", out.display()),
-        "mcp-normalize",
-        "events/tenant=!{partitionKeyFromQuery:tenantId}/",
-        "errors/!{firehose:error-output-type}/",
-        300,
-        &metadata_extraction("{tenantId: .tenant_id}", false),
-    )
-    .replace("CompressionFormat = \"GZIP\"\n", "CompressionFormat = \"GZIP\"\nS3BackupMode = \"Enabled\"\n")
+    let archiver = tenant_archiver_toml(&out)
+        .replace("CompressionFormat = \"GZIP\"\n", "CompressionFormat = \"GZIP\"\nS3BackupMode = \"Enabled\"\n")
         + "[consumers.destination.S3BackupConfiguration]\n\
            BucketARN = \"arn:aws:s3:::ignored-for-a-directory\"\n\
            Prefix = \"source/\"\nErrorOutputPrefix = \"source-errors/\"\nCompressionFormat = \"ZIP\"\n\

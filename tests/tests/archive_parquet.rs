@@ -268,16 +268,8 @@ async fn create_glue_table(moto: &str) {
 
 /// A worker config archiving `stream` as Parquet with the table of Glue `mcp.<table>`.
 fn glue_config(dir: &Path, kinesis: &str, moto: &str, table: &str) -> std::path::PathBuf {
-    let archiver = weir_e2e::archiver_toml(
-        "archive",
-        &format!("directory = \"{}\"", dir.join("out").display()),
-        "mcp-normalize",
-        "events/tenant=!{partitionKeyFromQuery:tenantId}/",
-        "errors/!{firehose:error-output-type}/",
-        300,
-        &weir_e2e::metadata_extraction("{tenantId: .tenant_id}", false),
-    )
-    .replace("CompressionFormat = \"GZIP\"", "CompressionFormat = \"UNCOMPRESSED\"")
+    let archiver = weir_e2e::tenant_archiver_toml(&dir.join("out"))
+        .replace("CompressionFormat = \"GZIP\"", "CompressionFormat = \"UNCOMPRESSED\"")
         + &format!(
             "[consumers.destination.DataFormatConversionConfiguration]\n\
              SchemaConfiguration = {{ DatabaseName = \"mcp\", TableName = \"{table}\", Region = \"us-east-1\" }}\n"
