@@ -78,6 +78,7 @@ pub mod firehose_config;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
+mod hashing;
 pub mod metrics;
 mod options;
 pub mod parquet;

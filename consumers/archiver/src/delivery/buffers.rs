@@ -178,7 +178,7 @@ pub struct Buffers {
     pub(crate) limits: Limits,
     /// Open buffers by route key ([`Route::encode`]); foldhash, as a key is hashed for
     /// every record.
-    pub(crate) open: HashMap<Box<[u8]>, Box<Open>, foldhash::fast::RandomState>,
+    pub(crate) open: HashMap<Box<[u8]>, Box<Open>, crate::hashing::FastHash>,
     pub(crate) data_open: usize,
     /// Sum of the open buffers' costs.
     pub(crate) held: usize,

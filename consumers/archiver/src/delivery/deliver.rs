@@ -140,7 +140,7 @@ pub struct Delivery {
 const REMEMBERED_KEYS: usize = 16_384;
 
 /// A set of written keys (foldhash: two lookups per object put).
-pub type WrittenKeys = HashSet<Arc<str>, foldhash::fast::RandomState>;
+pub type WrittenKeys = HashSet<Arc<str>, crate::hashing::FastHash>;
 
 /// Whether [`Delivery::deliver`] tries the waiting objects again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -33,7 +33,7 @@ struct ShardLedger {
     /// 100,000 objects marks its place, with no tree to rebalance.
     pending: VecDeque<Slot>,
     /// The place of each pending generation (counted from the first place ever opened).
-    firsts: HashMap<u64, u64, foldhash::fast::RandomState>,
+    firsts: HashMap<u64, u64, crate::hashing::FastHash>,
     /// The place of `pending`'s front.
     base: u64,
     /// Generations opened so far (the next place).
