@@ -3,18 +3,23 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
-use weir_core::ports::{LeaseTable, NamespaceMeta, WorkerHeartbeat};
+use weir_core::ports::{
+    LeaseTable, MAX_LEASE_ITEM_BYTES, MAX_TRANSACTION_BYTES, NamespaceMeta, WorkerHeartbeat, lease_item_bytes,
+};
 use weir_core::{Lease, LeaseError, LeaseMutation, NewLease, ShardId, WorkerId};
 
 /// An in-memory lease table with the same conditional semantics as DynamoDB: every
 /// mutation is applied atomically with [`LeaseMutation::apply`].
 ///
 /// `set_unavailable(true)` makes every call fail with a retryable store error, to test
-/// renewal failures.
+/// renewal failures. [`MemoryLeaseTable::with_dynamodb_limits`] refuses what DynamoDB
+/// refuses: an item over [`MAX_LEASE_ITEM_BYTES`], a transaction over
+/// [`MAX_TRANSACTION_BYTES`] (sizes by [`lease_item_bytes`]).
 #[derive(Debug, Default)]
 pub struct MemoryLeaseTable {
     state: Mutex<State>,
     unavailable: AtomicBool,
+    limits: bool,
 }
 
 #[derive(Debug, Default)]
@@ -29,6 +34,37 @@ impl MemoryLeaseTable {
     /// An empty table.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty table that refuses writes DynamoDB would refuse for their size, with the
+    /// non-retryable `ValidationException` DynamoDB answers.
+    pub fn with_dynamodb_limits() -> Self {
+        Self { limits: true, ..Self::default() }
+    }
+
+    /// With DynamoDB's limits: refuses `leases` if one is too large, or all of them
+    /// together (one transaction) are.
+    fn check_sizes<'a>(&self, leases: impl IntoIterator<Item = &'a Lease>) -> Result<(), LeaseError> {
+        if !self.limits {
+            return Ok(());
+        }
+        let mut total = 0;
+        for l in leases {
+            let bytes = lease_item_bytes(l);
+            if bytes > MAX_LEASE_ITEM_BYTES {
+                return Err(too_large(format!(
+                    "ValidationException: Item size has exceeded the maximum allowed size (lease {}: {bytes} bytes)",
+                    l.key
+                )));
+            }
+            total += bytes;
+        }
+        if total > MAX_TRANSACTION_BYTES {
+            return Err(too_large(format!(
+                "ValidationException: Transaction request cannot be larger than 4 MB ({total} bytes)"
+            )));
+        }
+        Ok(())
     }
 
     /// Makes every call fail (or succeed again).
@@ -46,6 +82,10 @@ impl MemoryLeaseTable {
         }
         Ok(self.state.lock().unwrap_or_else(|p| p.into_inner()))
     }
+}
+
+fn too_large(message: String) -> LeaseError {
+    LeaseError::Store { message, retryable: false, source: None }
 }
 
 #[async_trait]
@@ -71,6 +111,7 @@ impl LeaseTable for MemoryLeaseTable {
         let mut s = self.check()?;
         let stored = s.leases.get(&mutation.key).ok_or_else(|| LeaseError::NotFound(mutation.key.clone()))?;
         let next = mutation.apply(stored)?;
+        self.check_sizes([&next])?;
         s.leases.insert(next.key.clone(), next.clone());
         Ok(next)
     }
@@ -83,6 +124,7 @@ impl LeaseTable for MemoryLeaseTable {
             let stored = s.leases.get(&m.key).ok_or_else(|| LeaseError::NotFound(m.key.clone()))?;
             next.push(m.apply(stored)?);
         }
+        self.check_sizes(&next)?;
         for l in &next {
             s.leases.insert(l.key.clone(), l.clone());
         }
@@ -169,5 +211,51 @@ mod tests {
     #[tokio::test]
     async fn passes_lease_table_conformance() {
         crate::conformance::lease_table_suite(|| async { std::sync::Arc::new(MemoryLeaseTable::new()) as _ }).await;
+        crate::conformance::lease_table_suite(|| async {
+            std::sync::Arc::new(MemoryLeaseTable::with_dynamodb_limits()) as _
+        })
+        .await;
+    }
+
+    /// With DynamoDB's limits, an item past 400 KB and a transaction past 4 MB are
+    /// refused as DynamoDB refuses them, and nothing of a refused write is stored.
+    #[tokio::test]
+    async fn dynamodb_limits_refuse_large_items_and_transactions() {
+        use weir_core::{ConsumerName, ExtendedSequenceNumber, Intent, LeaseChange, SequenceNumber};
+        let t = MemoryLeaseTable::with_dynamodb_limits();
+        let p = ExtendedSequenceNumber::plain(SequenceNumber::from_u128(1));
+        let intent =
+            |n: usize| Intent { target: format!("{n:01000}"), scope: "s".into(), first: p.clone(), last: p.clone() };
+        let record = |l: &Lease, n: usize| {
+            LeaseMutation::on(
+                l,
+                LeaseChange::RecordIntents { consumer: ConsumerName::new("a"), intents: (0..n).map(intent).collect() },
+            )
+        };
+        let mut leases = Vec::new();
+        for i in 0..12 {
+            let key = ShardId::new(format!("s-{i}"));
+            t.create_if_absent(NewLease {
+                key: key.clone(),
+                initial: weir_core::Checkpoint::TrimHorizon,
+                parents: vec![],
+                hash_range: None,
+            })
+            .await
+            .unwrap();
+            let l = t.get(&key).await.unwrap().unwrap();
+            let owned =
+                t.mutate(&LeaseMutation::on(&l, LeaseChange::Take { owner: WorkerId::new("w") })).await.unwrap();
+            leases.push(owned);
+        }
+        // 500 intents of ~1 KB: past 400 KB.
+        let e = t.mutate(&record(&leases[0], 500)).await.unwrap_err();
+        assert!(e.to_string().contains("Item size has exceeded") && !e.is_retryable(), "{e}");
+        assert!(t.get(&leases[0].key).await.unwrap().unwrap().intents.is_empty(), "nothing stored");
+        // 12 items of ~370 KB each: each fits, together past 4 MB.
+        let all: Vec<LeaseMutation> = leases.iter().map(|l| record(l, 360)).collect();
+        let e = t.mutate_all(&all).await.unwrap_err();
+        assert!(e.to_string().contains("larger than 4 MB"), "{e}");
+        assert!(t.mutate_all(&all[..10]).await.is_ok(), "ten of them fit in one transaction");
     }
 }

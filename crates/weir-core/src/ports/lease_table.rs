@@ -7,6 +7,26 @@ use crate::lease::{Lease, LeaseError, LeaseMutation, NewLease};
 /// was written by a newer weir, whose fields this one would drop when rewriting a lease.
 pub const LEASE_FORMAT: u32 = 1;
 
+/// The largest lease item a lease table must store: DynamoDB's item limit (400 KB,
+/// attribute names and values included). <https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/ServiceQuotas.html>
+pub const MAX_LEASE_ITEM_BYTES: usize = 400 * 1024;
+
+/// The most item bytes one [`LeaseTable::mutate_all`] may write: DynamoDB's limit on
+/// the aggregate size of the items of a transaction (4 MB).
+pub const MAX_TRANSACTION_BYTES: usize = 4 * 1024 * 1024;
+
+/// The bytes `lease` takes as a stored item, as DynamoDB counts them: the lease's JSON
+/// (the DynamoDB adapter stores the lease as one JSON attribute) plus what its key and
+/// index attributes beside it can take (names, the namespace up to 256 bytes, the
+/// sort key, counter, owner, handoff). An upper bound of the adapter's item size (its
+/// tests check it), used against [`MAX_LEASE_ITEM_BYTES`].
+pub fn lease_item_bytes(lease: &Lease) -> usize {
+    let json = serde_json::to_vec(lease).map_or(usize::MAX / 2, |v| v.len());
+    let owner = lease.owner.as_ref().map_or(0, |o| o.as_str().len());
+    let handoff = lease.handoff_to.as_ref().map_or(0, |h| h.as_str().len());
+    json + 2 * lease.key.as_str().len() + owner + handoff + 320
+}
+
 /// What a namespace belongs to: written by the first worker of an application, checked
 /// by every later one, so that two applications given the same namespace (a copied
 /// config, a shared table) fail at start instead of taking each other's leases.

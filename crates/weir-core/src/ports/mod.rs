@@ -8,7 +8,10 @@ mod reader;
 mod store_location;
 mod stream_writer;
 
-pub use lease_table::{LEASE_FORMAT, LeaseTable, NamespaceMeta, WorkerHeartbeat};
+pub use lease_table::{
+    LEASE_FORMAT, LeaseTable, MAX_LEASE_ITEM_BYTES, MAX_TRANSACTION_BYTES, NamespaceMeta, WorkerHeartbeat,
+    lease_item_bytes,
+};
 pub use object_sink::{ObjectMeta, ObjectSink, PutOptions, PutOutcome, SinkError, validate_key};
 pub use reader::{ReadError, ReadMode, ShardInfo, ShardReader, ShardSubscription, StreamCatalog};
 pub use store_location::{StoreFieldsError, StoreLocation};
