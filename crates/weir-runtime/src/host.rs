@@ -3,6 +3,13 @@
 //! It receives lanes from shard workers (control channel, handled first) and the
 //! batches on those lanes, ticks the consumer, catches failures and panics, and routes
 //! acknowledgements to the lane of the shard they name.
+//!
+//! Every shard opened for the consumer is closed for it exactly once before its lane
+//! goes: by the close the shard worker queued on the lane, or, when the shard worker
+//! let the lease go without that close being served (a handoff or shutdown past its
+//! deadline, a close that failed), with [`CloseReason::LeaseLost`] when the lane is
+//! removed, so the consumer never keeps state of a shard it no longer has (and a
+//! worker that takes the shard again starts it afresh).
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
@@ -30,7 +37,8 @@ pub(crate) enum HostCtl {
     Open { ctx: ShardContext, lane: Arc<LaneShared>, rx: mpsc::UnboundedReceiver<LaneMsg> },
     /// The lease is lost: drop queued batches and close with `LeaseLost`.
     Abandon { shard: ShardId, done: oneshot::Sender<()> },
-    /// The shard worker is finished with the lane: forget it.
+    /// The shard worker is finished with the lane: forget it (closing the shard for
+    /// the consumer as lost if no close was served).
     Remove { shard: ShardId },
     /// A checkpoint write dropped these intents of the consumer from the shard's lease.
     IntentsPassed { shard: ShardId, intents: Vec<Intent> },
@@ -121,6 +129,8 @@ pub(crate) async fn run_host(
     let name = ConsumerName::new(consumer.name());
     let mut lanes: StreamMap<ShardId, UnboundedReceiverStream<LaneMsg>> = StreamMap::new();
     let mut acks = LaneAcks { consumer: name.clone(), lanes: HashMap::new() };
+    // Shards opened for the consumer and not closed since.
+    let mut open: std::collections::HashSet<ShardId> = std::collections::HashSet::new();
     let mut tick = tokio::time::interval(tick_every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -134,6 +144,7 @@ pub(crate) async fn run_host(
                         failure(&name, &shard, &stats, &e, "on_shard_open");
                     }
                     acks.lanes.insert(shard.clone(), lane);
+                    open.insert(shard.clone());
                     lanes.insert(shard, UnboundedReceiverStream::new(rx));
                 }
                 Some(HostCtl::Abandon { shard, done }) => {
@@ -142,6 +153,7 @@ pub(crate) async fn run_host(
                         // Nothing more will be processed; wake any catch-up waiting on it.
                         lane.bump_epoch();
                     }
+                    open.remove(&shard);
                     if let Err(e) = guarded(consumer.on_shard_close(&shard, CloseReason::LeaseLost, &acks)).await {
                         failure(&name, &shard, &stats, &e, "on_shard_close");
                     }
@@ -149,7 +161,17 @@ pub(crate) async fn run_host(
                 }
                 Some(HostCtl::Remove { shard }) => {
                     lanes.remove(&shard);
-                    acks.lanes.remove(&shard);
+                    if let Some(lane) = acks.lanes.remove(&shard) {
+                        lane.bump_epoch();
+                    }
+                    if open.remove(&shard) {
+                        // The lease went without the consumer closing the shard (its close
+                        // was still queued, or failed): it drops what it holds of it.
+                        tracing::warn!(consumer = %name, %shard, "shard let go before the consumer closed it; dropping its state");
+                        if let Err(e) = guarded(consumer.on_shard_close(&shard, CloseReason::LeaseLost, &acks)).await {
+                            failure(&name, &shard, &stats, &e, "on_shard_close");
+                        }
+                    }
                 }
                 Some(HostCtl::IntentsPassed { shard, intents }) => {
                     if let Err(e) = guarded(consumer.on_intents_passed(&shard, &intents)).await {
@@ -189,10 +211,18 @@ pub(crate) async fn run_host(
                     }
                     lane.done_one();
                 }
-                LaneMsg::Close { reason, done } => {
+                LaneMsg::Close { epoch, reason, done } => {
+                    let stale = acks.lanes.get(&shard).is_none_or(|l| epoch != l.epoch() || l.failed());
+                    if reason == CloseReason::ShardEnded && stale {
+                        let _ = done.send(false);
+                        continue;
+                    }
                     let r = guarded(consumer.on_shard_close(&shard, reason, &acks)).await;
-                    if let Err(e) = &r {
-                        failure(&name, &shard, &stats, e, "on_shard_close");
+                    match &r {
+                        Ok(()) => {
+                            open.remove(&shard);
+                        }
+                        Err(e) => failure(&name, &shard, &stats, e, "on_shard_close"),
                     }
                     let _ = done.send(r.is_ok());
                 }

@@ -14,8 +14,19 @@ use weir_core::{CloseReason, ConsumerName, ExtendedSequenceNumber, RecordBatch, 
 
 /// Messages on a lane, in order.
 pub(crate) enum LaneMsg {
-    Batch { epoch: u64, batch: Arc<RecordBatch> },
-    Close { reason: CloseReason, done: oneshot::Sender<bool> },
+    Batch {
+        epoch: u64,
+        batch: Arc<RecordBatch>,
+    },
+    /// Close the shard for the consumer. A shard-end close sent in an epoch that has
+    /// since failed or ended is not served (answered `false`): the consumer failed a
+    /// batch queued before it, so it has not finished the shard, and its lane goes on
+    /// (catch-up) after it.
+    Close {
+        epoch: u64,
+        reason: CloseReason,
+        done: oneshot::Sender<bool>,
+    },
 }
 
 /// Positions of a lane; `None` means "nothing in this session".

@@ -10,7 +10,7 @@ use std::time::Duration;
 use common::{Fleet, eventually};
 use weir_core::ports::LeaseTable;
 use weir_core::{CloseReason, LeaseChange, LeaseMutation, WorkerId};
-use weir_testkit::AckMode;
+use weir_testkit::{AckMode, Event};
 
 #[tokio::test(start_paused = true)]
 async fn a_released_lease_is_drained_freed_and_started_again() {
@@ -49,4 +49,50 @@ async fn a_released_lease_is_drained_freed_and_started_again() {
     })
     .await;
     common::assert_exactly_once_in_order(&fleet.stream, &control.recorded(), "after a release");
+}
+
+/// A release whose drain outlasts `handoff_timeout` (the consumer is stuck in a batch):
+/// the lease is let go anyway, and the close queued behind the batch must not be lost
+/// with the lane. The consumer is told to drop the shard (`LeaseLost`) before the same
+/// worker opens the shard again, so it never holds two tenures' state of one shard.
+#[tokio::test(start_paused = true)]
+async fn a_drain_past_its_deadline_still_closes_the_shard_before_it_opens_again() {
+    let mut fleet = Fleet::new(1, 20, &[("count", AckMode::Immediately)]);
+    let producer = fleet.produce(400, Duration::from_millis(50));
+    fleet.start("w1");
+    eventually("w1 holds the shard", Duration::from_secs(120), || async { fleet.owners().await.get("w1") == Some(&1) })
+        .await;
+    let control = fleet.control("w1", "count");
+    eventually("records flow", Duration::from_secs(60), || async { !control.recorded().records.is_empty() }).await;
+    control.stall();
+    let batches = control.recorded().timeline.len();
+    eventually("a batch is stuck in the consumer", Duration::from_secs(60), || async {
+        control.recorded().timeline.len() > batches
+    })
+    .await;
+    let lease = fleet.leases().await.into_iter().next().unwrap();
+    let shard = lease.key.clone();
+    let release = LeaseChange::RequestHandoff { to: WorkerId::new(weir_core::lease::RELEASE_REQUEST) };
+    fleet.table.mutate(&LeaseMutation::on(&lease, release)).await.unwrap();
+    // Past handoff_timeout (10 s): the lease is released without the consumer's close.
+    eventually("the lease goes free", Duration::from_secs(60), || async {
+        fleet.table.get(&shard).await.unwrap().unwrap().owner.is_none()
+    })
+    .await;
+    control.resume();
+    eventually("the shard opens again", Duration::from_secs(120), || async {
+        control.recorded().opens.iter().filter(|o| o.shard_id == shard).count() >= 2
+    })
+    .await;
+    let timeline = control.recorded().timeline;
+    let opens: Vec<usize> =
+        timeline.iter().enumerate().filter(|(_, (_, s, e))| *s == shard && *e == Event::Open).map(|(i, _)| i).collect();
+    let closed_between =
+        timeline[opens[0]..opens[1]].iter().any(|(_, s, e)| *s == shard && matches!(e, Event::Close(_)));
+    assert!(closed_between, "the shard was opened again without being closed: {timeline:?}");
+    producer.await.unwrap();
+    eventually("every record delivered", Duration::from_secs(300), || async {
+        control.recorded().records.len() >= 400
+    })
+    .await;
 }

@@ -11,7 +11,7 @@ use common::{Fleet, config, eventually, stream_data};
 use weir_core::ports::LeaseTable;
 use weir_core::{Acks, Checkpoint, CloseReason, Consumer, ConsumerError, RecordBatch, ShardContext, ShardId};
 use weir_runtime::{TokioClock, Worker};
-use weir_testkit::AckMode;
+use weir_testkit::{AckMode, Event};
 
 /// On every shard open, checks in the lease table that each parent has ended with
 /// every consumer at `ShardEnd`.
@@ -134,4 +134,45 @@ async fn split_and_merge_respect_parent_order() {
         stop.cancel();
         h.await.unwrap();
     }
+}
+
+/// The shard end is read while the consumer is stuck; the batch it was stuck on fails.
+/// The close queued behind that batch must not be served (the consumer has not
+/// finished the shard: its records come again on a catch-up read), so the consumer is
+/// never handed a batch of a shard after closing it.
+#[tokio::test(start_paused = true)]
+async fn a_shard_is_not_closed_behind_a_failed_batch() {
+    let mut fleet = Fleet::new(1, 10, &[("a", AckMode::Immediately)]);
+    fleet.start("w1");
+    fleet.produce(50, Duration::from_millis(20)).await.unwrap();
+    let control = fleet.control("w1", "a");
+    eventually("records flow", Duration::from_secs(60), || async { control.recorded().records.len() >= 50 }).await;
+    control.stall();
+    // The consumer gets stuck on the first of these; the rest queue behind it (fewer
+    // than the queue's capacity, so the lane stays attached).
+    fleet.produce(5, Duration::from_millis(20)).await.unwrap();
+    let parent = fleet.stream.open_shards()[0].clone();
+    fleet.stream.split(&parent).unwrap();
+    // Everything queued behind the stuck batch fails, the end included.
+    control.fail_next(1, false);
+    let queued = |c: &weir_testkit::ConsumerControl| {
+        c.recorded().timeline.iter().filter(|(_, s, e)| *s == parent && matches!(e, Event::Batch(_))).count()
+    };
+    let before = queued(&control);
+    // The checkpoint ticks send the close once the end is read (it waits in the lane);
+    // less than `detach_after` (5 s), so the lane is not detached as backed up.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(queued(&control), before, "still stuck");
+    control.resume();
+    eventually("the parent ends", Duration::from_secs(120), || async {
+        fleet.table.get(&parent).await.unwrap().unwrap().ended
+    })
+    .await;
+    let timeline = control.recorded().timeline;
+    let first_close = timeline.iter().position(|(_, s, e)| *s == parent && matches!(e, Event::Close(_))).unwrap();
+    let after: Vec<_> =
+        timeline[first_close..].iter().filter(|(_, s, e)| *s == parent && matches!(e, Event::Batch(_))).collect();
+    assert!(after.is_empty(), "batches after the close: {after:?}");
+    assert_eq!(control.recorded().injected_failures, 1);
+    common::assert_exactly_once_in_order(&fleet.stream, &control.recorded(), "after a failed end");
 }

@@ -17,8 +17,9 @@ pub(crate) enum CatchupMsg {
     /// The catch-up is at the tip, having sent everything up to `through`. The worker
     /// answers `true` and reattaches the lane if the live read is not past `through`.
     Rejoin { lane: usize, through: Checkpoint, reply: oneshot::Sender<bool> },
-    /// The catch-up delivered the shard's last record.
-    ReachedEnd { lane: usize },
+    /// The catch-up delivered the shard's last record; `through` is the last position
+    /// it sent (what the consumer must acknowledge before the shard counts as done).
+    ReachedEnd { lane: usize, through: Checkpoint },
     /// The consumer failed again during the catch-up.
     Failed { lane: usize },
 }
@@ -85,7 +86,7 @@ pub(crate) async fn run_catchup(plan: CatchupPlan) {
             }
         }
         if batch.is_shard_end() {
-            let _ = plan.events.send(CatchupMsg::ReachedEnd { lane: plan.lane });
+            let _ = plan.events.send(CatchupMsg::ReachedEnd { lane: plan.lane, through: after.clone() });
             return;
         }
         let at_tip = batch.records.is_empty() || batch.millis_behind_latest == Some(0);

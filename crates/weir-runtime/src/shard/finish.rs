@@ -124,7 +124,7 @@ impl ShardWorker {
                 continue;
             }
             let (done, rx) = oneshot::channel();
-            if lane.tx.send(LaneMsg::Close { reason, done }).is_ok() {
+            if lane.tx.send(LaneMsg::Close { epoch: lane.shared.epoch(), reason, done }).is_ok() {
                 waits.push((lane.host.name.clone(), rx));
             }
         }

@@ -338,7 +338,8 @@ impl ShardWorker {
                 }
                 LaneMode::AtEnd { close_at } if *close_at <= now => {
                     let (done, rx) = tokio::sync::oneshot::channel();
-                    let msg = crate::lane::LaneMsg::Close { reason: CloseReason::ShardEnded, done };
+                    let epoch = lane.shared.epoch();
+                    let msg = crate::lane::LaneMsg::Close { epoch, reason: CloseReason::ShardEnded, done };
                     if lane.tx.send(msg).is_ok() {
                         lane.mode = LaneMode::Closing(rx);
                     }
@@ -376,7 +377,10 @@ impl ShardWorker {
                 }
                 let _ = reply.send(ok);
             }
-            CatchupMsg::ReachedEnd { lane } => {
+            CatchupMsg::ReachedEnd { lane, through } => {
+                // What the catch-up sent is owed to the consumer now: the shard is done
+                // only once it is acknowledged (`Lane::fully_acked`).
+                self.lanes[lane].after = through;
                 self.lanes[lane].mode = LaneMode::AtEnd { close_at: now };
             }
             CatchupMsg::Failed { lane } => {
