@@ -8,6 +8,13 @@
 //! stops when validity ends has stopped before anyone else may start. Validity is cut
 //! to 90% of `failover` so that differences in clock rates between hosts cannot eat
 //! the margin.
+//!
+//! A write whose outcome is unknown (a timeout or a lost reply: it may have landed) is
+//! remembered with the lease it would have stored. The next write then meets a counter
+//! it did not expect; before calling the lease lost, the stored lease is read back: if
+//! it is exactly what the unknown write would have stored (a handoff request aside, the
+//! one write that others make on a held lease), that write landed, and the new write is
+//! made on it.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -28,11 +35,25 @@ pub(crate) enum HeldError {
     Store(#[from] LeaseError),
 }
 
+/// The lease as this worker last knew it stored, and a write whose outcome is unknown.
+struct Known {
+    lease: Lease,
+    /// What the unknown write would have stored, and when it started.
+    unsettled: Option<(Lease, Instant)>,
+}
+
+impl std::ops::Deref for Known {
+    type Target = Lease;
+    fn deref(&self) -> &Lease {
+        &self.lease
+    }
+}
+
 pub(crate) struct HeldLease {
     key: ShardId,
     table: Arc<dyn LeaseTable>,
     failover: Duration,
-    state: tokio::sync::Mutex<Lease>,
+    state: tokio::sync::Mutex<Known>,
     valid_until: Mutex<Instant>,
     lost: CancellationToken,
     handoff: watch::Sender<Option<WorkerId>>,
@@ -56,7 +77,7 @@ impl HeldLease {
             key: lease.key.clone(),
             table,
             failover: validity(failover),
-            state: tokio::sync::Mutex::new(lease),
+            state: tokio::sync::Mutex::new(Known { lease, unsettled: None }),
             valid_until: Mutex::new(write_started + validity(failover)),
             lost: CancellationToken::new(),
             handoff,
@@ -68,7 +89,7 @@ impl HeldLease {
     }
 
     pub(crate) async fn snapshot(&self) -> Lease {
-        self.state.lock().await.clone()
+        self.state.lock().await.lease.clone()
     }
 
     /// Fires when the lease is known lost.
@@ -105,39 +126,82 @@ impl HeldLease {
     /// [`HeldLease::write`], also returning the lease as stored before the write.
     async fn write_seen(&self, change: LeaseChange) -> Result<(Lease, Lease), HeldError> {
         let mut state = self.state.lock().await;
-        if !self.is_valid() {
-            self.mark_lost();
-            return Err(HeldError::Lost(self.key.clone()));
-        }
-        let started = Instant::now();
-        let owner_before = state.owner.clone();
-        // A write still unanswered when the lease's validity runs out (a hung store:
-        // a partition, a black-holed endpoint) would hold this lease's writers past
-        // the point where another worker may take it: give up there, as lost. (The
-        // write may still land; its counter then fences any later write of ours.)
-        let mutation = LeaseMutation::on(&state, change);
-        let answered = tokio::time::timeout_at(self.valid_until(), self.table.mutate(&mutation)).await;
-        let Ok(answered) = answered else {
-            self.mark_lost();
-            return Err(HeldError::Lost(self.key.clone()));
-        };
-        match answered {
-            Ok(next) => {
-                let still_mine = next.owner == owner_before;
-                let before = std::mem::replace(&mut *state, next.clone());
-                if still_mine {
-                    *self.valid_until.lock().unwrap_or_else(|p| p.into_inner()) = started + self.failover;
-                }
-                if next.handoff_to != *self.handoff.borrow() {
-                    self.handoff.send_replace(next.handoff_to.clone());
-                }
-                Ok((before, next))
-            }
-            Err(LeaseError::Conflict { .. }) | Err(LeaseError::NotFound(_)) => {
+        // At most twice: once more when the conflict was our own earlier write landing.
+        for _ in 0..2 {
+            if !self.is_valid() {
                 self.mark_lost();
-                Err(HeldError::Lost(self.key.clone()))
+                return Err(HeldError::Lost(self.key.clone()));
             }
-            Err(e) => Err(HeldError::Store(e)),
+            let started = Instant::now();
+            let owner_before = state.owner.clone();
+            // A write still unanswered when the lease's validity runs out (a hung store:
+            // a partition, a black-holed endpoint) would hold this lease's writers past
+            // the point where another worker may take it: give up there, as lost. (The
+            // write may still land; its counter then fences any later write of ours.)
+            let mutation = LeaseMutation::on(&state, change.clone());
+            let answered = tokio::time::timeout_at(self.valid_until(), self.table.mutate(&mutation)).await;
+            let Ok(answered) = answered else {
+                self.mark_lost();
+                return Err(HeldError::Lost(self.key.clone()));
+            };
+            match answered {
+                Ok(next) => {
+                    let still_mine = next.owner == owner_before;
+                    state.unsettled = None;
+                    let before = std::mem::replace(&mut state.lease, next.clone());
+                    if still_mine {
+                        self.extend_validity(started);
+                    }
+                    self.publish_handoff(&next);
+                    return Ok((before, next));
+                }
+                Err(LeaseError::Conflict { .. }) | Err(LeaseError::NotFound(_)) => {
+                    if self.settle_unknown_write(&mut state).await {
+                        continue;
+                    }
+                    self.mark_lost();
+                    return Err(HeldError::Lost(self.key.clone()));
+                }
+                Err(e) => {
+                    // It may have landed: remember what it would have stored.
+                    if let Ok(would) = mutation.apply(&state) {
+                        state.unsettled = Some((would, started));
+                    }
+                    return Err(HeldError::Store(e));
+                }
+            }
+        }
+        self.mark_lost();
+        Err(HeldError::Lost(self.key.clone()))
+    }
+
+    /// After a conflict: whether an earlier write of ours whose outcome was unknown is
+    /// what the table holds (then `state` takes it, with the validity it earned).
+    async fn settle_unknown_write(&self, state: &mut Known) -> bool {
+        let Some((would, started)) = state.unsettled.take() else { return false };
+        let read = tokio::time::timeout_at(self.valid_until(), self.table.get(&self.key)).await;
+        let Ok(Ok(Some(stored))) = read else { return false };
+        // A handoff request is the one write others make on a held lease (the counter
+        // stays); anything else means the lease moved on without us.
+        let mine = Lease { handoff_to: stored.handoff_to.clone(), ..would };
+        if stored != mine {
+            return false;
+        }
+        tracing::debug!(shard = %self.key, counter = stored.counter, "an earlier write whose answer was lost had landed");
+        self.publish_handoff(&stored);
+        state.lease = stored;
+        self.extend_validity(started);
+        true
+    }
+
+    fn extend_validity(&self, write_started: Instant) {
+        let mut until = self.valid_until.lock().unwrap_or_else(|p| p.into_inner());
+        *until = (*until).max(write_started + self.failover);
+    }
+
+    fn publish_handoff(&self, stored: &Lease) {
+        if stored.handoff_to != *self.handoff.borrow() {
+            self.handoff.send_replace(stored.handoff_to.clone());
         }
     }
 
@@ -202,34 +266,53 @@ impl HeldLease {
             for (h, _) in chunk {
                 states.push(h.state.lock().await);
             }
-            let mutations: Vec<LeaseMutation> = chunk
-                .iter()
-                .zip(&states)
-                .map(|((_, change), state)| LeaseMutation::on(state, change.clone()))
-                .collect();
-            let started = Instant::now();
-            // Bounded by the earliest validity in the chunk, as in `write_seen`.
-            let deadline = chunk.iter().map(|(h, _)| h.valid_until()).min().unwrap_or(started);
-            let Ok(answered) = tokio::time::timeout_at(deadline, chunk[0].0.table.mutate_all(&mutations)).await else {
-                for (h, _) in chunk {
-                    h.mark_lost();
-                }
-                return Err((chunk.iter().map(|(h, _)| h.key.clone()).collect(), None));
-            };
-            match answered {
-                Ok(stored) => {
-                    for (((h, _), state), next) in chunk.iter().zip(states.iter_mut()).zip(stored) {
-                        **state = next;
-                        *h.valid_until.lock().unwrap_or_else(|p| p.into_inner()) = started + h.failover;
-                    }
-                }
-                Err(LeaseError::Conflict { key, .. }) | Err(LeaseError::NotFound(key)) => {
-                    if let Some((h, _)) = chunk.iter().find(|(h, _)| h.key == key) {
+            // Again after each conflict that was our own earlier write landing.
+            let mut attempts = 0;
+            loop {
+                attempts += 1;
+                let mutations: Vec<LeaseMutation> = chunk
+                    .iter()
+                    .zip(&states)
+                    .map(|((_, change), state)| LeaseMutation::on(&state.lease, change.clone()))
+                    .collect();
+                let started = Instant::now();
+                // Bounded by the earliest validity in the chunk, as in `write_seen`.
+                let deadline = chunk.iter().map(|(h, _)| h.valid_until()).min().unwrap_or(started);
+                let Ok(answered) = tokio::time::timeout_at(deadline, chunk[0].0.table.mutate_all(&mutations)).await
+                else {
+                    for (h, _) in chunk {
                         h.mark_lost();
                     }
-                    return Err((vec![key], None));
+                    return Err((chunk.iter().map(|(h, _)| h.key.clone()).collect(), None));
+                };
+                match answered {
+                    Ok(stored) => {
+                        for (((h, _), state), next) in chunk.iter().zip(states.iter_mut()).zip(stored) {
+                            state.lease = next;
+                            state.unsettled = None;
+                            h.extend_validity(started);
+                        }
+                        break;
+                    }
+                    Err(LeaseError::Conflict { key, .. }) | Err(LeaseError::NotFound(key)) => {
+                        if let Some(i) = chunk.iter().position(|(h, _)| h.key == key) {
+                            if attempts <= chunk.len() && chunk[i].0.settle_unknown_write(&mut states[i]).await {
+                                continue;
+                            }
+                            chunk[i].0.mark_lost();
+                        }
+                        return Err((vec![key], None));
+                    }
+                    Err(e) => {
+                        // It may have landed (all of it): remember what it would have stored.
+                        for (state, m) in states.iter_mut().zip(&mutations) {
+                            if let Ok(would) = m.apply(&state.lease) {
+                                state.unsettled = Some((would, started));
+                            }
+                        }
+                        return Err((Vec::new(), Some(e)));
+                    }
                 }
-                Err(e) => return Err((Vec::new(), Some(e))),
             }
         }
         Ok(())
@@ -302,6 +385,106 @@ mod tests {
         let cp = Checkpoint::At(ExtendedSequenceNumber::plain(SequenceNumber::from_u128(1)));
         let late = held.checkpoint([("c".into(), cp)].into(), None).await;
         assert!(matches!(late, Err(HeldError::Lost(_))), "{late:?}");
+    }
+
+    /// A table whose next writes land but answer with an error, as a DynamoDB write
+    /// whose reply is lost (a timeout, a dropped connection).
+    struct LostReplies {
+        inner: MemoryLeaseTable,
+        lose: std::sync::atomic::AtomicU32,
+    }
+
+    impl LostReplies {
+        fn lost(&self) -> Option<LeaseError> {
+            let lose =
+                self.lose.fetch_update(std::sync::atomic::Ordering::SeqCst, std::sync::atomic::Ordering::SeqCst, |n| {
+                    n.checked_sub(1)
+                });
+            lose.is_ok().then(|| LeaseError::Store { message: "reply lost".into(), retryable: true, source: None })
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl LeaseTable for LostReplies {
+        async fn create_if_absent(&self, l: weir_core::NewLease) -> Result<bool, LeaseError> {
+            self.inner.create_if_absent(l).await
+        }
+        async fn list(&self) -> Result<Vec<Lease>, LeaseError> {
+            self.inner.list().await
+        }
+        async fn get(&self, key: &ShardId) -> Result<Option<Lease>, LeaseError> {
+            self.inner.get(key).await
+        }
+        async fn mutate(&self, m: &LeaseMutation) -> Result<Lease, LeaseError> {
+            let r = self.inner.mutate(m).await?;
+            self.lost().map_or(Ok(r), Err)
+        }
+        async fn mutate_all(&self, ms: &[LeaseMutation]) -> Result<Vec<Lease>, LeaseError> {
+            let r = self.inner.mutate_all(ms).await?;
+            self.lost().map_or(Ok(r), Err)
+        }
+        async fn delete(&self, key: &ShardId) -> Result<(), LeaseError> {
+            self.inner.delete(key).await
+        }
+        async fn delete_ended(&self, seen: &Lease) -> Result<bool, LeaseError> {
+            self.inner.delete_ended(seen).await
+        }
+        async fn heartbeat(&self, w: &WorkerId, i: &str) -> Result<(), LeaseError> {
+            self.inner.heartbeat(w, i).await
+        }
+        async fn claim_worker(&self, s: &weir_core::ports::WorkerHeartbeat, i: &str) -> Result<bool, LeaseError> {
+            self.inner.claim_worker(s, i).await
+        }
+        async fn namespace_meta(&self) -> Result<Option<weir_core::ports::NamespaceMeta>, LeaseError> {
+            self.inner.namespace_meta().await
+        }
+        async fn put_namespace_meta(
+            &self,
+            m: &weir_core::ports::NamespaceMeta,
+            e: Option<&weir_core::ports::NamespaceMeta>,
+        ) -> Result<bool, LeaseError> {
+            self.inner.put_namespace_meta(m, e).await
+        }
+        async fn list_workers(&self) -> Result<Vec<weir_core::ports::WorkerHeartbeat>, LeaseError> {
+            self.inner.list_workers().await
+        }
+        async fn remove_worker(&self, w: &WorkerId, i: &str) -> Result<(), LeaseError> {
+            self.inner.remove_worker(w, i).await
+        }
+    }
+
+    /// A write that landed but whose answer was lost is not mistaken for a lost lease:
+    /// the next write meets the new counter, reads the lease back, finds its own write,
+    /// and goes on. The same for a transaction. A write someone else made in between
+    /// is still a lost lease.
+    #[tokio::test(start_paused = true)]
+    async fn a_write_whose_reply_was_lost_is_found_again() {
+        let lossy = Arc::new(LostReplies { inner: MemoryLeaseTable::new(), lose: 0.into() });
+        let table: Arc<dyn LeaseTable> = lossy.clone();
+        let started = Instant::now();
+        let mine = taken_lease(table.as_ref(), "s-1", "a").await;
+        let held = HeldLease::new(mine.clone(), started, table.clone(), FAILOVER);
+        lossy.lose.store(1, std::sync::atomic::Ordering::SeqCst);
+        assert!(matches!(held.renew().await, Err(HeldError::Store(_))), "the answer is lost");
+        held.renew().await.expect("the renewal after a lost answer");
+        assert!(held.is_valid());
+        let stored = table.get(&ShardId::new("s-1")).await.unwrap().unwrap();
+        assert_eq!(stored.counter, mine.counter + 2, "both renewals landed");
+        // A transaction (intents) whose answer is lost, then a checkpoint.
+        let p = |n| ExtendedSequenceNumber::plain(SequenceNumber::from_u128(n));
+        let intent = Intent { target: "k".into(), scope: "s".into(), first: p(1), last: p(5) };
+        let record = LeaseChange::RecordIntents { consumer: ConsumerName::new("c"), intents: vec![intent] };
+        lossy.lose.store(1, std::sync::atomic::Ordering::SeqCst);
+        assert!(HeldLease::write_many(vec![(held.clone(), record)]).await.is_err());
+        let passed = held.checkpoint([("c".into(), Checkpoint::At(p(6)))].into(), None).await.unwrap();
+        assert_eq!(passed[&ConsumerName::new("c")].len(), 1, "the intents had landed, and the checkpoint passed them");
+        // An answer lost, then another worker takes the lease: lost, as it is.
+        lossy.lose.store(1, std::sync::atomic::Ordering::SeqCst);
+        assert!(held.renew().await.is_err());
+        let now = table.get(&ShardId::new("s-1")).await.unwrap().unwrap();
+        take(table.as_ref(), &now, "b").await;
+        assert!(matches!(held.renew().await, Err(HeldError::Lost(_))));
+        assert!(held.lost().is_cancelled());
     }
 
     #[tokio::test(start_paused = true)]
