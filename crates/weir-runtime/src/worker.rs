@@ -344,7 +344,6 @@ impl Coordinator {
     /// One taker cycle; returns leases newly held.
     async fn cycle(&mut self, held: &HeldMap) -> Vec<Arc<HeldLease>> {
         let me = self.config.worker_id.clone();
-        let started = Instant::now();
         let now = self.clock.now();
         match self.table.heartbeat(&me, &self.instance).await {
             Ok(()) => {}
@@ -370,12 +369,22 @@ impl Coordinator {
             out.push(HeldLease::new(lease, since, self.table.clone(), self.config.failover));
         };
 
-        // Leases handed to this worker (or left owned by it by an earlier run).
+        // Leases handed to this worker (or left owned by it by an earlier run). Held
+        // only after a write of this worker's own: a lease's validity runs from the
+        // start of its holder's last write, and the transfer (or the earlier run's last
+        // renewal) may be most of a failover old already, so others may count it
+        // expired soon.
         for l in &leases {
             if l.is_owned_by(&me) && !l.ended && !held_keys.contains(&l.key) {
                 self.pending_steals.remove(&l.key);
-                tracing::info!(shard = %l.key, "lease adopted");
-                adopt(l.clone(), started, &mut out);
+                let since = Instant::now();
+                match self.table.mutate(&LeaseMutation::on(l, LeaseChange::Renew)).await {
+                    Ok(renewed) => {
+                        tracing::info!(shard = %l.key, "lease adopted");
+                        adopt(renewed, since, &mut out);
+                    }
+                    Err(e) => tracing::debug!(shard = %l.key, error = %e, "adopting a lease failed; next cycle"),
+                }
             }
         }
         let adopted: HashSet<ShardId> = out.iter().map(|h| h.key().clone()).collect();
@@ -433,5 +442,43 @@ impl Coordinator {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weir_core::Timestamp;
+    use weir_testkit::MemoryLeaseTable;
+    use weir_testkit::fixtures::taken_lease;
+
+    /// A lease found owned by this worker (handed over, or left by an earlier run) is
+    /// held only after a write of this worker's own: its counter moves, so a worker that
+    /// has watched it unchanged since the transfer does not count it expired while this
+    /// one uses it; its validity runs from that write.
+    #[tokio::test(start_paused = true)]
+    async fn an_adopted_lease_is_written_before_it_is_held() {
+        let table = Arc::new(MemoryLeaseTable::new());
+        let handed = taken_lease(table.as_ref(), "s-1", "me").await;
+        // Most of a failover passes before the taker cycle finds the lease.
+        tokio::time::advance(std::time::Duration::from_secs(9)).await;
+        let stream = weir_local::MemoryStream::new(Default::default(), Arc::new(crate::TokioClock::new()));
+        let mut c = Coordinator {
+            instance: "i".into(),
+            displaced: None,
+            table: table.clone(),
+            catalog: Arc::new(stream),
+            config: Arc::new(RuntimeConfig::new(WorkerId::new("me"))),
+            clock: Arc::new(weir_testkit::ManualClock::new(Timestamp::from_millis(0))),
+            seen: Observations::default(),
+            pending_steals: HashMap::new(),
+        };
+        let held = c.cycle(&HeldMap::default()).await;
+        assert_eq!(held.len(), 1, "adopted");
+        let stored = table.get(&ShardId::new("s-1")).await.unwrap().unwrap();
+        assert_eq!(stored.counter, handed.counter + 1, "written once by the adopter");
+        assert_eq!(held[0].snapshot().await, stored, "held as written");
+        tokio::time::advance(std::time::Duration::from_secs(8)).await;
+        assert!(held[0].is_valid(), "valid from the adopter's own write");
     }
 }
