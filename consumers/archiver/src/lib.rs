@@ -58,11 +58,14 @@
 //! and the records are archived again from the stream. If the key holds a real object,
 //! its records are durable and are skipped when the stream delivers them again
 //! (records of that shard, in that range, routed to that partition — the transform and
-//! query must be deterministic, as the built-in ones are). A put that finds a claim,
-//! or an intent write refused because a lease is gone, rebuilds the object without
-//! the lost shards' records (each buffer keeps 8 bytes of bookkeeping per record for
-//! this) and tries again under a new key with new intents. A put whose answer was lost
-//! is retried under the same key; finding its own object there counts as success.
+//! query must be deterministic, as the built-in ones are). An intent write refused
+//! because a lease is gone rebuilds that round's new objects without the lost shards'
+//! records (each buffer keeps 8 bytes of bookkeeping per record for this) and tries
+//! again under new keys with new intents. An object whose intents are stored never
+//! changes key, whatever leases go: its put may have landed with the answer lost, and
+//! it is retried under the same key (finding its own object there counts as success);
+//! only a claim found at its key makes it go again under a new key, without the
+//! records of shards whose leases were lost meanwhile.
 //!
 //! Claims are empty objects (a valid empty gzip file): readers see zero rows. The
 //! proof obligations are checked by property tests that crash owners at every step

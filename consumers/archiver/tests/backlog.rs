@@ -105,10 +105,13 @@ async fn batches_do_not_retry_waiting_objects_before_the_backoff() {
 }
 
 /// A handoff whose flush fails (the store is down) goes on without the archiver: the
-/// lease is let go at the last acknowledged position. What the archiver still held of
-/// the shard must go with it: when the shard comes back to this worker and is read
-/// again, every record is archived once (a fault scenario found records written twice
-/// when the backlog of the first tenure was delivered after the second had read them).
+/// lease is let go at the last acknowledged position. Its open buffers go with it;
+/// objects whose intents are stored stay under their keys (their puts may have landed).
+/// When the shard comes back to this worker and is read again, every record is archived
+/// once: the new tenure resolves those keys first, and an object of the old tenure that
+/// meets the claim is dropped, not written again under a new key (a fault scenario
+/// found records written twice when the backlog of the first tenure was delivered after
+/// the second had read them).
 #[tokio::test(start_paused = true)]
 async fn an_unflushed_handoff_forgets_the_shard() {
     let Setup { store, clock, mut a, leases, acks, shard } = setup(1_000_000, None).await;
@@ -118,7 +121,7 @@ async fn an_unflushed_handoff_forgets_the_shard() {
     let closed = a.on_shard_close(&shard, CloseReason::Handoff, &acks).await;
     assert!(closed.is_err(), "the flush cannot succeed while the store fails");
     assert_eq!(leases.checkpoint(&shard), None);
-    assert_eq!(a.backlog().get(), (0, 0), "the shard's waiting objects went with it");
+    assert!(a.backlog().get().0 > 0, "objects with stored intents wait under their keys");
     // The store is back; the lease comes back to this worker (a new tenure), and the
     // shard is read again from its checkpoint.
     store.fail_next_puts(0);
@@ -129,6 +132,7 @@ async fn an_unflushed_handoff_forgets_the_shard() {
     a.on_tick(clock.now(), &acks).await.unwrap();
     a.on_shard_close(&shard, CloseReason::Shutdown, &acks).await.unwrap();
     assert_eq!(leases.checkpoint(&shard), Some(pos(20)));
+    assert_eq!(a.backlog().get(), (0, 0), "the first tenure's objects met their claims and went");
     let archive = read_archive(&store.snapshot());
     assert!((1..=20).all(|n| archive.count.get(&format!("s0-{n}")) == Some(&1)), "{:?}", archive.count);
 }

@@ -376,3 +376,95 @@ fn an_unusable_spill_directory_fails_at_start_naming_the_field() {
     assert!(e.to_string().starts_with("spill_directory: "), "{e}");
     assert!(e.to_string().contains("not-a-directory/spill"), "{e}");
 }
+
+/// An object of two shards is put; the put lands but its answer is lost; then one of
+/// its shards' leases goes. The retry must put the same object under the same key
+/// (finding it there counts as success), not rebuild it under a new key without the
+/// lost shard: that would write the other shard's records twice. The lost shard's next
+/// owner finds the key written and skips its records.
+#[tokio::test(start_paused = true)]
+async fn a_put_whose_answer_was_lost_keeps_its_key_when_a_shard_goes() {
+    let store = Arc::new(MemoryObjectSink::new());
+    let leases = SimLeases::new();
+    let clock = ManualClock::new(Timestamp::from_millis(T0));
+    let (s0, s1) = (ShardId::new("shard-0"), ShardId::new("shard-1"));
+    let acks = SimAcks::new(leases.clone(), 1, CrashSwitch::after(None));
+    let whole = |sink: Arc<MemoryObjectSink>| {
+        let mut o = ArchiverOptions::new("mcp-archive", settings(64 << 20));
+        o.transformer = Transformer::McpNormalize;
+        Archiver::new(o, sink, Arc::new(clock.clone())).unwrap()
+    };
+    let mut a = whole(store.clone());
+    for s in [&s0, &s1] {
+        a.on_shard_open(&leases.take(s, 1)).await.unwrap();
+    }
+    // One partition (tenant t0) holds both shards' records.
+    for (i, s) in [&s0, &s1].into_iter().enumerate() {
+        a.on_batch(&batch(s, (1..=3).map(|n| record_of_tenant(i, n, 1)).collect()), &acks).await.unwrap();
+    }
+    store.lose_next_replies(1);
+    clock.advance(Duration::from_secs(600));
+    let _ = a.on_tick(clock.now(), &acks).await;
+    assert_eq!(read_archive(&store.snapshot()).count.len(), 6, "the put landed");
+    // Shard 1 goes to another owner.
+    let ctx = leases.take(&s1, 2);
+    a.on_shard_close(&s1, CloseReason::LeaseLost, &acks).await.unwrap();
+    for _ in 0..3 {
+        clock.advance(Duration::from_secs(30));
+        let _ = a.on_tick(clock.now(), &acks).await;
+    }
+    a.on_shard_close(&s0, CloseReason::Shutdown, &acks).await.unwrap();
+    let acks2 = SimAcks::new(leases.clone(), 2, CrashSwitch::after(None));
+    let mut b = whole(store.clone());
+    b.on_shard_open(&ctx).await.unwrap();
+    b.on_batch(&batch(&s1, (1..=3).map(|n| record_of_tenant(1, n, 1)).collect()), &acks2).await.unwrap();
+    b.on_shard_close(&s1, CloseReason::Shutdown, &acks2).await.unwrap();
+    let archive = read_archive(&store.snapshot());
+    for id in ["s0-1", "s0-2", "s0-3", "s1-1", "s1-2", "s1-3"] {
+        assert_eq!(archive.count.get(id), Some(&1), "{id}: {:?}", archive.count);
+    }
+    assert_eq!(leases.checkpoint(&s0), Some(pos(3)));
+    assert_eq!(leases.checkpoint(&s1), Some(pos(3)));
+}
+
+/// The same through the other path that rebuilds objects: a round whose intents are
+/// refused because a lease is gone (`NotHeld`) rebuilds that round's new objects, and
+/// must leave alone a waiting object whose earlier put may have landed.
+#[tokio::test(start_paused = true)]
+async fn a_refused_intent_write_leaves_earlier_puts_their_keys() {
+    let store = Arc::new(MemoryObjectSink::new());
+    let leases = SimLeases::new();
+    let clock = ManualClock::new(Timestamp::from_millis(T0));
+    let (s0, s1) = (ShardId::new("shard-0"), ShardId::new("shard-1"));
+    let acks = SimAcks::new(leases.clone(), 1, CrashSwitch::after(None));
+    let whole = |sink: Arc<MemoryObjectSink>| {
+        let mut o = ArchiverOptions::new("mcp-archive", settings(64 << 20));
+        o.transformer = Transformer::McpNormalize;
+        Archiver::new(o, sink, Arc::new(clock.clone())).unwrap()
+    };
+    let mut a = whole(store.clone());
+    for s in [&s0, &s1] {
+        a.on_shard_open(&leases.take(s, 1)).await.unwrap();
+    }
+    a.on_batch(&batch(&s0, (1..=3).map(|n| record_of_tenant(0, n, 1)).collect()), &acks).await.unwrap();
+    store.lose_next_replies(1);
+    clock.advance(Duration::from_secs(600));
+    let _ = a.on_tick(clock.now(), &acks).await;
+    assert_eq!(read_archive(&store.snapshot()).count.len(), 3, "the put landed, its answer lost");
+    // A record of shard 1 opens another object; then shard 1's lease is taken.
+    a.on_batch(&batch(&s1, vec![record_of_tenant(1, 1, 1)]), &acks).await.unwrap();
+    let ctx = leases.take(&s1, 2);
+    clock.advance(Duration::from_secs(600));
+    let _ = a.on_tick(clock.now(), &acks).await;
+    a.on_shard_close(&s1, CloseReason::LeaseLost, &acks).await.unwrap();
+    a.on_shard_close(&s0, CloseReason::Shutdown, &acks).await.unwrap();
+    let acks2 = SimAcks::new(leases.clone(), 2, CrashSwitch::after(None));
+    let mut b = whole(store.clone());
+    b.on_shard_open(&ctx).await.unwrap();
+    b.on_batch(&batch(&s1, vec![record_of_tenant(1, 1, 1)]), &acks2).await.unwrap();
+    b.on_shard_close(&s1, CloseReason::Shutdown, &acks2).await.unwrap();
+    let archive = read_archive(&store.snapshot());
+    for id in ["s0-1", "s0-2", "s0-3", "s1-1"] {
+        assert_eq!(archive.count.get(id), Some(&1), "{id}: {:?}", archive.count);
+    }
+}

@@ -7,11 +7,13 @@ use bytes::Bytes;
 use weir_core::ports::{ObjectMeta, ObjectSink, PutOptions, PutOutcome, SinkError, validate_key};
 
 /// An in-memory create-only object store. `fail_next_puts(n)` makes the next `n` puts
-/// fail with a retryable error.
+/// fail with a retryable error; `lose_next_replies(n)` makes the next `n` puts land but
+/// answer with one (a reply lost on the way back).
 #[derive(Debug, Default)]
 pub struct MemoryObjectSink {
     objects: Mutex<BTreeMap<String, (Bytes, PutOptions)>>,
     failures: AtomicU32,
+    lost_replies: AtomicU32,
 }
 
 impl MemoryObjectSink {
@@ -23,6 +25,11 @@ impl MemoryObjectSink {
     /// Makes the next `n` puts fail.
     pub fn fail_next_puts(&self, n: u32) {
         self.failures.store(n, Ordering::SeqCst);
+    }
+
+    /// Makes the next `n` puts land, and answer with a retryable error.
+    pub fn lose_next_replies(&self, n: u32) {
+        self.lost_replies.store(n, Ordering::SeqCst);
     }
 
     /// How many of the puts made to fail have not been tried yet.
@@ -50,6 +57,9 @@ impl ObjectSink for MemoryObjectSink {
             return Ok(PutOutcome::AlreadyExists);
         }
         objects.insert(key.to_owned(), (body, options.clone()));
+        if self.lost_replies.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok() {
+            return Err(SinkError::Store { message: "injected: reply lost".into(), retryable: true, source: None });
+        }
         Ok(PutOutcome::Created)
     }
 

@@ -57,11 +57,16 @@ struct Pending {
     key: Option<Arc<str>>,
     /// Exactly-once: the intents naming `key` are stored.
     intents_stored: bool,
+    /// Shards whose leases were lost after the intents were stored. Their records stay
+    /// in the object under its key (see [`Delivery::forget_shard`]), but never go under
+    /// another key: if the key turns out claimed, the object is rebuilt without them
+    /// (this worker may hold the shard again by then, and it reads them again).
+    forgotten: BTreeSet<ShardId>,
 }
 
 impl Pending {
     fn new(sealed: Sealed) -> Self {
-        Self { sealed, key: None, intents_stored: false }
+        Self { sealed, key: None, intents_stored: false, forgotten: BTreeSet::new() }
     }
 }
 
@@ -238,13 +243,26 @@ impl Delivery {
         !self.backlog.is_empty() && self.retry_at.is_none_or(|t| now >= t)
     }
 
-    /// Removes the records of `shard` from waiting objects (its lease was lost).
+    /// `shard`'s lease is gone: waiting objects whose intents are not stored yet are
+    /// rebuilt without its records (storing intents for them would need its lease).
+    ///
+    /// An object whose intents are stored keeps its key, body and intents, whichever
+    /// shards it holds: its put may have landed already (an answer lost), so a new key
+    /// would write its records twice. Kept, it is exactly once either way: the shard's
+    /// next owner resolves the key the lost lease's intent names, and finds it written
+    /// (and skips the records) or claims it first (and this put then meets the claim).
     pub fn forget_shard(&mut self, shard: &ShardId, deflater: &mut Deflater) -> Result<(), DeliveryError> {
         self.inline.forget(shard);
         let lost: BTreeSet<ShardId> = [shard.clone()].into();
         let mut kept = VecDeque::new();
         for p in self.backlog.drain(..) {
             if p.sealed.span(shard).is_none() {
+                kept.push_back(p);
+                continue;
+            }
+            if p.intents_stored && self.mode == DeliveryMode::ExactlyOnce {
+                let mut p = p;
+                p.forgotten.insert(shard.clone());
                 kept.push_back(p);
                 continue;
             }
@@ -344,7 +362,14 @@ impl Delivery {
                     }
                     PutResult::Claimed => {
                         metrics::counter!(m::CLAIMS_MET).increment(1);
-                        again.push(Pending::new(p.sealed));
+                        match p.sealed.without(&p.forgotten, deflater) {
+                            Ok(Some(rest)) => again.push(Pending::new(rest)),
+                            Ok(None) => settle(ledger, &p.sealed),
+                            Err(e) => {
+                                failure = Some(e.to_string());
+                                self.backlog.push_back(p);
+                            }
+                        }
                     }
                     PutResult::Failed(e) => {
                         metrics::counter!(m::PUT_FAILURES).increment(1);
@@ -538,8 +563,17 @@ impl Delivery {
                     }
                 }
                 tracing::warn!(?lost, "leases lost before objects were written; rebuilding them without those shards");
+                // Only this round's new objects: some of their intents may be stored and
+                // some not, so they take new keys (none of them was put). Objects whose
+                // intents were stored in an earlier round keep their keys: their puts may
+                // have landed (see `forget_shard`).
                 let mut rest = Vec::new();
-                for p in ready.drain(..) {
+                let fresh: BTreeSet<usize> = fresh.into_iter().collect();
+                for (i, p) in ready.drain(..).enumerate() {
+                    if !fresh.contains(&i) {
+                        rest.push(p);
+                        continue;
+                    }
                     match p.sealed.without(&lost, deflater) {
                         Ok(Some(s)) => rest.push(Pending::new(s)),
                         Ok(None) => {}
