@@ -374,7 +374,23 @@ impl Archiver {
         let mut placed = Vec::with_capacity(batch.records.len());
         let (mut line, mut key) = (Vec::with_capacity(1024), Vec::with_capacity(128));
         let mut since_yield = 0;
-        for (i, part) in &parts {
+        // The record of several parts being buffered: its parts of one route go into one
+        // object (see `Buffers::start_record`).
+        let mut several: Option<usize> = None;
+        for (n, (i, part)) in parts.iter().enumerate() {
+            if several != Some(*i) {
+                if several.take().is_some() {
+                    sealed.extend(
+                        self.buffers
+                            .finish_record()
+                            .map_err(|e| ConsumerError::with_source("cannot seal buffers", e))?,
+                    );
+                }
+                if parts.get(n + 1).is_some_and(|(next, _)| next == i) {
+                    self.buffers.start_record();
+                    several = Some(*i);
+                }
+            }
             let record = &batch.records[*i];
             since_yield += record.data.len();
             if since_yield >= weir_core::YIELD_EVERY_BYTES {
@@ -413,6 +429,11 @@ impl Archiver {
             if let Some(g) = self.buffer_routed(shard, routed, raw, record, now, sealed)? {
                 placed.push((*i, g));
             }
+        }
+        if several.is_some() {
+            sealed.extend(
+                self.buffers.finish_record().map_err(|e| ConsumerError::with_source("cannot seal buffers", e))?,
+            );
         }
         Ok(placed)
     }

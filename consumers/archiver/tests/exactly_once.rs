@@ -468,3 +468,46 @@ async fn a_refused_intent_write_leaves_earlier_puts_their_keys() {
         assert_eq!(archive.count.get(id), Some(&1), "{id}: {:?}", archive.count);
     }
 }
+
+/// A record of several parts (`RecordDeAggregation`) whose parts go to one partition,
+/// past the buffer size: its parts stay in one object. Split across two objects, the
+/// first written and the second never (the owner crashed), the next owner took the
+/// record as archived (its first object covers it) and the other parts were lost.
+#[tokio::test(start_paused = true)]
+async fn the_parts_of_a_record_stay_in_one_object() {
+    let store = Arc::new(MemoryObjectSink::new());
+    let leases = SimLeases::new();
+    let clock = ManualClock::new(Timestamp::from_millis(T0));
+    let shard = ShardId::new("shard-0");
+    let build = || {
+        // About two normalized parts fill a buffer.
+        let mut s = settings(400);
+        s.deaggregation = Some(weir_archiver::firehose_config::SubRecords::Json);
+        let mut o = ArchiverOptions::new("mcp-archive", s);
+        o.transformer = Transformer::McpNormalize;
+        Archiver::new(o, store.clone(), Arc::new(clock.clone())).unwrap()
+    };
+    // One record of five parts, all of tenant t0.
+    let parts: String =
+        (0..5).map(|k| record_of_tenant(0, 10 + k, 1).data).map(|d| String::from_utf8(d.to_vec()).unwrap()).collect();
+    let record = weir_core::Record { data: bytes::Bytes::from(parts), ..record_of_tenant(0, 1, 1) };
+    // The owner stores its intents and puts its objects, then dies before its
+    // acknowledgement reaches the lease.
+    let acks = SimAcks::new(leases.clone(), 1, CrashSwitch::after(Some(1)));
+    let mut a = build();
+    a.on_shard_open(&leases.take(&shard, 1)).await.unwrap();
+    a.on_batch(&batch(&shard, vec![record.clone()]), &acks).await.unwrap();
+    drop(a);
+    assert_eq!(leases.checkpoint(&shard), None, "nothing acknowledged");
+    assert!(!read_archive(&store.snapshot()).count.is_empty(), "something was written");
+    let acks = SimAcks::new(leases.clone(), 2, CrashSwitch::after(None));
+    let mut b = build();
+    b.on_shard_open(&leases.take(&shard, 2)).await.unwrap();
+    b.on_batch(&batch(&shard, vec![record]), &acks).await.unwrap();
+    b.on_shard_close(&shard, CloseReason::Shutdown, &acks).await.unwrap();
+    let archive = read_archive(&store.snapshot());
+    for k in 10..15 {
+        assert_eq!(archive.count.get(&format!("s0-{k}")), Some(&1), "part s0-{k}: {:?}", archive.count);
+    }
+    assert_eq!(leases.checkpoint(&shard), Some(pos(1)));
+}

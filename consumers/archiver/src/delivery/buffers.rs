@@ -35,6 +35,16 @@
 //! Every buffer has a generation number (its identity in acknowledgement tracking) and
 //! remembers, per record, which shard it came from and its length (8 bytes a record),
 //! so an object can be rebuilt without the records of a shard whose lease was lost.
+//!
+//! **The parts of one record stay together.** A record split into parts (JSON
+//! de-aggregation, CloudWatch Logs) may put several parts in one route. An intent says
+//! "the records of this shard in `[first, last]` routed to this partition are in this
+//! object", so all of a record's parts of one route must be in one object: split across
+//! two, with one written and the other claimed after a crash, the next owner would skip
+//! the record as durable and lose the other parts. Between [`Buffers::start_record`] and
+//! [`Buffers::finish_record`], no buffer holding a part of the record is sealed (for
+//! size, memory or the partition cap): those seals wait for the record's end, so an
+//! object may pass `SizeInMBs` and the budget may be passed by one record's parts.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -187,6 +197,9 @@ pub struct Buffers {
     pub(crate) spill: Option<Spill>,
     /// Why the last spill failed, until a write works again.
     pub(crate) spill_failure: Option<String>,
+    /// The route keys of the buffers the record being appended has parts in, while one
+    /// is (see the module docs); their seals wait for its end.
+    pub(crate) record: Option<Vec<Box<[u8]>>>,
 }
 
 impl Buffers {
@@ -202,7 +215,35 @@ impl Buffers {
             deflater,
             spill: None,
             spill_failure: None,
+            record: None,
         }
+    }
+
+    /// The next appends are the parts of one record, until [`Buffers::finish_record`]:
+    /// no buffer holding one of them is sealed before then.
+    pub fn start_record(&mut self) {
+        self.record = Some(Vec::new());
+    }
+
+    /// The record's parts are all appended: the seals that waited for it happen now
+    /// (buffers past their size; relief past the budget).
+    pub fn finish_record(&mut self) -> Result<Vec<Sealed>, BufferError> {
+        let Some(touched) = self.record.take() else { return Ok(Vec::new()) };
+        let mut sealed = Vec::new();
+        for key in touched {
+            if self.open.get(&key).is_some_and(|b| b.raw_bytes >= self.limits.size_bytes) {
+                sealed.push(self.seal(&key, FlushReason::Size)?);
+            }
+        }
+        if self.held > self.limits.memory {
+            sealed.extend(self.relieve()?);
+        }
+        Ok(sealed)
+    }
+
+    /// Whether the buffer of `key` holds a part of the record being appended.
+    pub(crate) fn in_record(&self, key: &[u8]) -> bool {
+        self.record.as_ref().is_some_and(|r| r.iter().any(|k| &**k == key))
     }
 
     /// Buffers that spill to `spill` instead of sealing for memory (see the module docs).
@@ -323,8 +364,13 @@ impl Buffers {
         }
         let generation = Self::add(buffer, data, shard, position, arrival, &mut self.deflater)?;
         let full = buffer.raw_bytes >= self.limits.size_bytes;
+        if let Some(record) = self.record.as_mut()
+            && !record.iter().any(|k| &**k == key)
+        {
+            record.push(key.into());
+        }
         let mut sealed = Vec::new();
-        if full {
+        if full && self.record.is_none() {
             sealed.push(self.seal(key, FlushReason::Size)?);
         } else {
             self.remeasure(key);
@@ -353,7 +399,7 @@ impl Buffers {
                     let oldest = self
                         .open
                         .iter()
-                        .filter(|(_, b)| b.is_data)
+                        .filter(|(k, b)| b.is_data && !self.in_record(k))
                         .min_by_key(|(_, b)| (b.opened, b.generation))
                         .map(|(k, _)| k.clone());
                     if let Some(k) = oldest {
@@ -635,6 +681,57 @@ mod tests {
         assert_eq!(gunzip(&rest[0].body), "1-7\n");
         assert_eq!(rest[0].generation, g, "the buffer keeps its identity");
         assert_eq!(rest[0].spans().map(|(s, _)| s).collect::<Vec<_>>(), vec![&s1]);
+    }
+
+    proptest! {
+        /// The parts of a record that go to one route land in one object, whatever
+        /// seals buffers meanwhile (size, memory relief, the partition cap); and every
+        /// part lands in exactly one object.
+        #[test]
+        fn the_parts_of_a_record_of_one_route_are_in_one_object(
+            records in proptest::collection::vec(proptest::collection::vec((0u8..4, 1usize..120), 1..6), 1..80),
+            size in 50u64..400,
+            memory in prop_oneof![Just(usize::MAX), 3_000usize..20_000],
+            max in 1usize..4,
+            overflow in prop_oneof![Just(Overflow::FlushOldest), Just(Overflow::Reject)],
+        ) {
+            let mut b = Buffers::new(Limits { memory, ..limits(size, 3600, max, overflow) });
+            let shard = ShardId::new("s0");
+            let mut sealed = Vec::new();
+            let mut appended = 0;
+            for (r, parts) in records.iter().enumerate() {
+                if parts.len() > 1 {
+                    b.start_record();
+                }
+                for (k, (tenant, len)) in parts.iter().enumerate() {
+                    let line = format!("{r}.{k}:{}\n", "p".repeat(*len));
+                    match b.append(&key(&format!("t{tenant}")), line.as_bytes(), &shard, &pos(r as u128 + 1), t(0), t(0)) {
+                        Ok(a) => {
+                            sealed.extend(a.sealed);
+                            appended += 1;
+                        }
+                        Err(BufferError::TooManyPartitions(_)) => {}
+                        Err(e) => panic!("{e}"),
+                    }
+                }
+                sealed.extend(b.finish_record().unwrap());
+            }
+            sealed.extend(b.all().unwrap());
+            // (record, route) -> the objects holding its parts.
+            let mut holders: BTreeMap<(String, String), BTreeSet<u64>> = BTreeMap::new();
+            let mut lines = 0;
+            for f in &sealed {
+                for line in gunzip(&f.body).lines() {
+                    lines += 1;
+                    let record = line.split('.').next().unwrap().to_owned();
+                    holders.entry((record, f.route().scope())).or_default().insert(f.generation);
+                }
+            }
+            prop_assert_eq!(lines, appended);
+            for ((record, route), objects) in holders {
+                prop_assert_eq!(objects.len(), 1, "record {} route {} in {:?}", record, route, objects);
+            }
+        }
     }
 
     proptest! {

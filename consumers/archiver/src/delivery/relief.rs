@@ -44,7 +44,9 @@ impl Buffers {
         }
         let mut sealed = Vec::new();
         if self.held > target {
-            let mut largest: Vec<(usize, Box<[u8]>)> = self.open.iter().map(|(k, b)| (b.cost, k.clone())).collect();
+            // Not the buffers of a record being appended: their seals wait for its end.
+            let mut largest: Vec<(usize, Box<[u8]>)> =
+                self.open.iter().filter(|(k, _)| !self.in_record(k)).map(|(k, b)| (b.cost, k.clone())).collect();
             largest.sort_unstable_by_key(|s| std::cmp::Reverse(s.0));
             for (_, key) in largest {
                 if self.held <= target {
