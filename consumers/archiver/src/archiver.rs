@@ -7,7 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use futures::StreamExt;
+use std::panic::AssertUnwindSafe;
+
+use futures::{FutureExt, StreamExt};
 use tokio_util::task::AbortOnDropHandle;
 use weir_core::ports::ObjectSink;
 use weir_core::{
@@ -78,6 +80,11 @@ pub struct Archiver {
     parquet: Option<Arc<ParquetFormat>>,
     /// `dataCatalogTable` of format conversion error records.
     catalog_table: Option<serde_json::Value>,
+    /// Why this archiver stopped: its buffers lost records from memory (a seal that
+    /// failed half way, a batch that could not be taken back). Nothing it holds is
+    /// acknowledged, so the stream still has every record: it refuses everything, and
+    /// a restarted worker (or the shards' next owners) archive them.
+    poisoned: Option<String>,
 }
 
 impl Archiver {
@@ -153,7 +160,56 @@ impl Archiver {
                 }))
             }),
             parquet,
+            poisoned: None,
         })
+    }
+
+    /// Refuses the call if the archiver stopped (see `poisoned`); stops it if its
+    /// buffers broke.
+    fn check_health(&mut self) -> Result<(), ConsumerError> {
+        if self.poisoned.is_none()
+            && let Some(why) = self.buffers.broken()
+        {
+            self.poison(why.to_owned());
+        }
+        match &self.poisoned {
+            None => Ok(()),
+            Some(why) => Err(ConsumerError::msg(format!(
+                "archiver {} stopped after an internal error ({why}); restart the worker: nothing it held was acknowledged, so the stream still has those records",
+                self.name
+            ))),
+        }
+    }
+
+    fn poison(&mut self, why: String) {
+        metrics::counter!(m::INTERNAL_FAILURES).increment(1);
+        tracing::error!(consumer = %self.name, why, "the archiver stops: restart the worker");
+        self.poisoned = Some(why);
+    }
+
+    /// A batch failed half way: its records are taken out of the buffers again (what
+    /// earlier batches put there stays, and buffers sealed meanwhile are delivered),
+    /// the skip list is as before, and the batch can come again.
+    async fn batch_failed(
+        &mut self,
+        shard: &ShardId,
+        skip_before: Option<SkipList>,
+        mut sealed: Vec<Sealed>,
+        acks: &dyn Acks,
+        why: ConsumerError,
+    ) -> Result<(), ConsumerError> {
+        if let Err(e) = self.buffers.rollback_batch(&mut sealed) {
+            self.poison(format!("a failed batch could not be taken back: {e} (after: {why})"));
+            return self.check_health();
+        }
+        if let (Some(skip), Some(state)) = (skip_before, self.shards.get_mut(shard)) {
+            state.skip = skip;
+        }
+        self.any_skips = self.shards.values().any(|s| !s.skip.is_empty());
+        if let Err(e) = self.deliver(sealed, acks, BacklogRetry::WhenDue).await {
+            tracing::warn!(consumer = %self.name, error = %e, "objects wait for the store");
+        }
+        Err(why)
     }
 
     /// Compressed bytes held in open buffers.
@@ -471,11 +527,25 @@ impl Consumer for Archiver {
                 "spill_directory cannot be written ({reason}); refusing records until it can (the stream keeps them)"
             )));
         }
+        self.check_health()?;
         self.shards.entry(shard.clone()).or_default();
         self.ensure_resolved(shard).await?;
         let now = self.clock.now();
         let mut sealed = Vec::new();
-        let placed = self.route_batch(batch, now, &mut sealed).await?;
+        // All of the batch is buffered, or none of it (see `Buffers::begin_batch`).
+        let skip_before = self.shards.get(shard).filter(|s| !s.skip.is_empty()).map(|s| s.skip.clone());
+        self.buffers.begin_batch();
+        let routed = AssertUnwindSafe(self.route_batch(batch, now, &mut sealed)).catch_unwind().await;
+        let placed = match routed {
+            Ok(Ok(placed)) => placed,
+            Ok(Err(e)) => return self.batch_failed(shard, skip_before, sealed, acks, e).await,
+            Err(panic) => {
+                let why =
+                    ConsumerError::msg(format!("the archiver panicked buffering a batch: {}", panic_text(&panic)));
+                return self.batch_failed(shard, skip_before, sealed, acks, why).await;
+            }
+        };
+        self.buffers.commit_batch();
         if self.zero_interval {
             // Zero buffering: no buffer outlives the batch that filled it (one object per
             // partition the batch touched).
@@ -493,6 +563,7 @@ impl Consumer for Archiver {
     }
 
     async fn on_tick(&mut self, now: Timestamp, acks: &dyn Acks) -> Result<(), ConsumerError> {
+        self.check_health()?;
         let due = self.buffers.due(now).map_err(|e| ConsumerError::with_source("cannot seal buffers", e))?;
         if due.is_empty() && !self.delivery.retry_due(now) {
             self.set_buffer_gauges(now);
@@ -513,6 +584,7 @@ impl Consumer for Archiver {
             // Lease lost: the next owner archives this shard's unacknowledged records.
             return self.forget_shard(shard);
         }
+        self.check_health()?;
         // In chunks: with many partitions, sealing every buffer at once would hold all
         // their objects (and their delivery state) in memory together.
         let mut delivered = Ok(());
@@ -564,6 +636,15 @@ impl Consumer for Archiver {
 /// Buffers sealed and delivered together when a shard closes.
 const CLOSE_CHUNK: usize = 2048;
 
+/// What a caught panic said.
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".into())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -589,6 +670,73 @@ mod tests {
             })
             .collect();
         RecordBatch { shard_id: shard.clone(), records, millis_behind_latest: Some(0), child_shards: None }
+    }
+
+    /// Records `n..n + count` of ten tenants (objects fill quickly with a small size).
+    fn few_tenants(shard: &ShardId, n: u64, count: u64) -> RecordBatch {
+        let mut b = batch(shard, n, count);
+        for (r, i) in b.records.iter_mut().zip(n..) {
+            r.data =
+                Bytes::from(format!(r#"{{"tenantId":"t{}","toolName":"x","sessionId":"r{i}","ts":{T0}}}"#, i % 10));
+        }
+        b
+    }
+
+    /// Session ids in the objects of `sink`, with how often each is there.
+    fn archived(sink: &MemoryObjectSink) -> std::collections::BTreeMap<String, usize> {
+        let mut seen = std::collections::BTreeMap::new();
+        for (key, body) in sink.snapshot() {
+            if key.starts_with("_weir/") {
+                continue;
+            }
+            let mut text = String::new();
+            std::io::Read::read_to_string(&mut flate2::read::MultiGzDecoder::new(&body[..]), &mut text).unwrap();
+            for line in text.lines() {
+                let v: serde_json::Value = serde_json::from_str(line).unwrap();
+                *seen.entry(v["session_id"].as_str().unwrap().to_owned()).or_insert(0) += 1;
+            }
+        }
+        seen
+    }
+
+    /// A batch that fails half way (an error, or a panic, while it is buffered, after
+    /// buffers were sealed for size during it) is taken back whole: given again, each
+    /// of its records is archived once, every earlier record too, and the checkpoint
+    /// reaches the end (no sealed buffer of earlier records is dropped).
+    #[tokio::test(start_paused = true)]
+    async fn a_batch_that_fails_half_way_is_taken_back_whole() {
+        for panic in [false, true] {
+            let text = include_str!("../tests/fixtures/mcp-destination.json");
+            let mut settings = validate(&from_json(text).unwrap()).unwrap();
+            settings.append_delimiter = false;
+            settings.buffer_bytes = 3_000;
+            let mut o = ArchiverOptions::new("a", settings);
+            o.transformer = Transformer::McpNormalize;
+            let sink = Arc::new(MemoryObjectSink::new());
+            let mut a = Archiver::new(o, sink.clone(), Arc::new(ManualClock::new(Timestamp::from_millis(T0)))).unwrap();
+            let leases = SimLeases::new();
+            let acks = SimAcks::new(leases.clone(), 1, CrashSwitch::after(None));
+            let shard = ShardId::new("s");
+            a.on_shard_open(&leases.take(&shard, 1)).await.unwrap();
+            a.on_batch(&few_tenants(&shard, 0, 100), &acks).await.unwrap();
+            let objects_before = sink.snapshot().len();
+            a.buffers.inject = Some((150, panic));
+            let failed = a.on_batch(&few_tenants(&shard, 100, 200), &acks).await;
+            assert!(failed.is_err(), "the injected fault fails the batch");
+            assert!(sink.snapshot().len() > objects_before, "buffers sealed during the batch were delivered");
+            a.on_batch(&few_tenants(&shard, 100, 200), &acks).await.unwrap();
+            a.on_batch(&few_tenants(&shard, 300, 50), &acks).await.unwrap();
+            a.on_shard_close(&shard, CloseReason::Shutdown, &acks).await.unwrap();
+            let seen = archived(&sink);
+            assert_eq!(seen.len(), 350, "every record (panic: {panic})");
+            assert!(
+                seen.values().all(|c| *c == 1),
+                "once (panic: {panic}): {:?}",
+                seen.iter().filter(|(_, c)| **c > 1).collect::<Vec<_>>()
+            );
+            let last = ExtendedSequenceNumber::plain(SequenceNumber::from_u128(350));
+            assert_eq!(leases.checkpoint(&shard), Some(last), "the checkpoint reaches the end");
+        }
     }
 
     /// A spill directory that cannot be written: the batch in which a spill fails is

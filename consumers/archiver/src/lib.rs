@@ -36,7 +36,13 @@
 //! holding a part of it is durable: the shard's durable position stops before the
 //! oldest record still in a buffer or an unwritten object. Objects that cannot be
 //! written are retried with backoff, without limit; past `max_backlog_bytes` the
-//! archiver refuses new batches so the stream keeps them.
+//! archiver refuses new batches so the stream keeps them. A batch is buffered whole or
+//! not at all: one that fails half way (a spill read back in error, an encoder error,
+//! a panic) is taken out of the buffers again, so when the runtime delivers it again
+//! no record is there twice and no earlier record was dropped. If that cannot be done
+//! (a seal failed half way and its records left memory), the archiver stops and
+//! refuses every call (`weir_archiver_internal_failures_total`): nothing it held was
+//! acknowledged, so a restarted worker archives those records from the stream.
 //!
 //! # Exactly-once protocol (default mode)
 //! Objects mix records of every shard the worker holds. For each object, before its

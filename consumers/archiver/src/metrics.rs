@@ -49,3 +49,6 @@ pub const SPILLED_BYTES: &str = "weir_archiver_spilled_bytes";
 pub const SPILLS: &str = "weir_archiver_spills_total";
 /// Spills that failed (buffers were sealed early instead).
 pub const SPILL_FAILURES: &str = "weir_archiver_spill_failures_total";
+/// Times the archiver stopped after an internal error (a seal or a batch that could
+/// not be taken back); it then refuses every call until the worker restarts.
+pub const INTERNAL_FAILURES: &str = "weir_archiver_internal_failures_total";

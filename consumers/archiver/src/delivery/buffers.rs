@@ -36,6 +36,14 @@
 //! remembers, per record, which shard it came from and its length (8 bytes a record),
 //! so an object can be rebuilt without the records of a shard whose lease was lost.
 //!
+//! **A batch is buffered whole or not at all.** Between [`Buffers::begin_batch`] and
+//! [`Buffers::commit_batch`], each buffer the batch touches is noted as it was before
+//! (its record count and spans; or that the batch opened it). If the batch fails half
+//! way (a spill that cannot be read back, an encoder error, a panic),
+//! [`Buffers::rollback_batch`] takes its records out of every buffer again, open or
+//! sealed during the batch, and keeps what earlier batches put there: the batch is then
+//! delivered again without a record twice, and no earlier record is dropped.
+//!
 //! **The parts of one record stay together.** A record split into parts (JSON
 //! de-aggregation, CloudWatch Logs) may put several parts in one route. An intent says
 //! "the records of this shard in `[first, last]` routed to this partition are in this
@@ -200,6 +208,30 @@ pub struct Buffers {
     /// The route keys of the buffers the record being appended has parts in, while one
     /// is (see the module docs); their seals wait for its end.
     pub(crate) record: Option<Vec<Box<[u8]>>>,
+    /// While a batch is buffered: each buffer it touched, as it was before.
+    pub(crate) batch: Option<HashMap<u64, Before>>,
+    /// Why a buffer's records were lost from memory (a seal that failed half way):
+    /// nothing here can be trusted any more.
+    pub(crate) broken: Option<String>,
+    /// A fault injected by tests: (appends until it, panic rather than fail).
+    #[cfg(test)]
+    pub(crate) inject: Option<(usize, bool)>,
+}
+
+/// A buffer as it was before the batch being buffered touched it.
+#[derive(Debug)]
+pub(crate) enum Before {
+    /// The batch opened it (route key).
+    Opened(Box<[u8]>),
+    /// It held records of earlier batches.
+    Held {
+        /// Its route key.
+        key: Box<[u8]>,
+        /// Its records then.
+        entries: usize,
+        /// Its records of each shard then (one per slot then; later slots held none).
+        spans: Vec<Option<Span>>,
+    },
 }
 
 impl Buffers {
@@ -216,7 +248,86 @@ impl Buffers {
             spill: None,
             spill_failure: None,
             record: None,
+            batch: None,
+            broken: None,
+            #[cfg(test)]
+            inject: None,
         }
+    }
+
+    /// Why the buffers cannot be trusted any more, if a seal failed half way and lost
+    /// what a buffer held.
+    pub fn broken(&self) -> Option<&str> {
+        self.broken.as_deref()
+    }
+
+    /// The next appends are one batch's, until [`Buffers::commit_batch`] or
+    /// [`Buffers::rollback_batch`] (see the module docs).
+    pub fn begin_batch(&mut self) {
+        self.batch = Some(HashMap::new());
+        self.record = None;
+    }
+
+    /// The batch is buffered whole.
+    pub fn commit_batch(&mut self) {
+        self.batch = None;
+    }
+
+    /// Takes the records of the batch begun last out of every buffer: open ones, and
+    /// `sealed`, the buffers sealed during the batch (those it opened go; the others keep
+    /// what earlier batches put in them). An error here leaves the buffers unusable.
+    pub fn rollback_batch(&mut self, sealed: &mut Vec<Sealed>) -> Result<(), BufferError> {
+        self.record = None;
+        let Some(before) = self.batch.take() else { return Ok(()) };
+        if let Some(why) = &self.broken {
+            return Err(BufferError::Spill(format!("a buffer was lost: {why}")));
+        }
+        let mut kept = Vec::with_capacity(sealed.len());
+        for s in sealed.drain(..) {
+            match before.get(&s.generation) {
+                None => kept.push(s),
+                Some(Before::Opened(_)) => {}
+                Some(Before::Held { entries, spans, .. }) => {
+                    let mut spans = spans.clone();
+                    spans.resize(s.slots.len(), None);
+                    if let Some(s) = s.first(*entries, spans, &mut self.deflater)? {
+                        kept.push(s);
+                    }
+                }
+            }
+        }
+        *sealed = kept;
+        for (generation, was) in before {
+            let key = match &was {
+                Before::Opened(key) | Before::Held { key, .. } => key,
+            };
+            if self.open.get(key).is_none_or(|b| b.generation != generation) {
+                continue;
+            }
+            let opened = self.open.get(key).map_or(Timestamp::from_millis(0), |b| b.opened);
+            if let Some(b) = self.open.get_mut(key) {
+                b.body.finish_plain();
+            }
+            let s = self.seal(key, FlushReason::Requested)?;
+            if let Before::Held { entries, spans, .. } = was {
+                let mut spans = spans;
+                spans.resize(s.slots.len(), None);
+                if let Some(rest) = s.first(entries, spans, &mut self.deflater)? {
+                    self.reopen(rest, opened)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Notes the buffer of `key` as it is, if the batch has not touched it yet.
+    fn note_before(&mut self, key: &[u8]) {
+        let (Some(batch), Some(b)) = (self.batch.as_mut(), self.open.get(key)) else { return };
+        batch.entry(b.generation).or_insert_with(|| Before::Held {
+            key: key.into(),
+            entries: b.entries.len(),
+            spans: b.spans.clone(),
+        });
     }
 
     /// The next appends are the parts of one record, until [`Buffers::finish_record`]:
@@ -349,13 +460,30 @@ impl Buffers {
         arrival: Timestamp,
         now: Timestamp,
     ) -> Result<Appended, BufferError> {
-        let Some(buffer) = self.open.get_mut(key) else {
-            // A new partition: open its buffer (sealing the oldest one past the cap).
-            let mut sealed = self.open_buffer(key, now)?;
+        if !self.open.contains_key(key) {
+            // A new partition: open its buffer, and past the cap seal the oldest one once
+            // the record is in (a failed append then pushed nothing out).
+            let over_cap = self.open_buffer(key, now)?;
             let mut appended = self.append_key(key, data, shard, position, arrival, now)?;
-            sealed.append(&mut appended.sealed);
-            return Ok(Appended { generation: appended.generation, sealed });
-        };
+            if over_cap && let Some(oldest) = self.oldest_to_evict(key) {
+                appended.sealed.insert(0, self.seal(&oldest, FlushReason::Overflow)?);
+            }
+            return Ok(appended);
+        }
+        #[cfg(test)]
+        if let Some((left, panic)) = self.inject.as_mut() {
+            if *left == 0 {
+                let panic = *panic;
+                self.inject = None;
+                if panic {
+                    panic!("injected panic while buffering");
+                }
+                return Err(BufferError::Spill("injected failure while buffering".into()));
+            }
+            *left -= 1;
+        }
+        self.note_before(key);
+        let Some(buffer) = self.open.get_mut(key) else { return Err(BufferError::RouteKey) };
         if buffer.spilled_stage_len > 0
             && buffer.spilled_stage_len + buffer.body.staged() + data.len() > crate::delivery::body::CHUNK
             && let Some(spill) = self.spill.as_mut()
@@ -381,9 +509,10 @@ impl Buffers {
         Ok(Appended { generation, sealed })
     }
 
-    /// Opens the buffer of route `key`; returns the buffer sealed to make room.
-    fn open_buffer(&mut self, key: &[u8], now: Timestamp) -> Result<Vec<Sealed>, BufferError> {
-        let mut sealed = Vec::new();
+    /// Opens the buffer of route `key`; returns whether a data buffer must go to keep
+    /// within `max_active` ([`Overflow::FlushOldest`]), or refuses ([`Overflow::Reject`]).
+    fn open_buffer(&mut self, key: &[u8], now: Timestamp) -> Result<bool, BufferError> {
+        let mut over_cap = false;
         // A data route's key, well formed, or an error route's (checked without
         // building the route).
         let is_data = match data_pairs(key).map(|mut pairs| pairs.all(|p| p.is_some())) {
@@ -395,21 +524,14 @@ impl Buffers {
         if let Some(max) = self.limits.max_active.filter(|max| is_data && self.data_open >= *max) {
             match self.limits.overflow {
                 Overflow::Reject => return Err(BufferError::TooManyPartitions(max)),
-                Overflow::FlushOldest => {
-                    let oldest = self
-                        .open
-                        .iter()
-                        .filter(|(k, b)| b.is_data && !self.in_record(k))
-                        .min_by_key(|(_, b)| (b.opened, b.generation))
-                        .map(|(k, _)| k.clone());
-                    if let Some(k) = oldest {
-                        sealed.push(self.seal(&k, FlushReason::Overflow)?);
-                    }
-                }
+                Overflow::FlushOldest => over_cap = true,
             }
         }
         let generation = self.next_generation;
         self.next_generation += 1;
+        if let Some(batch) = self.batch.as_mut() {
+            batch.insert(generation, Before::Opened(key.into()));
+        }
         if is_data {
             self.data_open += 1;
         }
@@ -433,7 +555,17 @@ impl Buffers {
                 spilled_stage_len: 0,
             }),
         );
-        Ok(sealed)
+        Ok(over_cap)
+    }
+
+    /// The data buffer opened longest ago, other than `new` and those of the record
+    /// being appended: the one the partition cap pushes out.
+    fn oldest_to_evict(&self, new: &[u8]) -> Option<Box<[u8]>> {
+        self.open
+            .iter()
+            .filter(|(k, b)| b.is_data && &***k != new && !self.in_record(k))
+            .min_by_key(|(_, b)| (b.opened, b.generation))
+            .map(|(k, _)| k.clone())
     }
 
     /// Appends to an open buffer; returns its generation.
@@ -561,8 +693,11 @@ impl Buffers {
         let Some((key, mut b)) = self.open.remove_entry(key) else {
             return Err(BufferError::Body(BodyError("no such buffer".into())));
         };
-        if let Some(spill) = self.spill.as_mut() {
-            fold(&mut b, spill)?;
+        if let Some(spill) = self.spill.as_mut()
+            && let Err(e) = fold(&mut b, spill)
+        {
+            self.broken = Some(format!("reading a buffer back from the spill directory failed: {e}"));
+            return Err(e);
         }
         if b.is_data {
             self.data_open -= 1;
@@ -585,11 +720,20 @@ impl Buffers {
                 spill.release(r);
             }
         }
+        let body = match body {
+            Ok(body) => body,
+            Err(e) => {
+                // The buffer has left the map and its body is spent: its records are
+                // in no object and in no buffer any more.
+                self.broken = Some(format!("sealing a buffer failed: {e}"));
+                return Err(e.into());
+            }
+        };
         Ok(Sealed {
             generation: b.generation,
             held: b.cost,
             key: RouteKey::new(key),
-            body: body?,
+            body,
             raw_bytes: b.raw_bytes,
             oldest_arrival: b.oldest_arrival.unwrap_or(Timestamp::from_millis(0)),
             reason,
@@ -681,6 +825,66 @@ mod tests {
         assert_eq!(gunzip(&rest[0].body), "1-7\n");
         assert_eq!(rest[0].generation, g, "the buffer keeps its identity");
         assert_eq!(rest[0].spans().map(|(s, _)| s).collect::<Vec<_>>(), vec![&s1]);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        /// A batch that fails at any append is taken back whole: buffered again, every
+        /// record lands in exactly one object, in order within its partition, whatever
+        /// was sealed (for size, memory or the cap) before the failure.
+        #[test]
+        fn a_failed_batch_is_taken_back_whole(
+            batches in proptest::collection::vec((proptest::collection::vec((0u8..6, 1usize..150), 1..30), proptest::option::of(0usize..30)), 1..12),
+            size in 100u64..600,
+            memory in prop_oneof![Just(usize::MAX), 4_000usize..20_000],
+            spill in any::<bool>(),
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let mut b = Buffers::new(Limits { memory, ..limits(size, 3600, 4, Overflow::FlushOldest) });
+            if spill {
+                b = b.with_spill(crate::delivery::spill::Spill::open(dir.path(), "t").unwrap());
+            }
+            let shard = ShardId::new("s0");
+            let mut sealed_all = Vec::new();
+            let mut expected: BTreeMap<String, String> = BTreeMap::new();
+            let mut n = 0u128;
+            for (records, fail_at) in &batches {
+                for attempt in 0..2 {
+                    let inject = if attempt == 0 { *fail_at } else { None };
+                    b.inject = inject.map(|at| (at, false));
+                    b.begin_batch();
+                    let mut sealed = Vec::new();
+                    let mut failed = false;
+                    for (i, (tenant, len)) in records.iter().enumerate() {
+                        let line = format!("{}:{}\n", n + i as u128, "q".repeat(*len));
+                        match b.append(&key(&format!("t{tenant}")), line.as_bytes(), &shard, &pos(n + i as u128 + 1), t(0), t(0)) {
+                            Ok(a) => sealed.extend(a.sealed),
+                            Err(_) => {
+                                failed = true;
+                                break;
+                            }
+                        }
+                    }
+                    b.inject = None;
+                    if failed {
+                        b.rollback_batch(&mut sealed).unwrap();
+                        sealed_all.extend(sealed);
+                        continue;
+                    }
+                    b.commit_batch();
+                    sealed_all.extend(sealed);
+                    break;
+                }
+                for (i, (tenant, len)) in records.iter().enumerate() {
+                    let line = format!("{}:{}\n", n + i as u128, "q".repeat(*len));
+                    expected.entry(key(&format!("t{tenant}")).scope()).or_default().push_str(&line);
+                }
+                n += records.len() as u128;
+            }
+            sealed_all.extend(b.all().unwrap());
+            prop_assert_eq!(contents(&sealed_all), expected);
+            prop_assert_eq!(b.held_bytes(), 0);
+        }
     }
 
     proptest! {

@@ -91,45 +91,57 @@ impl Sealed {
         if !self.spans().any(|(s, _)| lost.contains(s)) {
             return Ok(Some(self.clone()));
         }
+        let keep: Vec<bool> =
+            self.entries.iter().map(|&(slot, _)| !lost.contains(&self.slots[slot as usize])).collect();
+        let Some(body) = self.body_of(&keep, deflater)? else { return Ok(None) };
+        let spans: Vec<Option<Span>> =
+            self.slots.iter().zip(&self.spans).map(|(s, span)| span.clone().filter(|_| !lost.contains(s))).collect();
+        Ok(Some(self.rebuilt(body, &keep, spans)))
+    }
+
+    /// The same object with only its first `count` records, whose spans were `spans`
+    /// then; `None` when that is none. Used to take back the records of a batch that
+    /// failed (see [`crate::delivery::buffers::Buffers::rollback_batch`]).
+    pub fn first(
+        &self,
+        count: usize,
+        spans: Vec<Option<Span>>,
+        deflater: &mut Deflater,
+    ) -> Result<Option<Sealed>, BodyError> {
+        let keep: Vec<bool> = (0..self.entries.len()).map(|i| i < count).collect();
+        let Some(body) = self.body_of(&keep, deflater)? else { return Ok(None) };
+        Ok(Some(self.rebuilt(body, &keep, spans)))
+    }
+
+    /// The body holding the records `keep` says (`keep[i]` for record `i`), in order;
+    /// `None` when that is none.
+    fn body_of(&self, keep: &[bool], deflater: &mut Deflater) -> Result<Option<Bytes>, BodyError> {
+        if !keep.iter().any(|k| *k) {
+            return Ok(None);
+        }
         if self.compression == Compression::Parquet {
-            return self.without_rows(lost, deflater);
+            // Its rows are its records in order: filtered row by row, without reading
+            // the records again.
+            let body = deflater.parquet()?.keep_rows(&self.body, keep).map_err(|e| BodyError(e.to_string()))?;
+            return Ok(Some(Bytes::from(body)));
         }
         let raw = decode(self.compression, &self.body)?;
         let mut body = Body::new(self.compression);
-        let mut entries = Vec::new();
         let mut offset = 0usize;
-        for &(slot, len) in &self.entries {
+        for (&(_, len), keep) in self.entries.iter().zip(keep) {
             let line = raw.get(offset..offset + len as usize).ok_or_else(|| BodyError("entry past body".into()))?;
             offset += len as usize;
-            if !lost.contains(&self.slots[slot as usize]) {
+            if *keep {
                 body.append(line, deflater)?;
-                entries.push((slot, len));
             }
         }
-        if entries.is_empty() {
-            return Ok(None);
-        }
-        Ok(Some(self.rebuilt(lost, body.finish(deflater)?, entries)))
+        Ok(Some(body.finish(deflater)?))
     }
 
-    /// [`Sealed::without`] for a Parquet object: its rows are its records in order, so
-    /// the file is filtered row by row, without reading the records again.
-    fn without_rows(&self, lost: &BTreeSet<ShardId>, deflater: &mut Deflater) -> Result<Option<Sealed>, BodyError> {
-        let keep: Vec<bool> =
-            self.entries.iter().map(|&(slot, _)| !lost.contains(&self.slots[slot as usize])).collect();
-        let entries: Vec<(u32, u32)> = self.entries.iter().zip(&keep).filter(|(_, k)| **k).map(|(e, _)| *e).collect();
-        if entries.is_empty() {
-            return Ok(None);
-        }
-        let body = deflater.parquet()?.keep_rows(&self.body, &keep).map_err(|e| BodyError(e.to_string()))?;
-        Ok(Some(self.rebuilt(lost, Bytes::from(body), entries)))
-    }
-
-    /// This object with another body holding only `entries`, the records of shards
-    /// not in `lost`.
-    fn rebuilt(&self, lost: &BTreeSet<ShardId>, body: Bytes, entries: Vec<(u32, u32)>) -> Sealed {
-        let spans: Vec<Option<Span>> =
-            self.slots.iter().zip(&self.spans).map(|(s, span)| span.clone().filter(|_| !lost.contains(s))).collect();
+    /// This object with another body holding only the records `keep` says, whose
+    /// shards' records are `spans`.
+    fn rebuilt(&self, body: Bytes, keep: &[bool], spans: Vec<Option<Span>>) -> Sealed {
+        let entries: Vec<(u32, u32)> = self.entries.iter().zip(keep).filter(|(_, k)| **k).map(|(e, _)| *e).collect();
         let oldest_arrival = spans.iter().flatten().map(|s| s.oldest_arrival).min().unwrap_or(self.oldest_arrival);
         Sealed {
             generation: self.generation,
