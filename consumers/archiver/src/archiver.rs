@@ -13,11 +13,12 @@ use futures::{FutureExt, StreamExt};
 use tokio_util::task::AbortOnDropHandle;
 use weir_core::ports::ObjectSink;
 use weir_core::{
-    Acks, Clock, CloseReason, Consumer, ConsumerError, Intent, Record, RecordBatch, ShardContext, ShardId, Timestamp,
+    Acks, Clock, CloseReason, Consumer, ConsumerError, Intent, PartPosition, Record, RecordBatch, ShardContext,
+    ShardId, Timestamp,
 };
 
 use crate::delivery::body::claim_body;
-use crate::delivery::buffers::{Appended, BufferError, Buffers, Limits};
+use crate::delivery::buffers::{Appended, BufferError, Buffers, Limits, Origin};
 use crate::delivery::deliver::{BacklogRetry, Delivery, DeliveryConfig, DeliveryError, DeliveryMode};
 use crate::delivery::ledger::Ledger;
 use crate::delivery::naming::Naming;
@@ -44,6 +45,8 @@ struct ShardState {
     resolving: Option<AbortOnDropHandle<Resolution>>,
     /// Records already durable in an earlier owner's objects.
     skip: SkipList,
+    /// Parts of the shard handled so far (the next part's ordinal, see [`Origin`]).
+    parts: u64,
 }
 
 /// One line to buffer, and where it comes from.
@@ -56,6 +59,23 @@ struct Line<'a> {
     raw: &'a [u8],
     /// The stream record it belongs to.
     record: &'a Record,
+    /// Its place among the record's parts, and its number among every part of the
+    /// shard handled (see [`Origin`]).
+    part: u32,
+    ordinal: u64,
+}
+
+/// What an earlier owner's intents say of a part read again.
+enum Seen {
+    /// It is in an object already.
+    Durable,
+    /// It is in no object.
+    New,
+    /// It failed its transform now, and the earlier owner may have put it in a data
+    /// object (one of its written data objects' ranges holds it, and it did not send it
+    /// to an output that was never written): tried again later, never sent to the error
+    /// output while it may already be archived.
+    Uncertain,
 }
 
 /// The archiver consumer.
@@ -288,21 +308,33 @@ impl Archiver {
         now: Timestamp,
         sealed: &mut Vec<Sealed>,
     ) -> Result<Option<u64>, ConsumerError> {
-        let Line { key, bytes, raw, record } = line;
-        if self.any_skips
-            && let Some(state) = self.shards.get_mut(shard)
-            && !state.skip.is_empty()
-            && let Some(route) = Route::decode(key)
-            && state.skip.covers(&route.scope(), &record.position)
-        {
-            metrics::counter!(m::DUPLICATES_SKIPPED).increment(1);
-            return Ok(None);
-        }
+        let Line { key, bytes, raw, record, part, ordinal } = line;
+        // The route it takes first: a data line that does not fit the Parquet table goes
+        // to the error output (for every owner alike); only then is it looked up.
         if let Some(parquet) = &self.parquet
             && Route::error_type(key).is_none()
             && let Err(reason) = parquet.check(bytes)
         {
             return self.format_conversion_failed(shard, line, &reason.to_string(), now, sealed);
+        }
+        if self.any_skips
+            && let Some(state) = self.shards.get_mut(shard)
+            && !state.skip.is_empty()
+        {
+            match seen(&mut state.skip, key, &PartPosition { position: record.position.clone(), part }) {
+                Seen::Durable => {
+                    metrics::counter!(m::DUPLICATES_SKIPPED).increment(1);
+                    return Ok(None);
+                }
+                Seen::New => {}
+                Seen::Uncertain => {
+                    metrics::counter!(m::UNCERTAIN_RETRIES).increment(1);
+                    return Err(ConsumerError::msg(format!(
+                        "a part of record {} of {shard} failed its transform now, and the shard's earlier owner may have archived it: it is tried again, not sent to the error output",
+                        record.position
+                    )));
+                }
+            }
         }
         match Route::error_type(key) {
             Some(t) => metrics::counter!(m::ERRORS, "type" => t.as_str()).increment(1),
@@ -311,7 +343,8 @@ impl Archiver {
             None => {}
         }
         let arrival = record.approximate_arrival;
-        let appended = match self.buffers.append_key(key, bytes, shard, &record.position, arrival, now) {
+        let origin = Origin { shard, position: &record.position, part, ordinal };
+        let appended = match self.buffers.append_key(key, bytes, origin, arrival, now) {
             Ok(a) => a,
             Err(BufferError::TooManyPartitions(n)) => {
                 let code = "DynamicPartitioning.ActivePartitionsLimitExceeded";
@@ -320,7 +353,7 @@ impl Archiver {
                 Route::Error(ErrorOutputType::ActivePartitionsExceeded).encode(&mut error_key);
                 metrics::counter!(m::ERRORS, "type" => "active-partitions-exceeded").increment(1);
                 self.buffers
-                    .append_key(&error_key, &line, shard, &record.position, arrival, now)
+                    .append_key(&error_key, &line, origin, arrival, now)
                     .map_err(|e| ConsumerError::with_source("cannot buffer an error record", e))?
             }
             Err(e) => return Err(ConsumerError::with_source("cannot buffer a record", e)),
@@ -345,23 +378,26 @@ impl Archiver {
         rec.data_catalog_table = self.catalog_table.clone();
         let (mut key, text) = (Vec::new(), rec.to_line());
         Route::Error(ErrorOutputType::FormatConversionFailed).encode(&mut key);
-        self.buffer(shard, Line { key: &key, bytes: &text, raw: line.raw, record: line.record }, now, sealed)
+        self.buffer(shard, Line { key: &key, bytes: &text, ..line }, now, sealed)
     }
 
-    /// Buffers what the reference pipeline made of a part.
+    /// Buffers what the reference pipeline made of part `part` (`raw`, of `record`),
+    /// the shard's part number `ordinal`.
+    #[allow(clippy::too_many_arguments)]
     fn buffer_routed(
         &mut self,
         shard: &ShardId,
         routed: Routed,
         raw: &[u8],
         record: &Record,
+        (part, ordinal): (u32, u64),
         now: Timestamp,
         sealed: &mut Vec<Sealed>,
     ) -> Result<Option<u64>, ConsumerError> {
         let Routed::Line { line, route } = routed else { return Ok(None) };
         let mut key = Vec::with_capacity(64);
         route.encode(&mut key);
-        self.buffer(shard, Line { key: &key, bytes: &line, raw, record }, now, sealed)
+        self.buffer(shard, Line { key: &key, bytes: &line, raw, record, part, ordinal }, now, sealed)
     }
 
     async fn deliver(
@@ -433,7 +469,12 @@ impl Archiver {
         // The record of several parts being buffered: its parts of one route go into one
         // object (see `Buffers::start_record`).
         let mut several: Option<usize> = None;
+        // The part's place in its record, and the shard's parts handled before this batch.
+        let mut place = 0u32;
+        let first_ordinal = self.shards.get(shard).map_or(0, |s| s.parts);
         for (n, (i, part)) in parts.iter().enumerate() {
+            place = if n > 0 && parts[n - 1].0 == *i { place + 1 } else { 0 };
+            let at = (place, first_ordinal + n as u64);
             if several != Some(*i) {
                 if several.take().is_some() {
                     sealed.extend(
@@ -457,7 +498,7 @@ impl Archiver {
                 Ok(part) => part,
                 Err(reason) => {
                     let routed = split_failure(record, now, reason);
-                    if let Some(g) = self.buffer_routed(shard, routed, &record.data, record, now, sealed)? {
+                    if let Some(g) = self.buffer_routed(shard, routed, &record.data, record, at, now, sealed)? {
                         placed.push((*i, g));
                     }
                     continue;
@@ -467,7 +508,7 @@ impl Archiver {
             if let Some(fast) = &self.fast {
                 line.clear();
                 if fast.route(raw, record.approximate_arrival, &mut line, &mut key) {
-                    let line = Line { key: &key, bytes: &line, raw, record };
+                    let line = Line { key: &key, bytes: &line, raw, record, part: at.0, ordinal: at.1 };
                     if let Some(g) = self.buffer(shard, line, now, sealed)? {
                         placed.push((*i, g));
                     }
@@ -482,7 +523,7 @@ impl Archiver {
                 Outcome::Failed(Failure::new("Transform.MissingOutcome", "transform returned too few outcomes"))
             });
             let routed = self.pipeline.route(outcome, raw, record.approximate_arrival, now);
-            if let Some(g) = self.buffer_routed(shard, routed, raw, record, now, sealed)? {
+            if let Some(g) = self.buffer_routed(shard, routed, raw, record, at, now, sealed)? {
                 placed.push((*i, g));
             }
         }
@@ -490,6 +531,9 @@ impl Archiver {
             sealed.extend(
                 self.buffers.finish_record().map_err(|e| ConsumerError::with_source("cannot seal buffers", e))?,
             );
+        }
+        if let Some(state) = self.shards.get_mut(shard) {
+            state.parts = first_ordinal + parts.len() as u64;
         }
         Ok(placed)
     }
@@ -635,6 +679,34 @@ impl Consumer for Archiver {
 
 /// Buffers sealed and delivered together when a shard closes.
 const CLOSE_CHUNK: usize = 2048;
+
+/// What the earlier owner's intents (`skip`) say of `part`, bound for route `key`.
+fn seen(skip: &mut SkipList, key: &[u8], part: &PartPosition) -> Seen {
+    if skip.exactly(part) {
+        return Seen::Durable;
+    }
+    match Route::error_type(key) {
+        // A data object of this partition whose range holds it holds it, unless the
+        // earlier owner sent it elsewhere (a partition cap, a failed transform).
+        None => match Route::decode(key) {
+            Some(route) if !skip.errored(part) && skip.covers(&route.scope(), &part.position) => Seen::Durable,
+            _ => Seen::New,
+        },
+        Some(t) => {
+            // An intent of an earlier weir (no parts listed) names the records of its
+            // range routed to its output.
+            if skip.covers(&Route::Error(t).scope(), &part.position) {
+                return Seen::Durable;
+            }
+            // A failed transform can succeed for another owner (a Lambda failing at
+            // times): the part may be in any partition's object of the range.
+            if t == ErrorOutputType::ProcessingFailed && !skip.errored(part) && skip.any_range_holds(&part.position) {
+                return Seen::Uncertain;
+            }
+            Seen::New
+        }
+    }
+}
 
 /// What a caught panic said.
 fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {

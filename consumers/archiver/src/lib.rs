@@ -56,6 +56,10 @@
 //! so a lease item stays far below DynamoDB's 400 KB at any partition count; a
 //! manifest is deleted once a checkpoint passes it.
 //!
+//! Which records an error output gets can differ between owners (a Lambda that fails
+//! a record only at times, a partition cap), so an error output's intents list their
+//! records exactly (runs of record parts) rather than by range and partition.
+//!
 //! When a shard opens with open intents (an earlier owner crashed, was partitioned
 //! away, or handed over with writes in flight), the new owner resolves each key (in a
 //! task started at open, so the shards a worker takes over resolve in parallel) before
@@ -63,8 +67,13 @@
 //! create-only. If the claim lands, the earlier owner's put can never land after it,
 //! and the records are archived again from the stream. If the key holds a real object,
 //! its records are durable and are skipped when the stream delivers them again
-//! (records of that shard, in that range, routed to that partition — the transform and
-//! query must be deterministic, as the built-in ones are). An intent write refused
+//! (records of that shard, in that range, routed to that partition — the transform's
+//! output and the query must be deterministic, as the built-in ones are; an error
+//! output's listed records whatever their route now). A record whose transform fails
+//! now but that may be in a written data object of the earlier owner (its range holds
+//! it, and the earlier owner did not list it in an error output) is not sent to the
+//! error output: its batch is tried again (`weir_archiver_uncertain_retries_total`)
+//! until the transform takes it. An intent write refused
 //! because a lease is gone rebuilds that round's new objects without the lost shards'
 //! records (each buffer keeps 8 bytes of bookkeeping per record for this) and tries
 //! again under new keys with new intents. An object whose intents are stored never

@@ -52,3 +52,7 @@ pub const SPILL_FAILURES: &str = "weir_archiver_spill_failures_total";
 /// Times the archiver stopped after an internal error (a seal or a batch that could
 /// not be taken back); it then refuses every call until the worker restarts.
 pub const INTERNAL_FAILURES: &str = "weir_archiver_internal_failures_total";
+/// Parts whose transform failed after a takeover while the shard's earlier owner may
+/// have archived them: their batch is tried again rather than the part sent to the
+/// error output.
+pub const UNCERTAIN_RETRIES: &str = "weir_archiver_uncertain_retries_total";

@@ -34,7 +34,13 @@ async fn four_shards_with_a_thousand_open_intents_each_resolve_in_parallel() {
             if i % 2 == 0 {
                 store.put_if_absent(&key, Bytes::from_static(b"data"), &PutOptions::default()).await.unwrap();
             }
-            intents.push(Intent { target: key, scope: scope.into(), first: pos(i + 1), last: pos(i + 1) });
+            intents.push(Intent {
+                target: key,
+                scope: scope.into(),
+                first: pos(i + 1),
+                last: pos(i + 1),
+                parts: vec![],
+            });
         }
         contexts.push(ShardContext {
             shard_id: shard.clone(),

@@ -28,6 +28,12 @@ use crate::sequence::ExtendedSequenceNumber;
 /// (the archiver uses its partition); the runtime stores intents, hands the open ones
 /// to the next owner in [`crate::ShardContext::intents`], and forgets an intent once
 /// the consumer's checkpoint reaches `last` (its records are then never read again).
+///
+/// When `parts` is not empty, it says exactly which records (or parts of records) go
+/// to `target`, whatever `scope` says: for outputs whose records are chosen by what can
+/// differ between owners (a transform that failed this time, a partition cap), where
+/// "the records in the range that belong to the scope" would name different records
+/// for each owner.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Intent {
     /// Where the records go (the archiver: the object key).
@@ -38,6 +44,36 @@ pub struct Intent {
     pub first: ExtendedSequenceNumber,
     /// Last position of the range.
     pub last: ExtendedSequenceNumber,
+    /// Exactly the parts that go there, when not empty (see above).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<PartRun>,
+}
+
+/// One part of a stream record: the record's position, and the part's place among the
+/// parts a consumer splits the record into (0 for a record taken whole).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct PartPosition {
+    /// The record's position.
+    pub position: ExtendedSequenceNumber,
+    /// The part's place in the record.
+    pub part: u32,
+}
+
+/// Parts of a shard's records from `first` to `last` (both included, in stream order
+/// and part order): every part the consumer handled in between.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartRun {
+    /// The first part.
+    pub first: PartPosition,
+    /// The last part.
+    pub last: PartPosition,
+}
+
+impl PartRun {
+    /// Whether the run holds `part`.
+    pub fn holds(&self, part: &PartPosition) -> bool {
+        self.first <= *part && *part <= self.last
+    }
 }
 
 impl Intent {

@@ -36,7 +36,7 @@ pub use consumer::{
     Acks, CloseReason, Consumer, ConsumerError, IntentError, IntentLog, ShardContext, YIELD_EVERY_BYTES,
 };
 pub use ids::{ConsumerName, ShardId, WorkerId};
-pub use lease::{Intent, Lease, LeaseChange, LeaseError, LeaseMutation, NewLease};
+pub use lease::{Intent, Lease, LeaseChange, LeaseError, LeaseMutation, NewLease, PartPosition, PartRun};
 pub use position::{Checkpoint, StartingPosition};
 pub use record::{ChildShard, HashKeyRange, Record, RecordBatch};
 pub use sequence::{ExtendedSequenceNumber, SequenceNumber, SequenceNumberError};

@@ -224,8 +224,13 @@ mod tests {
         use weir_core::{ConsumerName, ExtendedSequenceNumber, Intent, LeaseChange, SequenceNumber};
         let t = MemoryLeaseTable::with_dynamodb_limits();
         let p = ExtendedSequenceNumber::plain(SequenceNumber::from_u128(1));
-        let intent =
-            |n: usize| Intent { target: format!("{n:01000}"), scope: "s".into(), first: p.clone(), last: p.clone() };
+        let intent = |n: usize| Intent {
+            target: format!("{n:01000}"),
+            scope: "s".into(),
+            first: p.clone(),
+            last: p.clone(),
+            parts: vec![],
+        };
         let record = |l: &Lease, n: usize| {
             LeaseMutation::on(
                 l,

@@ -754,6 +754,7 @@ fn leases_list_and_show_describe_the_table() {
             scope: "manifest".into(),
             first: ExtendedSequenceNumber::plain(seq.parse().unwrap()),
             last: ExtendedSequenceNumber::plain(seq.parse().unwrap()),
+            parts: vec![],
         };
         let record = LeaseChange::RecordIntents {
             consumer: ConsumerName::new("archive"),

@@ -58,7 +58,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use weir_core::{ExtendedSequenceNumber, ShardId, Timestamp};
+use weir_core::{ExtendedSequenceNumber, PartPosition, ShardId, Timestamp};
 
 use crate::delivery::body::{Body, BodyError, Deflater, decode};
 use crate::delivery::relief::fold;
@@ -67,6 +67,21 @@ use crate::delivery::spill::{Spill, SpillRef};
 use crate::firehose_config::Compression;
 use crate::parquet::ParquetFormat;
 use crate::pipeline::route::{Route, RouteKey, data_pairs};
+
+/// Where an appended line comes from.
+#[derive(Debug, Clone, Copy)]
+pub struct Origin<'a> {
+    /// Its shard.
+    pub shard: &'a ShardId,
+    /// Its record's position.
+    pub position: &'a ExtendedSequenceNumber,
+    /// Its place among its record's parts (0 for a record taken whole).
+    pub part: u32,
+    /// Its number among every part of the shard the archiver handled, skipped and
+    /// dropped ones included: consecutive numbers are consecutive parts (error outputs
+    /// list their parts as runs of consecutive ones, see [`Sealed::runs`]).
+    pub ordinal: u64,
+}
 
 /// What to do with a record for a new partition when `max_active` are open.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -146,6 +161,10 @@ pub(crate) struct Open {
     pub(crate) spilled_stage: Vec<SpillRef>,
     /// Bytes in `spilled_stage`.
     pub(crate) spilled_stage_len: usize,
+    /// An error output's records, exactly (with `entries`, one each): their parts and
+    /// ordinals. Which records an error output gets can differ between owners, so its
+    /// intents list them (see [`Sealed::runs`]). `None` for data partitions.
+    pub(crate) exact: Option<Vec<(u64, PartPosition)>>,
 }
 
 impl Open {
@@ -157,6 +176,7 @@ impl Open {
             + self.entries.capacity() * 8
             + self.spans.capacity() * 48
             + (self.spilled.capacity() + self.spilled_stage.capacity()) * 24
+            + self.exact.as_ref().map_or(0, |e| e.capacity() * 96)
     }
 
     /// Whether the buffer holds records of `shard`.
@@ -445,7 +465,8 @@ impl Buffers {
     ) -> Result<Appended, BufferError> {
         let mut key = Vec::new();
         route.encode(&mut key);
-        self.append_key(&key, data, shard, position, arrival, now)
+        let origin = Origin { shard, position, part: 0, ordinal: u64::MAX };
+        self.append_key(&key, data, origin, arrival, now)
     }
 
     /// Adds one record (its delimiter applied) to the buffer of route `key` ([`Route::encode`],
@@ -455,8 +476,7 @@ impl Buffers {
         &mut self,
         key: &[u8],
         data: &[u8],
-        shard: &ShardId,
-        position: &ExtendedSequenceNumber,
+        origin: Origin<'_>,
         arrival: Timestamp,
         now: Timestamp,
     ) -> Result<Appended, BufferError> {
@@ -464,7 +484,7 @@ impl Buffers {
             // A new partition: open its buffer, and past the cap seal the oldest one once
             // the record is in (a failed append then pushed nothing out).
             let over_cap = self.open_buffer(key, now)?;
-            let mut appended = self.append_key(key, data, shard, position, arrival, now)?;
+            let mut appended = self.append_key(key, data, origin, arrival, now)?;
             if over_cap && let Some(oldest) = self.oldest_to_evict(key) {
                 appended.sealed.insert(0, self.seal(&oldest, FlushReason::Overflow)?);
             }
@@ -490,7 +510,7 @@ impl Buffers {
         {
             fold(buffer, spill)?;
         }
-        let generation = Self::add(buffer, data, shard, position, arrival, &mut self.deflater)?;
+        let generation = Self::add(buffer, data, origin, arrival, &mut self.deflater)?;
         let full = buffer.raw_bytes >= self.limits.size_bytes;
         if let Some(record) = self.record.as_mut()
             && !record.iter().any(|k| &**k == key)
@@ -553,6 +573,7 @@ impl Buffers {
                 spilled: Vec::new(),
                 spilled_stage: Vec::new(),
                 spilled_stage_len: 0,
+                exact: (!is_data).then(Vec::new),
             }),
         );
         Ok(over_cap)
@@ -572,12 +593,15 @@ impl Buffers {
     fn add(
         buffer: &mut Open,
         data: &[u8],
-        shard: &ShardId,
-        position: &ExtendedSequenceNumber,
+        origin: Origin<'_>,
         arrival: Timestamp,
         deflater: &mut Deflater,
     ) -> Result<u64, BufferError> {
+        let Origin { shard, position, part, ordinal } = origin;
         buffer.body.append(data, deflater)?;
+        if let Some(exact) = buffer.exact.as_mut() {
+            exact.push((ordinal, PartPosition { position: position.clone(), part }));
+        }
         buffer.raw_bytes += data.len() as u64;
         // Shards of a buffer are few; the last one is almost always the one appending.
         let slot = match buffer.slots.iter().rposition(|s| s == shard) {
@@ -683,6 +707,7 @@ impl Buffers {
                 spilled: Vec::new(),
                 spilled_stage: Vec::new(),
                 spilled_stage_len: 0,
+                exact: sealed.exact,
             }),
         );
         self.remeasure(&key);
@@ -741,6 +766,7 @@ impl Buffers {
             slots: b.slots,
             spans: b.spans,
             entries: b.entries,
+            exact: b.exact,
         })
     }
 }

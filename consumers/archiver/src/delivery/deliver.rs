@@ -500,16 +500,23 @@ impl Delivery {
         // Per shard, the intents of this round's new objects: inline when few, else
         // one manifest.
         let scopes: Vec<String> = fresh.iter().map(|&i| ready[i].sealed.key.scope()).collect();
+        // Error outputs name their records exactly (which records an error output gets
+        // can differ between owners); data partitions by range and partition.
+        let runs: Vec<Vec<Vec<weir_core::PartRun>>> = fresh
+            .iter()
+            .map(|&i| ready[i].sealed.spans().map(|(shard, _)| ready[i].sealed.runs(shard)).collect())
+            .collect();
         let mut per_shard: BTreeMap<&ShardId, Vec<IntentRef<'_>>> = BTreeMap::new();
-        for (&i, scope) in fresh.iter().zip(&scopes) {
+        for ((&i, scope), runs) in fresh.iter().zip(&scopes).zip(&runs) {
             let p = &ready[i];
             let target = p.key.as_deref().unwrap_or_default();
-            for (shard, span) in p.sealed.spans() {
+            for ((shard, span), parts) in p.sealed.spans().zip(runs) {
                 per_shard.entry(shard).or_default().push(IntentRef {
                     target,
                     scope,
                     first: &span.first,
                     last: &span.last,
+                    parts,
                 });
             }
         }
@@ -531,7 +538,7 @@ impl Delivery {
             intents.push((shard.clone(), intent));
             manifests.push((shard.clone(), key, body));
         }
-        drop(scopes);
+        drop((scopes, runs));
         if unencodable {
             for &i in fresh.iter().rev() {
                 ready[i].key = None;

@@ -23,15 +23,17 @@
 //! read (deleted by hand, corrupt) is reported and taken as "nothing written": the
 //! records are archived again (duplicates, never a loss).
 //!
-//! Format: version 2 is [`MAGIC`], then the shard and each intent as
+//! Format: version 3 is [`MAGIC`], then the shard and each intent as
 //! length-prefixed fields (`u32` little-endian lengths; sub-sequence numbers `u64`),
 //! each target and scope front-coded against the previous one (a `u32` count of bytes
-//! shared, then the rest): an archiver at 100,000 partitions writes a manifest entry
+//! shared, then the rest), then the intent's exact parts (a `u32` count of runs, each
+//! its first and last part: position and `u32` place). Version 2 is the same without
+//! the parts. An archiver at 100,000 partitions writes a manifest entry
 //! per object, and JSON with its escaped scopes was a tenth of its time
 //! (`cargo bench -p weir-archiver --bench cardinality`). Written uncompressed: gzip
 //! took 4% of the archiver's time at 100,000 partitions to shrink an object that lives
-//! about one buffer interval (a PUT costs the same at any size). Version 2 gzip'd (as
-//! weir wrote it before) and version 1, gzip'd JSON
+//! about one buffer interval (a PUT costs the same at any size). Version 2 (plain or
+//! gzip'd, as weir wrote it before) and version 1, gzip'd JSON
 //! (`{"version":1,"shard":…,"intents":[…]}`), are still read.
 //!
 //! Names start with `_weir/` (hidden from Hive, Athena and Glue, which skip names
@@ -43,7 +45,7 @@ use std::io::Read;
 
 use bytes::Bytes;
 use serde::Deserialize;
-use weir_core::{ExtendedSequenceNumber, Intent, SequenceNumber, ShardId};
+use weir_core::{ExtendedSequenceNumber, Intent, PartPosition, PartRun, SequenceNumber, ShardId};
 
 /// The scope of an intent whose target is a manifest. (Data scopes are JSON objects,
 /// error scopes start with `error:`.)
@@ -71,8 +73,11 @@ pub enum ManifestError {
     },
 }
 
-/// The first bytes of a version 2 manifest (after gunzip).
-pub const MAGIC: &[u8; 8] = b"WEIRMF2\n";
+/// The first bytes of a version 3 manifest (the one written).
+pub const MAGIC: &[u8; 8] = b"WEIRMF3\n";
+
+/// The first bytes of a version 2 manifest (after gunzip), still read.
+const MAGIC_V2: &[u8; 8] = b"WEIRMF2\n";
 
 /// A version 1 manifest.
 #[derive(Deserialize)]
@@ -94,6 +99,8 @@ pub struct IntentRef<'a> {
     pub first: &'a ExtendedSequenceNumber,
     /// [`Intent::last`].
     pub last: &'a ExtendedSequenceNumber,
+    /// [`Intent::parts`].
+    pub parts: &'a [PartRun],
 }
 
 impl IntentRef<'_> {
@@ -104,6 +111,7 @@ impl IntentRef<'_> {
             scope: self.scope.to_owned(),
             first: self.first.clone(),
             last: self.last.clone(),
+            parts: self.parts.to_vec(),
         }
     }
 }
@@ -134,11 +142,23 @@ pub fn write(key: &str, shard: &ShardId, intents: &[IntentRef<'_>]) -> Option<(B
         put_shared(&mut raw, scope, i.scope.as_bytes());
         (target, scope) = (i.target.as_bytes(), i.scope.as_bytes());
         for position in [i.first, i.last] {
-            put_text(&mut raw, position.sequence.as_str().as_bytes());
-            raw.extend_from_slice(&position.sub_sequence.to_le_bytes());
+            put_position(&mut raw, position);
+        }
+        raw.extend_from_slice(&u32::try_from(i.parts.len()).ok()?.to_le_bytes());
+        for run in i.parts {
+            for p in [&run.first, &run.last] {
+                put_position(&mut raw, &p.position);
+                raw.extend_from_slice(&p.part.to_le_bytes());
+            }
         }
     }
-    Some((Bytes::from(raw), Intent { target: key.to_owned(), scope: MANIFEST_SCOPE.to_owned(), first, last }))
+    let intent = Intent { target: key.to_owned(), scope: MANIFEST_SCOPE.to_owned(), first, last, parts: Vec::new() };
+    Some((Bytes::from(raw), intent))
+}
+
+fn put_position(out: &mut Vec<u8>, position: &ExtendedSequenceNumber) {
+    put_text(out, position.sequence.as_str().as_bytes());
+    out.extend_from_slice(&position.sub_sequence.to_le_bytes());
 }
 
 fn put_text(out: &mut Vec<u8>, text: &[u8]) {
@@ -193,7 +213,8 @@ impl<'a> Reader<'a> {
     }
 }
 
-fn read_v2(raw: &[u8]) -> Result<(ShardId, Vec<Intent>), String> {
+/// Reads a version 3 body (`with_parts`) or a version 2 one.
+fn read_v2(raw: &[u8], with_parts: bool) -> Result<(ShardId, Vec<Intent>), String> {
     let mut r = Reader { rest: &raw[MAGIC.len()..] };
     let shard = ShardId::new(r.text()?);
     let n = r.u32()?;
@@ -205,7 +226,21 @@ fn read_v2(raw: &[u8]) -> Result<(ShardId, Vec<Intent>), String> {
     for _ in 0..n {
         let (target, scope) = intents.last().map_or(("", ""), |i| (i.target.as_str(), i.scope.as_str()));
         let (target, scope) = (r.shared(target)?, r.shared(scope)?);
-        intents.push(Intent { target, scope, first: r.position()?, last: r.position()? });
+        let (first, last) = (r.position()?, r.position()?);
+        let mut parts = Vec::new();
+        if with_parts {
+            let runs = r.u32()?;
+            // Each run takes at least 34 bytes (two positions of one digit and places).
+            if runs > r.rest.len() / 34 {
+                return Err(format!("{runs} runs in {} bytes", r.rest.len()));
+            }
+            for _ in 0..runs {
+                let first = PartPosition { position: r.position()?, part: r.u32()? as u32 };
+                let last = PartPosition { position: r.position()?, part: r.u32()? as u32 };
+                parts.push(PartRun { first, last });
+            }
+        }
+        intents.push(Intent { target, scope, first, last, parts });
     }
     if !r.rest.is_empty() {
         return Err(format!("{} bytes after the last intent", r.rest.len()));
@@ -217,7 +252,7 @@ fn read_v2(raw: &[u8]) -> Result<(ShardId, Vec<Intent>), String> {
 pub fn read(key: &str, shard: &ShardId, body: &[u8]) -> Result<Vec<Intent>, ManifestError> {
     let bad = |reason: String| ManifestError::Unreadable { key: key.to_owned(), reason };
     let mut unzipped = Vec::new();
-    let raw: &[u8] = if body.starts_with(MAGIC) {
+    let raw: &[u8] = if body.starts_with(MAGIC) || body.starts_with(MAGIC_V2) {
         body
     } else {
         flate2::read::GzDecoder::new(body)
@@ -225,8 +260,8 @@ pub fn read(key: &str, shard: &ShardId, body: &[u8]) -> Result<Vec<Intent>, Mani
             .map_err(|e| bad(format!("neither a manifest nor gzip: {e}")))?;
         &unzipped
     };
-    let (written_for, intents) = if raw.starts_with(MAGIC) {
-        read_v2(raw).map_err(|e| bad(format!("not a manifest: {e}")))?
+    let (written_for, intents) = if raw.starts_with(MAGIC) || raw.starts_with(MAGIC_V2) {
+        read_v2(raw, raw.starts_with(MAGIC)).map_err(|e| bad(format!("not a manifest: {e}")))?
     } else {
         let b: BodyV1 = serde_json::from_slice(raw).map_err(|e| bad(format!("not a manifest: {e}")))?;
         if b.version != 1 {
@@ -301,6 +336,7 @@ impl InlineCounts {
 mod tests {
     use super::*;
     use proptest::prelude::any;
+    use proptest::prop_oneof;
     use weir_core::SequenceNumber;
 
     fn p(n: u128) -> ExtendedSequenceNumber {
@@ -308,7 +344,7 @@ mod tests {
     }
 
     fn intent(key: &str, first: u128, last: u128) -> Intent {
-        Intent { target: key.into(), scope: "{\"tenant\":\"t\"}".into(), first: p(first), last: p(last) }
+        Intent { target: key.into(), scope: "{\"tenant\":\"t\"}".into(), first: p(first), last: p(last), parts: vec![] }
     }
 
     #[test]
@@ -321,7 +357,7 @@ mod tests {
         let intents = vec![intent("a.gz", 5, 9), intent("b.gz", 2, 20), intent("c.gz", 7, 8)];
         let refs: Vec<IntentRef<'_>> = intents
             .iter()
-            .map(|i| IntentRef { target: &i.target, scope: &i.scope, first: &i.first, last: &i.last })
+            .map(|i| IntentRef { target: &i.target, scope: &i.scope, first: &i.first, last: &i.last, parts: &i.parts })
             .collect();
         let (body, lease_intent) = write(&k, &shard, &refs).unwrap();
         assert!(is_manifest(&lease_intent));
@@ -352,28 +388,56 @@ mod tests {
         assert!(read("k", &shard, &v3).unwrap_err().to_string().contains("version 3"));
     }
 
+    /// A version 2 manifest (written before intents listed parts) is still read: its
+    /// intents list no parts.
+    #[test]
+    fn version_two_manifests_are_still_read() {
+        let shard = ShardId::new("shardId-000000000001");
+        let intents = vec![intent("a.gz", 5, 9), intent("b.gz", 2, 20)];
+        let mut raw = MAGIC_V2.to_vec();
+        put_text(&mut raw, shard.as_str().as_bytes());
+        raw.extend_from_slice(&(intents.len() as u32).to_le_bytes());
+        let (mut target, mut scope): (&[u8], &[u8]) = (b"", b"");
+        for i in &intents {
+            put_shared(&mut raw, target, i.target.as_bytes());
+            put_shared(&mut raw, scope, i.scope.as_bytes());
+            (target, scope) = (i.target.as_bytes(), i.scope.as_bytes());
+            put_position(&mut raw, &i.first);
+            put_position(&mut raw, &i.last);
+        }
+        assert_eq!(read("k", &shard, &raw).unwrap(), intents);
+        assert_eq!(read("k", &shard, &gzip(&raw)).unwrap(), intents, "gzip'd, as weir wrote them before");
+    }
+
     proptest::proptest! {
         /// Any intents round-trip, and no cut or changed byte of a manifest is read as
         /// anything but an error or the same intents (never a panic).
         #[test]
         fn manifests_round_trip_and_corruption_is_an_error(
-            items in proptest::collection::vec(("[a-c/=]{0,12}", "[a-c\"{}]{0,8}", 0u128..1u128 << 100, any::<u64>()), 1..20),
+            items in proptest::collection::vec(("[a-c/=]{0,12}", "[a-c\"{}]{0,8}", prop_oneof![0u128..10, 0u128..1u128 << 100], any::<u64>(), proptest::collection::vec(any::<u32>(), 0..4)), 1..20),
             cut in any::<proptest::sample::Index>(),
             flip in any::<proptest::sample::Index>(),
         ) {
             let shard = ShardId::new("shardId-000000000007");
             let intents: Vec<Intent> = items
                 .iter()
-                .map(|(t, s, seq, sub)| Intent {
+                .map(|(t, s, seq, sub, runs)| Intent {
                     target: t.clone(),
                     scope: s.clone(),
                     first: ExtendedSequenceNumber::new(SequenceNumber::from_u128(*seq), *sub),
                     last: ExtendedSequenceNumber::new(SequenceNumber::from_u128(seq + 1), 0),
+                    parts: runs
+                        .iter()
+                        .map(|part| PartRun {
+                            first: PartPosition { position: ExtendedSequenceNumber::new(SequenceNumber::from_u128(*seq), *sub), part: *part },
+                            last: PartPosition { position: ExtendedSequenceNumber::plain(SequenceNumber::from_u128(seq + 1)), part: part / 2 },
+                        })
+                        .collect(),
                 })
                 .collect();
             let refs: Vec<IntentRef<'_>> = intents
                 .iter()
-                .map(|i| IntentRef { target: &i.target, scope: &i.scope, first: &i.first, last: &i.last })
+                .map(|i| IntentRef { target: &i.target, scope: &i.scope, first: &i.first, last: &i.last, parts: &i.parts })
                 .collect();
             let (body, _) = write("k", &shard, &refs).unwrap();
             proptest::prop_assert_eq!(&read("k", &shard, &body).unwrap(), &intents);

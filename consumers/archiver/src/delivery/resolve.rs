@@ -7,6 +7,12 @@
 //! If the key exists and holds anything but a claim, the object was written: its
 //! records (of this shard, in the intent's range, routed to the intent's scope) are
 //! durable and are skipped when the stream delivers them again.
+//!
+//! An intent that lists its parts exactly (an error output's) says more: the earlier
+//! owner routed exactly those parts there. Written, they are skipped wherever they
+//! would go now; claimed, the earlier owner archived them nowhere (it sent them to an
+//! output that was never written), which settles whether a part that falls in the range
+//! of one of its written data objects is in it.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -14,7 +20,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::StreamExt;
 use weir_core::ports::{ObjectSink, PutOptions, PutOutcome, SinkError};
-use weir_core::{ConsumerError, ExtendedSequenceNumber, Intent, ShardId};
+use weir_core::{ConsumerError, ExtendedSequenceNumber, Intent, PartPosition, PartRun, ShardId};
 
 use crate::delivery::manifest;
 use crate::metrics as m;
@@ -104,10 +110,17 @@ fn holds_no_record(body: &Bytes) -> bool {
     decode(ObjectFormat::sniff(body), body, 1).is_ok_and(|plain| plain.is_empty())
 }
 
-/// Records of one shard to skip because an earlier object holds them.
+/// What an earlier owner's open intents say about the records of one shard read again.
 #[derive(Debug, Default, Clone)]
 pub struct SkipList {
+    /// Written objects of data partitions: the records in the range routed to the
+    /// partition (scope) are durable.
     ranges: Vec<(String, ExtendedSequenceNumber, ExtendedSequenceNumber)>,
+    /// Written objects that list their parts: those parts are durable.
+    exact: Vec<PartRun>,
+    /// Claimed objects that listed their parts: the earlier owner archived those parts
+    /// nowhere.
+    errored: Vec<PartRun>,
 }
 
 impl SkipList {
@@ -121,14 +134,36 @@ impl SkipList {
         self.ranges.iter().any(|(s, first, last)| s == scope && first <= position && position <= last)
     }
 
-    /// Ranges left.
+    /// Whether `part` is in a written object that lists its parts (wherever it would go
+    /// now). Parts must be asked in order.
+    pub fn exactly(&mut self, part: &PartPosition) -> bool {
+        if self.exact.is_empty() {
+            return false;
+        }
+        self.exact.retain(|r| r.last >= *part);
+        self.exact.iter().any(|r| r.holds(part))
+    }
+
+    /// Whether the earlier owner sent `part` to an output that was never written (so
+    /// it is in no object of that owner).
+    pub fn errored(&self, part: &PartPosition) -> bool {
+        self.errored.iter().any(|r| r.holds(part))
+    }
+
+    /// Whether some written data object's range holds `position` (whatever its
+    /// partition): a part whose partition is not known now may be in it.
+    pub fn any_range_holds(&self, position: &ExtendedSequenceNumber) -> bool {
+        self.ranges.iter().any(|(_, first, last)| first <= position && position <= last)
+    }
+
+    /// Ranges and runs left.
     pub fn len(&self) -> usize {
-        self.ranges.len()
+        self.ranges.len() + self.exact.len() + self.errored.len()
     }
 
     /// Whether nothing is to be skipped.
     pub fn is_empty(&self) -> bool {
-        self.ranges.is_empty()
+        self.ranges.is_empty() && self.exact.is_empty() && self.errored.is_empty()
     }
 }
 
@@ -172,10 +207,16 @@ pub async fn resolve(
     }
     let mut skip = SkipList::default();
     for intent in intents {
-        if states.get(&intent.target) == Some(&KeyState::Written) {
-            skip.ranges.push((intent.scope.clone(), intent.first.clone(), intent.last.clone()));
+        match (states.get(&intent.target), intent.parts.is_empty()) {
+            (Some(KeyState::Written), true) => {
+                skip.ranges.push((intent.scope.clone(), intent.first.clone(), intent.last.clone()));
+            }
+            (Some(KeyState::Written), false) => skip.exact.extend(intent.parts.iter().cloned()),
+            (Some(KeyState::Claimed), false) => skip.errored.extend(intent.parts.iter().cloned()),
+            _ => {}
         }
     }
+    skip.exact.sort_by(|a, b| a.first.cmp(&b.first));
     Ok((skip, states))
 }
 
@@ -247,7 +288,7 @@ mod tests {
     }
 
     fn intent(key: &str, scope: &str, first: u128, last: u128) -> Intent {
-        Intent { target: key.into(), scope: scope.into(), first: p(first), last: p(last) }
+        Intent { target: key.into(), scope: scope.into(), first: p(first), last: p(last), parts: vec![] }
     }
 
     /// A Parquet claim made under another table (a changed Glue schema, another weir

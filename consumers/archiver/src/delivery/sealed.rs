@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 
 use bytes::Bytes;
-use weir_core::{ExtendedSequenceNumber, ShardId, Timestamp};
+use weir_core::{ExtendedSequenceNumber, PartPosition, PartRun, ShardId, Timestamp};
 
 use crate::delivery::body::{Body, BodyError, Deflater, decode};
 use crate::firehose_config::Compression;
@@ -61,6 +61,8 @@ pub struct Sealed {
     pub(crate) spans: Vec<Option<Span>>,
     /// Per record: its shard's place in `slots`, and its length.
     pub(crate) entries: Vec<(u32, u32)>,
+    /// An error output's records exactly (see `Open::exact`); `None` for data.
+    pub(crate) exact: Option<Vec<(u64, PartPosition)>>,
 }
 
 impl Sealed {
@@ -72,6 +74,28 @@ impl Sealed {
     /// Per shard, the records it holds.
     pub fn spans(&self) -> impl Iterator<Item = (&ShardId, &Span)> {
         self.slots.iter().zip(&self.spans).filter_map(|(s, span)| Some((s, span.as_ref()?)))
+    }
+
+    /// An error output's records of `shard`, exactly: runs of consecutive parts (empty
+    /// for a data partition, whose intents name the records of their range that belong
+    /// to the partition).
+    pub fn runs(&self, shard: &ShardId) -> Vec<PartRun> {
+        let Some(exact) = &self.exact else { return Vec::new() };
+        let mut runs: Vec<PartRun> = Vec::new();
+        let mut last_ordinal = None;
+        for (&(slot, _), (ordinal, part)) in self.entries.iter().zip(exact) {
+            if self.slots.get(slot as usize) != Some(shard) {
+                continue;
+            }
+            match runs.last_mut() {
+                Some(run) if last_ordinal.is_some_and(|o: u64| o.checked_add(1) == Some(*ordinal)) => {
+                    run.last = part.clone();
+                }
+                _ => runs.push(PartRun { first: part.clone(), last: part.clone() }),
+            }
+            last_ordinal = Some(*ordinal);
+        }
+        runs
     }
 
     /// The records of `shard` it holds.
@@ -142,6 +166,8 @@ impl Sealed {
     /// shards' records are `spans`.
     fn rebuilt(&self, body: Bytes, keep: &[bool], spans: Vec<Option<Span>>) -> Sealed {
         let entries: Vec<(u32, u32)> = self.entries.iter().zip(keep).filter(|(_, k)| **k).map(|(e, _)| *e).collect();
+        let exact =
+            self.exact.as_ref().map(|e| e.iter().zip(keep).filter(|(_, k)| **k).map(|(e, _)| e.clone()).collect());
         let oldest_arrival = spans.iter().flatten().map(|s| s.oldest_arrival).min().unwrap_or(self.oldest_arrival);
         Sealed {
             generation: self.generation,
@@ -155,6 +181,7 @@ impl Sealed {
             slots: self.slots.clone(),
             spans,
             entries,
+            exact,
         }
     }
 }
