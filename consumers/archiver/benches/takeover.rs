@@ -39,7 +39,14 @@ async fn takeover(shards: usize, intents: u128, latency: Duration) -> Duration {
             if i % 2 == 0 {
                 store.put_if_absent(&key, Bytes::from_static(b"data"), &PutOptions::default()).await.unwrap();
             }
-            open.push(Intent { target: key, scope: scope.into(), first: pos(i + 1), last: pos(i + 1), parts: vec![] });
+            open.push(Intent {
+                target: key,
+                scope: scope.into(),
+                first: pos(i + 1),
+                last: pos(i + 1),
+                parts: vec![],
+                except: vec![],
+            });
         }
         contexts.push(ShardContext {
             shard_id: shard.clone(),

@@ -47,6 +47,13 @@ struct ShardState {
     skip: SkipList,
     /// Parts of the shard handled so far (the next part's ordinal, see [`Origin`]).
     parts: u64,
+    /// Since when batches of the shard have been tried again for an uncertain part.
+    uncertain_since: Option<Timestamp>,
+    /// Parts sent to an error output for a reason that can differ between owners (a
+    /// failed Lambda, the partition cap), with their ordinals, not yet acknowledged:
+    /// the data objects whose range holds them name them as exceptions, so that an
+    /// owner for which they go to a data partition does not take them as archived.
+    elsewhere: Vec<(u64, PartPosition)>,
 }
 
 /// One line to buffer, and where it comes from.
@@ -63,7 +70,15 @@ struct Line<'a> {
     /// shard handled (see [`Origin`]).
     part: u32,
     ordinal: u64,
+    /// It failed a transform that may take it another time (a Lambda): its route may
+    /// differ for another owner.
+    fickle: bool,
 }
+
+/// How long a part whose transform fails now, but that an earlier owner may have
+/// archived, is tried again before it goes to the error output anyway (where it may
+/// then be twice: counted in `weir_archiver_uncertain_given_up_total`).
+const UNCERTAIN_PATIENCE: Duration = Duration::from_secs(300);
 
 /// What an earlier owner's intents say of a part read again.
 enum Seen {
@@ -213,7 +228,7 @@ impl Archiver {
     async fn batch_failed(
         &mut self,
         shard: &ShardId,
-        skip_before: Option<SkipList>,
+        (skip_before, elsewhere_before): (Option<SkipList>, usize),
         mut sealed: Vec<Sealed>,
         acks: &dyn Acks,
         why: ConsumerError,
@@ -222,8 +237,11 @@ impl Archiver {
             self.poison(format!("a failed batch could not be taken back: {e} (after: {why})"));
             return self.check_health();
         }
-        if let (Some(skip), Some(state)) = (skip_before, self.shards.get_mut(shard)) {
-            state.skip = skip;
+        if let Some(state) = self.shards.get_mut(shard) {
+            state.elsewhere.truncate(elsewhere_before);
+            if let Some(skip) = skip_before {
+                state.skip = skip;
+            }
         }
         self.any_skips = self.shards.values().any(|s| !s.skip.is_empty());
         if let Err(e) = self.deliver(sealed, acks, BacklogRetry::WhenDue).await {
@@ -308,7 +326,7 @@ impl Archiver {
         now: Timestamp,
         sealed: &mut Vec<Sealed>,
     ) -> Result<Option<u64>, ConsumerError> {
-        let Line { key, bytes, raw, record, part, ordinal } = line;
+        let Line { key, bytes, raw, record, part, ordinal, fickle } = line;
         // The route it takes first: a data line that does not fit the Parquet table goes
         // to the error output (for every owner alike); only then is it looked up.
         if let Some(parquet) = &self.parquet
@@ -321,18 +339,23 @@ impl Archiver {
             && let Some(state) = self.shards.get_mut(shard)
             && !state.skip.is_empty()
         {
-            match seen(&mut state.skip, key, &PartPosition { position: record.position.clone(), part }) {
+            match seen(&mut state.skip, key, &PartPosition { position: record.position.clone(), part }, fickle) {
                 Seen::Durable => {
                     metrics::counter!(m::DUPLICATES_SKIPPED).increment(1);
                     return Ok(None);
                 }
                 Seen::New => {}
                 Seen::Uncertain => {
-                    metrics::counter!(m::UNCERTAIN_RETRIES).increment(1);
-                    return Err(ConsumerError::msg(format!(
-                        "a part of record {} of {shard} failed its transform now, and the shard's earlier owner may have archived it: it is tried again, not sent to the error output",
-                        record.position
-                    )));
+                    let since = *state.uncertain_since.get_or_insert(now);
+                    if now.saturating_since(since) < UNCERTAIN_PATIENCE {
+                        metrics::counter!(m::UNCERTAIN_RETRIES).increment(1);
+                        return Err(ConsumerError::msg(format!(
+                            "a part of record {} of {shard} failed its transform now, and the shard's earlier owner may have archived it: it is tried again, not sent to the error output",
+                            record.position
+                        )));
+                    }
+                    metrics::counter!(m::UNCERTAIN_GIVEN_UP).increment(1);
+                    tracing::warn!(%shard, position = %record.position, part, "a part's transform kept failing after a takeover; it goes to the error output, and may also be in a data object of the shard's earlier owner");
                 }
             }
         }
@@ -344,9 +367,11 @@ impl Archiver {
         }
         let arrival = record.approximate_arrival;
         let origin = Origin { shard, position: &record.position, part, ordinal };
+        let mut elsewhere = fickle;
         let appended = match self.buffers.append_key(key, bytes, origin, arrival, now) {
             Ok(a) => a,
             Err(BufferError::TooManyPartitions(n)) => {
+                elsewhere = true;
                 let code = "DynamicPartitioning.ActivePartitionsLimitExceeded";
                 let rec = ErrorRecord::new(raw, arrival, now, code, format!("more than {n} active partitions"));
                 let (mut error_key, line) = (Vec::new(), rec.to_line());
@@ -360,6 +385,9 @@ impl Archiver {
         };
         let Appended { generation, sealed: s } = appended;
         sealed.extend(s);
+        if elsewhere && let Some(state) = self.shards.get_mut(shard) {
+            state.elsewhere.push((ordinal, PartPosition { position: record.position.clone(), part }));
+        }
         Ok(Some(generation))
     }
 
@@ -397,19 +425,26 @@ impl Archiver {
         let Routed::Line { line, route } = routed else { return Ok(None) };
         let mut key = Vec::with_capacity(64);
         route.encode(&mut key);
-        self.buffer(shard, Line { key: &key, bytes: &line, raw, record, part, ordinal }, now, sealed)
+        self.buffer(shard, Line { key: &key, bytes: &line, raw, record, part, ordinal, fickle: false }, now, sealed)
     }
 
     async fn deliver(
         &mut self,
-        sealed: Vec<Sealed>,
+        mut sealed: Vec<Sealed>,
         acks: &dyn Acks,
         backlog: BacklogRetry,
     ) -> Result<(), DeliveryError> {
         let now = self.clock.now();
         let any_sealed = !sealed.is_empty();
+        self.name_exceptions(&mut sealed);
         let (buffers, ledger, delivery) = (&mut self.buffers, &mut self.ledger, &mut self.delivery);
         let r = delivery.deliver(sealed, now, ledger, acks, buffers.deflater(), backlog).await;
+        // Parts sent elsewhere and acknowledged are behind every object still to come.
+        for (shard, state) in &mut self.shards {
+            if let Some(acked) = self.ledger.acked(shard) {
+                state.elsewhere.retain(|(_, p)| p.position > *acked);
+            }
+        }
         // At most once a second (and after a shard closes): the gauges walk every open
         // buffer, and with many partitions seals come often.
         let stale = self.gauges_at.is_none_or(|at| now.saturating_since(at) >= Duration::from_secs(1));
@@ -417,6 +452,33 @@ impl Archiver {
             self.set_buffer_gauges(now);
         }
         r
+    }
+
+    /// Names, in each data object's intents, the parts of its range sent elsewhere (see
+    /// `ShardState::elsewhere`).
+    fn name_exceptions(&self, sealed: &mut [Sealed]) {
+        for s in sealed.iter_mut().filter(|s| s.key.is_data() && s.except.is_empty()) {
+            let mut except = Vec::new();
+            for (shard, span) in s.spans() {
+                let Some(state) = self.shards.get(shard).filter(|st| !st.elsewhere.is_empty()) else { continue };
+                let mut runs: Vec<weir_core::PartRun> = Vec::new();
+                let mut last_ordinal: Option<u64> = None;
+                for (ordinal, part) in &state.elsewhere {
+                    if part.position < span.first || part.position > span.last {
+                        continue;
+                    }
+                    match runs.last_mut() {
+                        Some(run) if last_ordinal.is_some_and(|o| o + 1 == *ordinal) => run.last = part.clone(),
+                        _ => runs.push(weir_core::PartRun { first: part.clone(), last: part.clone() }),
+                    }
+                    last_ordinal = Some(*ordinal);
+                }
+                if !runs.is_empty() {
+                    except.push((shard.clone(), runs));
+                }
+            }
+            s.except = except;
+        }
     }
 
     /// The gauges of open buffers (at ticks and seals, not per batch: they sum every
@@ -508,7 +570,7 @@ impl Archiver {
             if let Some(fast) = &self.fast {
                 line.clear();
                 if fast.route(raw, record.approximate_arrival, &mut line, &mut key) {
-                    let line = Line { key: &key, bytes: &line, raw, record, part: at.0, ordinal: at.1 };
+                    let line = Line { key: &key, bytes: &line, raw, record, part: at.0, ordinal: at.1, fickle: false };
                     if let Some(g) = self.buffer(shard, line, now, sealed)? {
                         placed.push((*i, g));
                     }
@@ -522,8 +584,23 @@ impl Archiver {
             let outcome = outcome.unwrap_or_else(|| {
                 Outcome::Failed(Failure::new("Transform.MissingOutcome", "transform returned too few outcomes"))
             });
+            let fickle = matches!(outcome, Outcome::Failed(_)) && self.pipeline.transform_can_change_its_mind();
             let routed = self.pipeline.route(outcome, raw, record.approximate_arrival, now);
-            if let Some(g) = self.buffer_routed(shard, routed, raw, record, at, now, sealed)? {
+            let g = match routed {
+                Routed::Line { line, route } if fickle => {
+                    let mut key = Vec::with_capacity(64);
+                    route.encode(&mut key);
+                    let (part, ordinal) = at;
+                    self.buffer(
+                        shard,
+                        Line { key: &key, bytes: &line, raw, record, part, ordinal, fickle },
+                        now,
+                        sealed,
+                    )?
+                }
+                routed => self.buffer_routed(shard, routed, raw, record, at, now, sealed)?,
+            };
+            if let Some(g) = g {
                 placed.push((*i, g));
             }
         }
@@ -578,18 +655,22 @@ impl Consumer for Archiver {
         let mut sealed = Vec::new();
         // All of the batch is buffered, or none of it (see `Buffers::begin_batch`).
         let skip_before = self.shards.get(shard).filter(|s| !s.skip.is_empty()).map(|s| s.skip.clone());
+        let elsewhere_before = self.shards.get(shard).map_or(0, |s| s.elsewhere.len());
         self.buffers.begin_batch();
         let routed = AssertUnwindSafe(self.route_batch(batch, now, &mut sealed)).catch_unwind().await;
         let placed = match routed {
             Ok(Ok(placed)) => placed,
-            Ok(Err(e)) => return self.batch_failed(shard, skip_before, sealed, acks, e).await,
+            Ok(Err(e)) => return self.batch_failed(shard, (skip_before, elsewhere_before), sealed, acks, e).await,
             Err(panic) => {
                 let why =
                     ConsumerError::msg(format!("the archiver panicked buffering a batch: {}", panic_text(&panic)));
-                return self.batch_failed(shard, skip_before, sealed, acks, why).await;
+                return self.batch_failed(shard, (skip_before, elsewhere_before), sealed, acks, why).await;
             }
         };
         self.buffers.commit_batch();
+        if let Some(state) = self.shards.get_mut(shard) {
+            state.uncertain_since = None;
+        }
         if self.zero_interval {
             // Zero buffering: no buffer outlives the batch that filled it (one object per
             // partition the batch touched).
@@ -681,7 +762,7 @@ impl Consumer for Archiver {
 const CLOSE_CHUNK: usize = 2048;
 
 /// What the earlier owner's intents (`skip`) say of `part`, bound for route `key`.
-fn seen(skip: &mut SkipList, key: &[u8], part: &PartPosition) -> Seen {
+fn seen(skip: &mut SkipList, key: &[u8], part: &PartPosition, fickle: bool) -> Seen {
     if skip.exactly(part) {
         return Seen::Durable;
     }
@@ -689,18 +770,18 @@ fn seen(skip: &mut SkipList, key: &[u8], part: &PartPosition) -> Seen {
         // A data object of this partition whose range holds it holds it, unless the
         // earlier owner sent it elsewhere (a partition cap, a failed transform).
         None => match Route::decode(key) {
-            Some(route) if !skip.errored(part) && skip.covers(&route.scope(), &part.position) => Seen::Durable,
+            Some(route) if !skip.errored(part) && skip.covers(&route.scope(), part) => Seen::Durable,
             _ => Seen::New,
         },
         Some(t) => {
             // An intent of an earlier weir (no parts listed) names the records of its
             // range routed to its output.
-            if skip.covers(&Route::Error(t).scope(), &part.position) {
+            if skip.covers(&Route::Error(t).scope(), part) {
                 return Seen::Durable;
             }
             // A failed transform can succeed for another owner (a Lambda failing at
             // times): the part may be in any partition's object of the range.
-            if t == ErrorOutputType::ProcessingFailed && !skip.errored(part) && skip.any_range_holds(&part.position) {
+            if fickle && !skip.errored(part) && skip.any_range_holds(part) {
                 return Seen::Uncertain;
             }
             Seen::New

@@ -73,7 +73,10 @@
 //! now but that may be in a written data object of the earlier owner (its range holds
 //! it, and the earlier owner did not list it in an error output) is not sent to the
 //! error output: its batch is tried again (`weir_archiver_uncertain_retries_total`)
-//! until the transform takes it. An intent write refused
+//! until the transform takes it, for at most five minutes, after which it goes to the
+//! error output anyway and may then be in both (`weir_archiver_uncertain_given_up_total`:
+//! the one exception, for a Lambda that took a record for one owner and keeps failing
+//! it for the next). An intent write refused
 //! because a lease is gone rebuilds that round's new objects without the lost shards'
 //! records (each buffer keeps 8 bytes of bookkeeping per record for this) and tries
 //! again under new keys with new intents. An object whose intents are stored never

@@ -56,3 +56,7 @@ pub const INTERNAL_FAILURES: &str = "weir_archiver_internal_failures_total";
 /// have archived them: their batch is tried again rather than the part sent to the
 /// error output.
 pub const UNCERTAIN_RETRIES: &str = "weir_archiver_uncertain_retries_total";
+/// Parts whose transform kept failing after a takeover past the archiver's patience
+/// (5 minutes), sent to the error output though the shard's earlier owner may have
+/// archived them as data: the one way a record can end up in both.
+pub const UNCERTAIN_GIVEN_UP: &str = "weir_archiver_uncertain_given_up_total";

@@ -19,7 +19,7 @@ use support::*;
 use weir_archiver::firehose_config::LambdaSettings;
 use weir_archiver::{Archiver, ArchiverOptions, FunctionInvoker, InvokeError, LambdaTransform, Transformer};
 use weir_core::ports::{ObjectMeta, ObjectSink, PutOptions, PutOutcome, SinkError};
-use weir_core::{CloseReason, Consumer, ShardId, Timestamp};
+use weir_core::{Clock, CloseReason, Consumer, ShardId, Timestamp};
 use weir_testkit::{CrashSwitch, ManualClock, MemoryObjectSink, SimAcks, SimLeases};
 
 /// A Lambda that gives records back as they came, but fails the ones whose session id
@@ -276,4 +276,70 @@ async fn a_misfit_is_archived_again_when_only_its_partitions_data_was_written() 
     for n in [1, 3, 4] {
         assert_eq!(places.get(&format!("s0-{n}")), Some(&(1, 0)), "s0-{n}: {places:?}");
     }
+}
+
+/// The first owner's Lambda failed a record; before its error object was even sealed,
+/// a data object of the same partition whose range holds the record was written, and
+/// the owner died. The next owner's Lambda takes the record: it must be archived, not
+/// skipped because the data object's range holds its position (the data object names
+/// it as an exception: weir-sim seed 142 lost it).
+#[tokio::test(start_paused = true)]
+async fn a_record_sent_elsewhere_is_an_exception_of_the_data_object_around_it() {
+    let (store, leases, clock) =
+        (Arc::new(MemoryObjectSink::new()), SimLeases::new(), ManualClock::new(Timestamp::from_millis(T0)));
+    let shard = ShardId::new("shard-0");
+    let lambda = Arc::new(Flaky::default());
+    lambda.fail(&["s0-2"]);
+    // The data partition's buffer opens a minute before the error output's: its
+    // interval runs out first, and the owner dies before the error output's does.
+    let acks = SimAcks::new(leases.clone(), 1, CrashSwitch::after(Some(1)));
+    let mut a = archiver_sized(store.clone(), &clock, lambda.clone(), 64 << 20);
+    a.on_shard_open(&leases.take(&shard, 1)).await.unwrap();
+    let all = records();
+    let first = weir_core::RecordBatch { records: all.records[..1].to_vec(), ..all.clone() };
+    let rest = weir_core::RecordBatch { records: all.records[1..].to_vec(), ..all };
+    a.on_batch(&first, &acks).await.unwrap();
+    clock.advance(Duration::from_secs(200));
+    a.on_batch(&rest, &acks).await.unwrap();
+    clock.advance(Duration::from_secs(150));
+    a.on_tick(clock.now(), &acks).await.unwrap();
+    drop(a);
+    let written = places(&store);
+    assert_eq!(written.get("s0-4"), Some(&(1, 0)), "the data object was written: {written:?}");
+    assert_eq!(written.get("s0-2"), None, "the error object was not");
+    lambda.fail(&[]);
+    let acks = SimAcks::new(leases.clone(), 2, CrashSwitch::after(None));
+    let mut b = archiver(store.clone(), &clock, Some(lambda.clone()));
+    b.on_shard_open(&leases.take(&shard, 2)).await.unwrap();
+    b.on_batch(&records(), &acks).await.unwrap();
+    b.on_shard_close(&shard, CloseReason::Shutdown, &acks).await.unwrap();
+    let places = places(&store);
+    for n in 1..=4 {
+        assert_eq!(places.get(&format!("s0-{n}")), Some(&(1, 0)), "s0-{n}: {places:?}");
+    }
+}
+
+/// [`archiver`] with a Lambda and a buffer size.
+fn archiver_sized(sink: Arc<dyn ObjectSink>, clock: &ManualClock, lambda: Arc<Flaky>, size: u64) -> Archiver {
+    let a = archiver(sink.clone(), clock, Some(lambda.clone()));
+    drop(a);
+    let mut s = settings(size);
+    s.metadata_query = Some("{tenantId: .tenantId, toolName: .toolName}".into());
+    s.append_delimiter = true;
+    let settings_lambda = LambdaSettings {
+        arn: "arn:aws:lambda:us-east-1:123456789012:function:t".into(),
+        retries: 0,
+        buffer_bytes: 1 << 20,
+        buffer_interval: Duration::from_secs(60),
+    };
+    s.lambda = Some(settings_lambda.clone());
+    let mut o = ArchiverOptions::new("mcp-archive", s);
+    o.transformer = Transformer::Lambda(LambdaTransform {
+        invoker: lambda,
+        settings: settings_lambda,
+        delivery_arn: "arn:aws:firehose:us-east-1:123456789012:deliverystream/t".into(),
+        source_arn: "arn:aws:kinesis:us-east-1:123456789012:stream/t".into(),
+        region: "us-east-1".into(),
+    });
+    Archiver::new(o, sink, Arc::new(clock.clone())).unwrap()
 }

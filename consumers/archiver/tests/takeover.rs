@@ -40,6 +40,7 @@ async fn four_shards_with_a_thousand_open_intents_each_resolve_in_parallel() {
                 first: pos(i + 1),
                 last: pos(i + 1),
                 parts: vec![],
+                except: vec![],
             });
         }
         contexts.push(ShardContext {

@@ -33,7 +33,8 @@ use crate::sequence::ExtendedSequenceNumber;
 /// to `target`, whatever `scope` says: for outputs whose records are chosen by what can
 /// differ between owners (a transform that failed this time, a partition cap), where
 /// "the records in the range that belong to the scope" would name different records
-/// for each owner.
+/// for each owner. `except` names the parts of the range that do *not* go to `target`
+/// whatever `scope` says: those the writer sent to such an output instead.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Intent {
     /// Where the records go (the archiver: the object key).
@@ -47,6 +48,9 @@ pub struct Intent {
     /// Exactly the parts that go there, when not empty (see above).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub parts: Vec<PartRun>,
+    /// Parts of the range that do not go there (see above).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub except: Vec<PartRun>,
 }
 
 /// One part of a stream record: the record's position, and the part's place among the

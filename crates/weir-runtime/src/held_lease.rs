@@ -353,8 +353,14 @@ mod tests {
     async fn a_checkpoint_reports_the_intents_it_passed() {
         let (table, _, held) = held_by_a().await;
         let p = |n| ExtendedSequenceNumber::plain(SequenceNumber::from_u128(n));
-        let intent =
-            |t: &str, last| Intent { target: t.into(), scope: "s".into(), first: p(1), last: p(last), parts: vec![] };
+        let intent = |t: &str, last| Intent {
+            target: t.into(),
+            scope: "s".into(),
+            first: p(1),
+            last: p(last),
+            parts: vec![],
+            except: vec![],
+        };
         let record =
             |c: &str, intents| (held.clone(), LeaseChange::RecordIntents { consumer: ConsumerName::new(c), intents });
         HeldLease::write_many(vec![record("c", vec![intent("a", 5), intent("b", 9)])]).await.unwrap();
@@ -473,7 +479,8 @@ mod tests {
         assert_eq!(stored.counter, mine.counter + 2, "both renewals landed");
         // A transaction (intents) whose answer is lost, then a checkpoint.
         let p = |n| ExtendedSequenceNumber::plain(SequenceNumber::from_u128(n));
-        let intent = Intent { target: "k".into(), scope: "s".into(), first: p(1), last: p(5), parts: vec![] };
+        let intent =
+            Intent { target: "k".into(), scope: "s".into(), first: p(1), last: p(5), parts: vec![], except: vec![] };
         let record = LeaseChange::RecordIntents { consumer: ConsumerName::new("c"), intents: vec![intent] };
         lossy.lose.store(1, std::sync::atomic::Ordering::SeqCst);
         assert!(HeldLease::write_many(vec![(held.clone(), record)]).await.is_err());

@@ -230,6 +230,7 @@ mod tests {
             first: p.clone(),
             last: p.clone(),
             parts: vec![],
+            except: vec![],
         };
         let record = |l: &Lease, n: usize| {
             LeaseMutation::on(

@@ -755,6 +755,7 @@ fn leases_list_and_show_describe_the_table() {
             first: ExtendedSequenceNumber::plain(seq.parse().unwrap()),
             last: ExtendedSequenceNumber::plain(seq.parse().unwrap()),
             parts: vec![],
+            except: vec![],
         };
         let record = LeaseChange::RecordIntents {
             consumer: ConsumerName::new("archive"),

@@ -767,6 +767,7 @@ impl Buffers {
             spans: b.spans,
             entries: b.entries,
             exact: b.exact,
+            except: Vec::new(),
         })
     }
 }

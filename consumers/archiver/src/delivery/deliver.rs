@@ -517,6 +517,7 @@ impl Delivery {
                     first: &span.first,
                     last: &span.last,
                     parts,
+                    except: p.sealed.except(shard),
                 });
             }
         }

@@ -142,6 +142,11 @@ impl Ledger {
         self.shards.get(shard).is_some_and(|l| !l.firsts.is_empty())
     }
 
+    /// The last position of `shard` acknowledged.
+    pub fn acked(&self, shard: &ShardId) -> Option<&ExtendedSequenceNumber> {
+        self.shards.get(shard)?.acked.as_ref()
+    }
+
     /// The durable position of `shard`, if it moved since the last call.
     pub fn advance(&mut self, shard: &ShardId) -> Option<ExtendedSequenceNumber> {
         Self::advance_shard(self.shards.get_mut(shard)?)

@@ -114,8 +114,8 @@ fn holds_no_record(body: &Bytes) -> bool {
 #[derive(Debug, Default, Clone)]
 pub struct SkipList {
     /// Written objects of data partitions: the records in the range routed to the
-    /// partition (scope) are durable.
-    ranges: Vec<(String, ExtendedSequenceNumber, ExtendedSequenceNumber)>,
+    /// partition (scope) are durable, but for the exceptions (which went elsewhere).
+    ranges: Vec<(String, ExtendedSequenceNumber, ExtendedSequenceNumber, Vec<PartRun>)>,
     /// Written objects that list their parts: those parts are durable.
     exact: Vec<PartRun>,
     /// Claimed objects that listed their parts: the earlier owner archived those parts
@@ -124,14 +124,17 @@ pub struct SkipList {
 }
 
 impl SkipList {
-    /// Whether the record at `position` routed to `scope` is already durable. Positions
-    /// must be asked in order (ranges behind them are dropped).
-    pub fn covers(&mut self, scope: &str, position: &ExtendedSequenceNumber) -> bool {
+    /// Whether `part` routed to `scope` is already durable. Parts must be asked in order
+    /// (ranges behind them are dropped).
+    pub fn covers(&mut self, scope: &str, part: &PartPosition) -> bool {
         if self.ranges.is_empty() {
             return false;
         }
-        self.ranges.retain(|(_, _, last)| last >= position);
-        self.ranges.iter().any(|(s, first, last)| s == scope && first <= position && position <= last)
+        let position = &part.position;
+        self.ranges.retain(|(_, _, last, _)| last >= position);
+        self.ranges.iter().any(|(s, first, last, except)| {
+            s == scope && first <= position && position <= last && !except.iter().any(|r| r.holds(part))
+        })
     }
 
     /// Whether `part` is in a written object that lists its parts (wherever it would go
@@ -150,10 +153,14 @@ impl SkipList {
         self.errored.iter().any(|r| r.holds(part))
     }
 
-    /// Whether some written data object's range holds `position` (whatever its
-    /// partition): a part whose partition is not known now may be in it.
-    pub fn any_range_holds(&self, position: &ExtendedSequenceNumber) -> bool {
-        self.ranges.iter().any(|(_, first, last)| first <= position && position <= last)
+    /// Whether some written data object's range holds `part` (whatever its partition,
+    /// and it is not one of the range's exceptions): a part whose partition is not known
+    /// now may be in it.
+    pub fn any_range_holds(&self, part: &PartPosition) -> bool {
+        let position = &part.position;
+        self.ranges.iter().any(|(_, first, last, except)| {
+            first <= position && position <= last && !except.iter().any(|r| r.holds(part))
+        })
     }
 
     /// Ranges and runs left.
@@ -209,7 +216,8 @@ pub async fn resolve(
     for intent in intents {
         match (states.get(&intent.target), intent.parts.is_empty()) {
             (Some(KeyState::Written), true) => {
-                skip.ranges.push((intent.scope.clone(), intent.first.clone(), intent.last.clone()));
+                let except = intent.except.clone();
+                skip.ranges.push((intent.scope.clone(), intent.first.clone(), intent.last.clone(), except));
             }
             (Some(KeyState::Written), false) => skip.exact.extend(intent.parts.iter().cloned()),
             (Some(KeyState::Claimed), false) => skip.errored.extend(intent.parts.iter().cloned()),
@@ -288,7 +296,14 @@ mod tests {
     }
 
     fn intent(key: &str, scope: &str, first: u128, last: u128) -> Intent {
-        Intent { target: key.into(), scope: scope.into(), first: p(first), last: p(last), parts: vec![] }
+        Intent {
+            target: key.into(),
+            scope: scope.into(),
+            first: p(first),
+            last: p(last),
+            parts: vec![],
+            except: vec![],
+        }
     }
 
     /// A Parquet claim made under another table (a changed Glue schema, another weir
@@ -353,10 +368,11 @@ mod tests {
         assert_eq!(states["a/claimed.gz"], KeyState::Claimed);
         assert_eq!(states["a/../escape.gz"], KeyState::Claimed, "an invalid key holds nothing; no retry forever");
         assert_eq!(sink.get("a/missing.gz").await.unwrap().unwrap(), claim, "the missing key is claimed");
-        assert!(skip.covers("t1", &p(1)));
-        assert!(!skip.covers("t2", &p(3)), "other scopes are not skipped");
-        assert!(skip.covers("t1", &p(5)));
-        assert!(!skip.covers("t1", &p(8)), "claimed ranges are archived again");
+        let at = |n| PartPosition { position: p(n), part: 0 };
+        assert!(skip.covers("t1", &at(1)));
+        assert!(!skip.covers("t2", &at(3)), "other scopes are not skipped");
+        assert!(skip.covers("t1", &at(5)));
+        assert!(!skip.covers("t1", &at(8)), "claimed ranges are archived again");
         assert!(skip.is_empty(), "ranges behind the position are dropped");
         // A late put of the earlier owner now fails: the claim holds the key.
         let late = sink.put_if_absent("a/missing.gz", Bytes::from_static(b"late"), &PutOptions::default()).await;
@@ -410,7 +426,7 @@ mod tests {
         assert!(took <= std::time::Duration::from_secs(2), "took {took:?}");
         assert_eq!(states.values().filter(|s| **s == KeyState::Written).count(), 500);
         assert_eq!(skip.len(), 500);
-        assert!(skip.covers("t", &p(3)), "written: skipped");
-        assert!(!skip.covers("t", &p(13)), "claimed: archived again");
+        assert!(skip.covers("t", &PartPosition { position: p(3), part: 0 }), "written: skipped");
+        assert!(!skip.covers("t", &PartPosition { position: p(13), part: 0 }), "claimed: archived again");
     }
 }

@@ -63,6 +63,10 @@ pub struct Sealed {
     pub(crate) entries: Vec<(u32, u32)>,
     /// An error output's records exactly (see `Open::exact`); `None` for data.
     pub(crate) exact: Option<Vec<(u64, PartPosition)>>,
+    /// A data partition's exceptions, per shard: the parts of its records' range that
+    /// the archiver sent to an error output for a reason that can differ between owners
+    /// (see [`weir_core::Intent::except`]). Set before the object is delivered.
+    pub except: Vec<(ShardId, Vec<PartRun>)>,
 }
 
 impl Sealed {
@@ -96,6 +100,11 @@ impl Sealed {
             last_ordinal = Some(*ordinal);
         }
         runs
+    }
+
+    /// The parts of `shard`'s range that went elsewhere (see `except`).
+    pub fn except(&self, shard: &ShardId) -> &[PartRun] {
+        self.except.iter().find(|(s, _)| s == shard).map_or(&[], |(_, runs)| runs.as_slice())
     }
 
     /// The records of `shard` it holds.
@@ -182,6 +191,7 @@ impl Sealed {
             spans,
             entries,
             exact,
+            except: self.except.clone(),
         }
     }
 }

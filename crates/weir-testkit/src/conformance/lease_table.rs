@@ -120,6 +120,7 @@ fn intent(target: &str, first: u128, last: u128) -> Intent {
         first: ExtendedSequenceNumber::plain(SequenceNumber::from_u128(first)),
         last: ExtendedSequenceNumber::plain(SequenceNumber::from_u128(last)),
         parts: vec![],
+        except: vec![],
     }
 }
 
