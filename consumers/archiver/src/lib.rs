@@ -107,9 +107,9 @@ mod pipeline;
 mod preview;
 
 pub use archiver::Archiver;
+pub use delivery::budget::InlineLimits;
 pub use delivery::buffers::Overflow;
 pub use delivery::deliver::{Backlog, DeliveryMode};
-pub use delivery::manifest::InlineLimits;
 pub use options::{ArchiverOptions, BuildError, DEFAULT_BUFFER_MEMORY};
 pub use pipeline::keys::QueryError;
 pub use pipeline::lambda::{FunctionInvoker, InvokeError, LambdaTransform};

@@ -1,8 +1,8 @@
 //! What an archiver is configured with beyond Firehose's own settings.
 
+use crate::delivery::budget::InlineLimits;
 use crate::delivery::buffers::Overflow;
 use crate::delivery::deliver::DeliveryMode;
-use crate::delivery::manifest::InlineLimits;
 use crate::firehose_config::ArchiverSettings;
 use crate::pipeline::keys::QueryError;
 use crate::pipeline::transform::Transformer;

@@ -72,7 +72,8 @@ fn archiver(sink: Arc<dyn ObjectSink>, clock: &ManualClock, mode: DeliveryMode) 
     o.max_active_partitions = Some(5);
     o.max_buffer_memory = BUDGET.get();
     let (per_round, per_lease) = INLINE.get();
-    o.inline_intents = InlineLimits { per_round, per_lease };
+    // With few manifests per lease, rounds absorb earlier manifests.
+    o.inline_intents = InlineLimits { per_round, per_lease, manifests: per_lease.max(2), ..InlineLimits::default() };
     o.spill_directory = SPILL.with_borrow(Clone::clone);
     o.transformer = Transformer::McpNormalize;
     Archiver::new(o, sink, Arc::new(clock.clone())).unwrap()
@@ -510,4 +511,49 @@ async fn the_parts_of_a_record_stay_in_one_object() {
         assert_eq!(archive.count.get(&format!("s0-{k}")), Some(&1), "part s0-{k}: {:?}", archive.count);
     }
     assert_eq!(leases.checkpoint(&shard), Some(pos(1)));
+}
+
+/// A long buffer interval with a round of many objects every second, while one
+/// partition's first record holds the checkpoint back for the whole interval: every
+/// round's intents stay open. A lease must not grow with the rounds (at 900 s and a round
+/// a second, one manifest intent per round was about 225 KB, past DynamoDB's 400 KB with
+/// a second archiver): manifests absorb earlier ones, and a lease stays within its
+/// bound (about 34 KB per archiver).
+#[tokio::test(start_paused = true)]
+async fn intents_stay_within_a_bound_of_bytes_per_lease() {
+    let store = Arc::new(MemoryObjectSink::new());
+    let leases = SimLeases::new();
+    let clock = ManualClock::new(Timestamp::from_millis(T0));
+    let shard = ShardId::new("shard-0");
+    let acks = SimAcks::new(leases.clone(), 1, CrashSwitch::after(None));
+    let mut s = settings(300);
+    s.buffer_interval = Duration::from_secs(900);
+    let mut o = ArchiverOptions::new("mcp-archive", s);
+    o.transformer = Transformer::McpNormalize;
+    let mut a = Archiver::new(o, store.clone(), Arc::new(clock.clone())).unwrap();
+    a.on_shard_open(&leases.take(&shard, 1)).await.unwrap();
+    // A tenant of its own opens a buffer that stays open the whole interval.
+    let mut n = 1u128;
+    let first = record_of_tenant(0, n, 1);
+    let data = String::from_utf8(first.data.to_vec()).unwrap().replace("\"tenantId\":\"t0\"", "\"tenantId\":\"slow\"");
+    a.on_batch(&batch(&shard, vec![weir_core::Record { data: data.into(), ..first }]), &acks).await.unwrap();
+    for _ in 0..400 {
+        // 40 records of 20 tenants: each tenant's buffer passes 300 bytes and is sealed.
+        let records = (n + 1..n + 41).map(|i| record_of_tenant(0, i, 20)).collect();
+        n += 40;
+        a.on_batch(&batch(&shard, records), &acks).await.unwrap();
+        clock.advance(Duration::from_secs(1));
+        a.on_tick(clock.now(), &acks).await.unwrap();
+        report_passed(&mut a, &acks).await;
+    }
+    assert_eq!(leases.checkpoint(&shard), None, "the first record holds the checkpoint back");
+    let (intents, bytes) = leases.peak_intents();
+    assert!(bytes < 40 << 10, "a lease held {intents} intents, {bytes} bytes");
+    a.on_shard_close(&shard, CloseReason::Shutdown, &acks).await.unwrap();
+    report_passed(&mut a, &acks).await;
+    let archive = read_archive(&store.snapshot());
+    assert_eq!(archive.count.len() as u128, n, "every record");
+    assert!(archive.count.values().all(|c| *c == 1));
+    let left: Vec<String> = store.snapshot().into_keys().filter(|k| k.starts_with("_weir/")).collect();
+    assert!(left.is_empty(), "every manifest, absorbed ones too, is deleted once passed: {} left", left.len());
 }

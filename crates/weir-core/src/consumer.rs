@@ -94,13 +94,25 @@ pub enum IntentError {
     Store(String),
 }
 
+/// Intents to store in one shard's lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IntentWrite {
+    /// The shard.
+    pub shard: ShardId,
+    /// The new intents.
+    pub add: Vec<Intent>,
+    /// Targets of this consumer's open intents of the shard that `add` replaces (they
+    /// go in the same write).
+    pub replacing: Vec<String>,
+}
+
 /// Stores [`Intent`]s in the leases of the shards they name, each conditioned on the
 /// worker still holding that lease (the same fencing as checkpoints).
 #[async_trait]
 pub trait IntentLog: Send + Sync {
-    /// Stores the intents (any number, any shards this worker holds). Returns only when
-    /// they are durable, or with the shards that are not held.
-    async fn record(&self, intents: Vec<(ShardId, Intent)>) -> Result<(), IntentError>;
+    /// Stores the intents (any number of shards this worker holds, each shard once).
+    /// Returns only when they are durable, or with the shards that are not held.
+    async fn record(&self, writes: Vec<IntentWrite>) -> Result<(), IntentError>;
 }
 
 /// A consumer failure. There is no retry flag: a failed `on_batch` counts nothing of

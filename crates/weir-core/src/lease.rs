@@ -192,12 +192,16 @@ pub enum LeaseChange {
     },
     /// Give the lease up (graceful shutdown).
     Release,
-    /// Store a consumer's intents (appended to its open ones).
+    /// Store a consumer's intents (appended to its open ones), dropping the open ones
+    /// whose targets are in `replacing` (their place taken by one of the new intents:
+    /// a manifest that lists theirs).
     RecordIntents {
         /// The consumer.
         consumer: ConsumerName,
         /// The new intents.
         intents: Vec<Intent>,
+        /// Targets of open intents of the consumer that the new ones replace.
+        replacing: Vec<String>,
     },
     /// An operator moves one consumer's checkpoint anywhere (backwards included:
     /// `weir leases seek`). Refused on an ended shard, while the consumer has open
@@ -298,11 +302,15 @@ impl LeaseMutation {
                 next.owner = None;
                 next.handoff_to = None;
             }
-            LeaseChange::RecordIntents { consumer, intents } => {
+            LeaseChange::RecordIntents { consumer, intents, replacing } => {
                 if stored.owner.is_none() {
                     return Err(conflict());
                 }
-                next.intents.entry(consumer.clone()).or_default().extend(intents.iter().cloned());
+                let open = next.intents.entry(consumer.clone()).or_default();
+                if !replacing.is_empty() {
+                    open.retain(|i| !replacing.contains(&i.target));
+                }
+                open.extend(intents.iter().cloned());
             }
             LeaseChange::Seek { consumer, to, force } => {
                 let refuse =

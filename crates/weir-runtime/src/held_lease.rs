@@ -59,6 +59,10 @@ pub(crate) struct HeldLease {
     handoff: watch::Sender<Option<WorkerId>>,
 }
 
+/// The most item bytes one transaction carries: DynamoDB's 4 MB, less a tenth for
+/// the leases' changes between the estimate and the write (renewals, handoff requests).
+const TRANSACTION_BUDGET: usize = weir_core::ports::MAX_TRANSACTION_BYTES / 10 * 9;
+
 /// How long after the start of a successful write the lease may be used.
 fn validity(failover: Duration) -> Duration {
     failover.mul_f64(0.9)
@@ -241,7 +245,8 @@ impl HeldLease {
     }
 
     /// Applies one change to each of several held leases in as few transactions as the
-    /// store allows, each conditioned on the owner and counter this worker last saw.
+    /// store allows (at most 25 leases and about 3.6 MB of items each: DynamoDB takes
+    /// 100 and 4 MB), each conditioned on the owner and counter this worker last saw.
     /// Returns the keys of leases that are not held (refused before writing, or
     /// rejected by the store: those are marked lost). A transaction that fails leaves
     /// earlier transactions of the call in place.
@@ -260,7 +265,7 @@ impl HeldLease {
             }
             return Err((not_held, None));
         }
-        for chunk in changes.chunks(weir_core::lease::MAX_MUTATIONS_PER_TRANSACTION) {
+        for chunk in Self::transactions(&changes).await {
             // Locks in key order (the only place that holds more than one).
             let mut states = Vec::with_capacity(chunk.len());
             for (h, _) in chunk {
@@ -318,6 +323,32 @@ impl HeldLease {
         Ok(())
     }
 
+    /// `changes` cut into transactions: at most [`MAX_MUTATIONS_PER_TRANSACTION`] leases
+    /// and [`TRANSACTION_BUDGET`] bytes of items (as they will be stored) each.
+    ///
+    /// [`MAX_MUTATIONS_PER_TRANSACTION`]: weir_core::lease::MAX_MUTATIONS_PER_TRANSACTION
+    async fn transactions(changes: &[(Arc<HeldLease>, LeaseChange)]) -> Vec<&[(Arc<HeldLease>, LeaseChange)]> {
+        let mut out = Vec::new();
+        let (mut start, mut bytes) = (0, 0);
+        for (i, (h, change)) in changes.iter().enumerate() {
+            let state = h.state.lock().await.lease.clone();
+            let size = LeaseMutation::on(&state, change.clone())
+                .apply(&state)
+                .map_or(0, |l| weir_core::ports::lease_item_bytes(&l));
+            let full =
+                i - start == weir_core::lease::MAX_MUTATIONS_PER_TRANSACTION || bytes + size > TRANSACTION_BUDGET;
+            if i > start && full {
+                out.push(&changes[start..i]);
+                (start, bytes) = (i, 0);
+            }
+            bytes += size;
+        }
+        if start < changes.len() {
+            out.push(&changes[start..]);
+        }
+        out
+    }
+
     /// Gives the lease away (graceful handoff) or up (`None`: release). After this the
     /// lease is no longer valid here.
     pub(crate) async fn let_go(&self, to: Option<WorkerId>) -> Result<(), HeldError> {
@@ -361,8 +392,9 @@ mod tests {
             parts: vec![],
             except: vec![],
         };
-        let record =
-            |c: &str, intents| (held.clone(), LeaseChange::RecordIntents { consumer: ConsumerName::new(c), intents });
+        let record = |c: &str, intents| {
+            (held.clone(), LeaseChange::RecordIntents { consumer: ConsumerName::new(c), intents, replacing: vec![] })
+        };
         HeldLease::write_many(vec![record("c", vec![intent("a", 5), intent("b", 9)])]).await.unwrap();
         HeldLease::write_many(vec![record("d", vec![intent("x", 5)])]).await.unwrap();
         let passed = held.checkpoint([("c".into(), Checkpoint::At(p(6)))].into(), None).await.unwrap();
@@ -481,7 +513,8 @@ mod tests {
         let p = |n| ExtendedSequenceNumber::plain(SequenceNumber::from_u128(n));
         let intent =
             Intent { target: "k".into(), scope: "s".into(), first: p(1), last: p(5), parts: vec![], except: vec![] };
-        let record = LeaseChange::RecordIntents { consumer: ConsumerName::new("c"), intents: vec![intent] };
+        let record =
+            LeaseChange::RecordIntents { consumer: ConsumerName::new("c"), intents: vec![intent], replacing: vec![] };
         lossy.lose.store(1, std::sync::atomic::Ordering::SeqCst);
         assert!(HeldLease::write_many(vec![(held.clone(), record)]).await.is_err());
         let passed = held.checkpoint([("c".into(), Checkpoint::At(p(6)))].into(), None).await.unwrap();
@@ -493,6 +526,41 @@ mod tests {
         take(table.as_ref(), &now, "b").await;
         assert!(matches!(held.renew().await, Err(HeldError::Lost(_))));
         assert!(held.lost().is_cancelled());
+    }
+
+    /// Intents for many leases at once are written in transactions DynamoDB takes: at
+    /// most 25 leases and 4 MB of items each (a table with DynamoDB's limits refuses a
+    /// transaction past that).
+    #[tokio::test(start_paused = true)]
+    async fn large_intent_writes_are_cut_into_transactions_dynamodb_takes() {
+        let table: Arc<dyn LeaseTable> = Arc::new(MemoryLeaseTable::with_dynamodb_limits());
+        let started = Instant::now();
+        let p = ExtendedSequenceNumber::plain(SequenceNumber::from_u128(1));
+        let mut changes = Vec::new();
+        for i in 0..20 {
+            let lease = taken_lease(table.as_ref(), &format!("s-{i:02}"), "a").await;
+            let held = HeldLease::new(lease, started, table.clone(), FAILOVER);
+            // About 250 KB of intents per lease: 20 leases are about 5 MB.
+            let intents: Vec<Intent> = (0..240)
+                .map(|k| Intent {
+                    target: format!("{k}-{}", "k".repeat(1_000)),
+                    scope: "s".into(),
+                    first: p.clone(),
+                    last: p.clone(),
+                    parts: vec![],
+                    except: vec![],
+                })
+                .collect();
+            changes.push((
+                held,
+                LeaseChange::RecordIntents { consumer: ConsumerName::new("c"), intents, replacing: vec![] },
+            ));
+        }
+        HeldLease::write_many(changes).await.expect("written in several transactions");
+        for i in 0..20 {
+            let stored = table.get(&ShardId::new(format!("s-{i:02}"))).await.unwrap().unwrap();
+            assert_eq!(stored.intents[&ConsumerName::new("c")].len(), 240);
+        }
     }
 
     #[tokio::test(start_paused = true)]

@@ -23,7 +23,7 @@ use tokio_stream::StreamMap;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 use weir_core::{
     Acks, Clock, CloseReason, Consumer, ConsumerError, ConsumerName, ExtendedSequenceNumber, Intent, IntentError,
-    IntentLog, LeaseChange, ShardContext, ShardId,
+    IntentLog, IntentWrite, LeaseChange, ShardContext, ShardId,
 };
 
 use crate::held_lease::HeldLease;
@@ -58,17 +58,15 @@ struct LaneAcks {
 
 #[async_trait::async_trait]
 impl IntentLog for LaneAcks {
-    async fn record(&self, intents: Vec<(ShardId, Intent)>) -> Result<(), IntentError> {
-        let mut per_shard: HashMap<ShardId, Vec<Intent>> = HashMap::new();
-        for (shard, intent) in intents {
-            per_shard.entry(shard).or_default().push(intent);
-        }
+    async fn record(&self, writes: Vec<IntentWrite>) -> Result<(), IntentError> {
         let mut missing = Vec::new();
         let mut changes = Vec::new();
-        for (shard, intents) in per_shard {
+        for IntentWrite { shard, add, replacing } in writes {
             match self.lanes.get(&shard) {
-                Some(lane) => changes
-                    .push((lane.held.clone(), LeaseChange::RecordIntents { consumer: self.consumer.clone(), intents })),
+                Some(lane) => changes.push((
+                    lane.held.clone(),
+                    LeaseChange::RecordIntents { consumer: self.consumer.clone(), intents: add, replacing },
+                )),
                 None => missing.push(shard),
             }
         }

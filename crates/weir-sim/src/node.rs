@@ -94,7 +94,12 @@ pub fn archiver(
     let lambda = s.lambda.clone();
     let mut o = ArchiverOptions::new(&shape.name, s);
     o.max_buffer_memory = shape.memory;
-    o.inline_intents = InlineLimits { per_round: shape.inline.0, per_lease: shape.inline.1 };
+    o.inline_intents = InlineLimits {
+        per_round: shape.inline.0,
+        per_lease: shape.inline.1,
+        manifests: shape.inline.1.clamp(2, 32),
+        ..InlineLimits::default()
+    };
     if let Some((n, overflow)) = shape.max_active {
         o.max_active_partitions = Some(n);
         o.overflow = overflow;

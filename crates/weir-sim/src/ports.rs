@@ -128,7 +128,9 @@ fn short(change: &weir_core::LeaseChange) -> String {
         C::RequestHandoff { to } => format!("handoff to {to}"),
         C::Transfer { to } => format!("transfer to {to}"),
         C::Release => "release".into(),
-        C::RecordIntents { consumer, intents } => format!("{} intents of {consumer}", intents.len()),
+        C::RecordIntents { consumer, intents, replacing } => {
+            format!("{} intents of {consumer} replacing {}", intents.len(), replacing.len())
+        }
         C::Checkpoint { checkpoints, ended_with_children } => {
             let cps: Vec<String> = checkpoints.iter().map(|(c, p)| format!("{c}={p:?}")).collect();
             format!("checkpoint {}{}", cps.join(","), if ended_with_children.is_some() { " end" } else { "" })

@@ -13,7 +13,8 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use weir_core::ports::{ObjectMeta, ObjectSink, PutOptions, PutOutcome, SinkError};
 use weir_core::{
-    Acks, Checkpoint, ExtendedSequenceNumber, Intent, IntentError, IntentLog, ShardContext, ShardId, WorkerId,
+    Acks, Checkpoint, ExtendedSequenceNumber, Intent, IntentError, IntentLog, IntentWrite, ShardContext, ShardId,
+    WorkerId,
 };
 
 /// A shared step budget; negative means unlimited.
@@ -229,26 +230,27 @@ impl Acks for SimAcks {
 
 #[async_trait]
 impl IntentLog for SimAcks {
-    async fn record(&self, intents: Vec<(ShardId, Intent)>) -> Result<(), IntentError> {
+    async fn record(&self, writes: Vec<IntentWrite>) -> Result<(), IntentError> {
         if !self.switch.step() {
             return Err(IntentError::Store("process crashed".into()));
         }
         let mut leases = self.leases.leases.lock().unwrap_or_else(|p| p.into_inner());
-        let mut lost: Vec<ShardId> = intents
+        let mut lost: Vec<ShardId> = writes
             .iter()
-            .filter(|(s, _)| leases.get(s).is_none_or(|l| l.owner != self.owner))
-            .map(|(s, _)| s.clone())
+            .filter(|w| leases.get(&w.shard).is_none_or(|l| l.owner != self.owner))
+            .map(|w| w.shard.clone())
             .collect();
         if !lost.is_empty() {
             lost.sort();
             lost.dedup();
             return Err(IntentError::NotHeld(lost));
         }
-        let distinct: std::collections::BTreeSet<ShardId> = intents.iter().map(|(s, _)| s.clone()).collect();
+        let distinct: std::collections::BTreeSet<ShardId> = writes.iter().map(|w| w.shard.clone()).collect();
         self.lease_writes.fetch_add(distinct.len() as u64, Ordering::SeqCst);
-        for (s, i) in intents {
-            if let Some(l) = leases.get_mut(&s) {
-                l.intents.push(i);
+        for w in writes {
+            if let Some(l) = leases.get_mut(&w.shard) {
+                l.intents.retain(|i| !w.replacing.contains(&i.target));
+                l.intents.extend(w.add);
             }
         }
         let mut peak = self.leases.peak.lock().unwrap_or_else(|p| p.into_inner());

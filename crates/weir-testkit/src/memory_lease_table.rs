@@ -235,7 +235,11 @@ mod tests {
         let record = |l: &Lease, n: usize| {
             LeaseMutation::on(
                 l,
-                LeaseChange::RecordIntents { consumer: ConsumerName::new("a"), intents: (0..n).map(intent).collect() },
+                LeaseChange::RecordIntents {
+                    consumer: ConsumerName::new("a"),
+                    intents: (0..n).map(intent).collect(),
+                    replacing: vec![],
+                },
             )
         };
         let mut leases = Vec::new();

@@ -760,6 +760,7 @@ fn leases_list_and_show_describe_the_table() {
         let record = LeaseChange::RecordIntents {
             consumer: ConsumerName::new("archive"),
             intents: vec![intent("_weir/intents/a.manifest"), intent("_weir/intents/b.manifest")],
+            replacing: vec![],
         };
         t.mutate(&LeaseMutation::on(&held, record)).await.unwrap();
         // shardId-2: its parent shardId-3 is not finished.

@@ -26,11 +26,12 @@ use bytes::Bytes;
 use chrono_tz::Tz;
 use futures::StreamExt;
 use weir_core::ports::{ObjectSink, PutOptions, PutOutcome, SinkError};
-use weir_core::{Acks, Intent, IntentError, ShardId, Timestamp};
+use weir_core::{Acks, Intent, IntentError, IntentWrite, ShardId, Timestamp};
 
 use crate::delivery::body::Deflater;
+use crate::delivery::budget::{InlineLimits, LeaseBudget, Placement};
 use crate::delivery::ledger::Ledger;
-use crate::delivery::manifest::{self, InlineCounts, InlineLimits, IntentRef};
+use crate::delivery::manifest::{self, IntentRef};
 use crate::delivery::naming::Naming;
 use crate::delivery::resolve::{Claims, is_claim};
 use crate::delivery::sealed::Sealed;
@@ -138,7 +139,9 @@ pub struct Delivery {
     /// The consumer's name (manifest keys).
     consumer: String,
     /// Inline intents per shard lease.
-    inline: InlineCounts,
+    inline: LeaseBudget,
+    /// The manifests each manifest this process wrote absorbed (deleted with it).
+    absorbed: std::collections::HashMap<String, Vec<String>>,
 }
 
 /// Keys this process wrote, remembered so that reopening a shard does not claim them.
@@ -188,7 +191,8 @@ impl Delivery {
             written: WrittenKeys::default(),
             written_order: VecDeque::new(),
             consumer,
-            inline: InlineCounts::new(inline),
+            inline: LeaseBudget::new(inline),
+            absorbed: std::collections::HashMap::new(),
         }
     }
 
@@ -197,7 +201,8 @@ impl Delivery {
         self.inline.opened(shard, intents);
     }
 
-    /// A checkpoint passed these intents of `shard`: returns the manifests to delete.
+    /// A checkpoint passed these intents of `shard`: returns the manifests to delete
+    /// (with [`Delivery::delete_manifest`], which deletes what they absorbed too).
     pub fn intents_passed(&mut self, shard: &ShardId, intents: &[Intent]) -> Vec<String> {
         self.inline.passed(shard, intents);
         intents.iter().filter(|i| manifest::is_manifest(i)).map(|i| i.target.clone()).collect()
@@ -521,23 +526,28 @@ impl Delivery {
                 });
             }
         }
-        let mut intents = Vec::new();
+        let mut writes = Vec::new();
         let mut inline = Vec::new();
-        let mut manifests: Vec<(ShardId, String, Bytes)> = Vec::new();
+        let mut manifests: Vec<NewManifest> = Vec::new();
         let mut unencodable = false;
         for (shard, list) in per_shard {
-            if self.inline.fits(shard, list.len()) {
-                inline.push((shard.clone(), list.len()));
-                intents.extend(list.iter().map(|i| (shard.clone(), i.to_intent())));
-                continue;
+            match self.inline.place(shard, &list) {
+                Placement::Inline(bytes) => {
+                    inline.push((shard.clone(), list.len(), bytes));
+                    let add = list.iter().map(IntentRef::to_intent).collect();
+                    writes.push(IntentWrite { shard: shard.clone(), add, replacing: Vec::new() });
+                }
+                Placement::Manifest { absorbing } => {
+                    let key = manifest::key(&self.consumer, shard);
+                    let Some((body, intent)) = manifest::write(&key, shard, &list, &absorbing) else {
+                        unencodable = true;
+                        break;
+                    };
+                    let replacing = absorbing.iter().map(|a| a.target.clone()).collect();
+                    writes.push(IntentWrite { shard: shard.clone(), add: vec![intent.clone()], replacing });
+                    manifests.push(NewManifest { shard: shard.clone(), key, body, intent, absorbing });
+                }
             }
-            let key = manifest::key(&self.consumer, shard);
-            let Some((body, intent)) = manifest::write(&key, shard, &list) else {
-                unencodable = true;
-                break;
-            };
-            intents.push((shard.clone(), intent));
-            manifests.push((shard.clone(), key, body));
         }
         drop((scopes, runs));
         if unencodable {
@@ -552,22 +562,28 @@ impl Delivery {
             }
             return Err(IntentStep::Fail(msg, std::mem::take(ready)));
         }
-        match log.record(intents).await {
+        match log.record(writes).await {
             Ok(()) => {
                 for &i in &fresh {
                     ready[i].intents_stored = true;
                 }
-                for (shard, n) in inline {
-                    self.inline.recorded(&shard, n);
+                for (shard, n, bytes) in inline {
+                    self.inline.recorded_inline(&shard, n, bytes);
+                }
+                for m in manifests {
+                    self.inline.recorded_manifest(&m.shard, m.intent, &m.absorbing);
+                    if !m.absorbing.is_empty() {
+                        self.absorbed.insert(m.key, m.absorbing.into_iter().map(|a| a.target).collect());
+                    }
                 }
                 Ok(())
             }
             Err(IntentError::NotHeld(lost)) => {
                 let lost: BTreeSet<ShardId> = lost.into_iter().collect();
-                // No lease names the lost shards' manifests.
-                for (shard, key, _) in &manifests {
-                    if lost.contains(shard) {
-                        self.delete_manifest(key).await;
+                // No lease names the lost shards' new manifests.
+                for m in &manifests {
+                    if lost.contains(&m.shard) {
+                        self.delete_one(&m.key).await;
                     }
                 }
                 tracing::warn!(?lost, "leases lost before objects were written; rebuilding them without those shards");
@@ -602,12 +618,12 @@ impl Delivery {
     }
 
     /// Writes intent manifests, create-only, before the intents naming them.
-    async fn put_manifests(&self, manifests: &[(ShardId, String, Bytes)]) -> Result<(), String> {
+    async fn put_manifests(&self, manifests: &[NewManifest]) -> Result<(), String> {
         let options = PutOptions { content_type: Some("application/octet-stream".into()), ..PutOptions::default() };
         let puts: Vec<_> = manifests
             .iter()
-            .map(|(_, key, body)| {
-                let (sink, options, key, body) = (self.sink.clone(), options.clone(), key.clone(), body.clone());
+            .map(|m| {
+                let (sink, options, key, body) = (self.sink.clone(), options.clone(), m.key.clone(), m.body.clone());
                 async move {
                     let r = sink.put_if_absent(&key, body, &options).await;
                     (key, r)
@@ -626,8 +642,25 @@ impl Delivery {
         Ok(())
     }
 
-    /// Deletes a manifest no lease names (best effort: a leftover is only clutter).
+    /// Deletes a manifest no lease names, and the manifests it absorbed (best effort: a
+    /// leftover is only clutter).
     pub async fn delete_manifest(&self, key: &str) {
+        let mut doomed = vec![key.to_owned()];
+        while let Some(key) = doomed.pop() {
+            let absorbed = match self.absorbed.get(&key) {
+                Some(known) => known.clone(),
+                // Written by another process: it says what it absorbed.
+                None => match self.sink.get(&key).await {
+                    Ok(Some(body)) => manifest::absorbed_by(&body),
+                    _ => Vec::new(),
+                },
+            };
+            doomed.extend(absorbed);
+            self.delete_one(&key).await;
+        }
+    }
+
+    async fn delete_one(&self, key: &str) {
         match self.sink.delete(key).await {
             Ok(()) => metrics::counter!(m::MANIFESTS_DELETED).increment(1),
             Err(e) => tracing::warn!(key, error = %e, "cannot delete an intent manifest; it stays as clutter"),
@@ -668,6 +701,17 @@ impl Delivery {
             Err(e) => PutResult::Failed(e),
         }
     }
+}
+
+/// A manifest a round writes.
+struct NewManifest {
+    shard: ShardId,
+    key: String,
+    body: Bytes,
+    /// Its intent in the lease.
+    intent: Intent,
+    /// The manifest intents it absorbs (and replaces in the lease).
+    absorbing: Vec<Intent>,
 }
 
 enum IntentStep {

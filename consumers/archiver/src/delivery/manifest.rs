@@ -9,26 +9,25 @@
 //! `_weir/intents/<consumer>/<shard>/`) and stores one intent naming the
 //! manifest in the lease, covering the whole range of its objects.
 //!
-//! The rule, per shard and round: inline intents (one per object, as before) while the
-//! round has at most [`INLINE_PER_ROUND`] objects of the shard *and* the shard's lease
-//! would hold at most [`INLINE_OPEN_MAX`] inline intents; a manifest otherwise. A lease
-//! then holds at most 128 inline intents (about 40 KB) plus one manifest intent per
-//! large round still open (about 250 bytes each; rounds come at most once per batch or
-//! tick, and stay open about one buffer interval).
+//! Which intents go inline and which into a manifest, and how a lease stays within a
+//! bound of bytes, is [`crate::delivery::budget`]'s business. A manifest may also
+//! *absorb* earlier manifests: it lists their keys, and its intent takes the place of
+//! theirs in the lease (its range covers theirs).
 //!
-//! A manifest is deleted when a checkpoint passes its intent
-//! ([`weir_core::Consumer::on_intents_passed`]), by whichever worker wrote that
-//! checkpoint. The next owner of a shard reads the manifests of its open intents and
-//! resolves the objects they list exactly as inline intents. A manifest that cannot be
-//! read (deleted by hand, corrupt) is reported and taken as "nothing written": the
-//! records are archived again (duplicates, never a loss).
+//! A manifest is deleted, with the manifests it absorbed, when a checkpoint passes its
+//! intent ([`weir_core::Consumer::on_intents_passed`]), by whichever worker wrote that
+//! checkpoint. The next owner of a shard reads the manifests of its open intents (and
+//! those they absorbed) and resolves the objects they list exactly as inline intents. A
+//! manifest that cannot be read (deleted by hand, corrupt) is reported and taken as
+//! "nothing written": the records are archived again (duplicates, never a loss).
 //!
 //! Format: version 3 is [`MAGIC`], then the shard and each intent as
 //! length-prefixed fields (`u32` little-endian lengths; sub-sequence numbers `u64`),
 //! each target and scope front-coded against the previous one (a `u32` count of bytes
 //! shared, then the rest), then the intent's exact parts and its exceptions (for each, a
-//! `u32` count of runs, each its first and last part: position and `u32` place).
-//! Version 2 is the same without the parts and exceptions. An archiver at 100,000
+//! `u32` count of runs, each its first and last part: position and `u32` place); then
+//! the keys of the manifests it absorbs (a `u32` count, then each length-prefixed).
+//! Version 2 is the same without the parts, exceptions and absorbed manifests. An archiver at 100,000
 //! partitions writes a manifest entry
 //! per object, and JSON with its escaped scopes was a tenth of its time
 //! (`cargo bench -p weir-archiver --bench cardinality`). Written uncompressed: gzip
@@ -41,7 +40,6 @@
 //! starting with `_`) and end in `.manifest`, so no `*.gz` or `*.json` glob reading the
 //! archive matches them.
 
-use std::collections::HashMap;
 use std::io::Read;
 
 use bytes::Bytes;
@@ -51,12 +49,6 @@ use weir_core::{ExtendedSequenceNumber, Intent, PartPosition, PartRun, SequenceN
 /// The scope of an intent whose target is a manifest. (Data scopes are JSON objects,
 /// error scopes start with `error:`.)
 pub const MANIFEST_SCOPE: &str = "manifest";
-
-/// Most objects of one shard in one round whose intents go inline into the lease.
-pub const INLINE_PER_ROUND: usize = 16;
-
-/// Most inline intents a shard's lease holds (about 40 KB of a 400 KB item).
-pub const INLINE_OPEN_MAX: usize = 128;
 
 /// Where the manifests of every consumer live.
 pub const MANIFEST_ROOT: &str = "_weir/intents/";
@@ -131,11 +123,28 @@ pub fn is_manifest(intent: &Intent) -> bool {
     intent.scope == MANIFEST_SCOPE
 }
 
-/// The manifest of `intents` (all of `shard`): its body, and the one intent that goes
-/// into the lease, covering every intent's range.
-pub fn write(key: &str, shard: &ShardId, intents: &[IntentRef<'_>]) -> Option<(Bytes, Intent)> {
-    let first: ExtendedSequenceNumber = intents.iter().map(|i| i.first).min()?.clone();
-    let last: ExtendedSequenceNumber = intents.iter().map(|i| i.last).max()?.clone();
+/// What a manifest lists.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Listed {
+    /// Intents.
+    pub intents: Vec<Intent>,
+    /// Keys of the manifests it absorbed.
+    pub absorbs: Vec<String>,
+}
+
+/// The manifest of `intents` (all of `shard`) absorbing the manifests of `absorbed`
+/// (their intents): its body, and the one intent that goes into the lease, covering
+/// every intent's range and every absorbed manifest's.
+pub fn write(key: &str, shard: &ShardId, intents: &[IntentRef<'_>], absorbed: &[Intent]) -> Option<(Bytes, Intent)> {
+    let ranges = intents.iter().map(|i| (i.first, i.last)).chain(absorbed.iter().map(|i| (&i.first, &i.last)));
+    let (first, last) =
+        ranges.fold(None, |acc: Option<(&ExtendedSequenceNumber, &ExtendedSequenceNumber)>, (f, l)| {
+            Some(acc.map_or((f, l), |(af, al)| (af.min(f), al.max(l))))
+        })?;
+    let (first, last) = (first.clone(), last.clone());
+    if intents.is_empty() {
+        return None;
+    }
     let mut raw = Vec::with_capacity(64 + intents.len() * 160);
     raw.extend_from_slice(MAGIC);
     put_text(&mut raw, shard.as_str().as_bytes());
@@ -157,6 +166,10 @@ pub fn write(key: &str, shard: &ShardId, intents: &[IntentRef<'_>]) -> Option<(B
                 }
             }
         }
+    }
+    raw.extend_from_slice(&u32::try_from(absorbed.len()).ok()?.to_le_bytes());
+    for a in absorbed {
+        put_text(&mut raw, a.target.as_bytes());
     }
     let intent = Intent {
         target: key.to_owned(),
@@ -243,7 +256,7 @@ impl<'a> Reader<'a> {
 }
 
 /// Reads a version 3 body (`with_parts`) or a version 2 one.
-fn read_v2(raw: &[u8], with_parts: bool) -> Result<(ShardId, Vec<Intent>), String> {
+fn read_v2(raw: &[u8], with_parts: bool) -> Result<(ShardId, Listed), String> {
     let mut r = Reader { rest: &raw[MAGIC.len()..] };
     let shard = ShardId::new(r.text()?);
     let n = r.u32()?;
@@ -259,14 +272,32 @@ fn read_v2(raw: &[u8], with_parts: bool) -> Result<(ShardId, Vec<Intent>), Strin
         let (parts, except) = if with_parts { (r.runs()?, r.runs()?) } else { (Vec::new(), Vec::new()) };
         intents.push(Intent { target, scope, first, last, parts, except });
     }
+    let mut absorbs = Vec::new();
+    if with_parts {
+        let n = r.u32()?;
+        if n > r.rest.len() / 4 {
+            return Err(format!("{n} absorbed manifests in {} bytes", r.rest.len()));
+        }
+        for _ in 0..n {
+            absorbs.push(r.text()?.to_owned());
+        }
+    }
     if !r.rest.is_empty() {
         return Err(format!("{} bytes after the last intent", r.rest.len()));
     }
-    Ok((shard, intents))
+    Ok((shard, Listed { intents, absorbs }))
 }
 
-/// The intents a manifest of `shard` lists.
-pub fn read(key: &str, shard: &ShardId, body: &[u8]) -> Result<Vec<Intent>, ManifestError> {
+/// The keys a manifest body says it absorbed (none if it cannot be read).
+pub fn absorbed_by(body: &[u8]) -> Vec<String> {
+    if !body.starts_with(MAGIC) {
+        return Vec::new();
+    }
+    read_v2(body, true).map(|(_, listed)| listed.absorbs).unwrap_or_default()
+}
+
+/// What a manifest of `shard` lists.
+pub fn read(key: &str, shard: &ShardId, body: &[u8]) -> Result<Listed, ManifestError> {
     let bad = |reason: String| ManifestError::Unreadable { key: key.to_owned(), reason };
     let mut unzipped = Vec::new();
     let raw: &[u8] = if body.starts_with(MAGIC) || body.starts_with(MAGIC_V2) {
@@ -277,76 +308,19 @@ pub fn read(key: &str, shard: &ShardId, body: &[u8]) -> Result<Vec<Intent>, Mani
             .map_err(|e| bad(format!("neither a manifest nor gzip: {e}")))?;
         &unzipped
     };
-    let (written_for, intents) = if raw.starts_with(MAGIC) || raw.starts_with(MAGIC_V2) {
+    let (written_for, listed) = if raw.starts_with(MAGIC) || raw.starts_with(MAGIC_V2) {
         read_v2(raw, raw.starts_with(MAGIC)).map_err(|e| bad(format!("not a manifest: {e}")))?
     } else {
         let b: BodyV1 = serde_json::from_slice(raw).map_err(|e| bad(format!("not a manifest: {e}")))?;
         if b.version != 1 {
             return Err(bad(format!("version {} (this weir reads versions 1 and 2)", b.version)));
         }
-        (b.shard, b.intents)
+        (b.shard, Listed { intents: b.intents, absorbs: Vec::new() })
     };
     if written_for != *shard {
         return Err(bad(format!("it belongs to shard {written_for}")));
     }
-    Ok(intents)
-}
-
-/// When intents go inline into a lease rather than into a manifest.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct InlineLimits {
-    /// Most objects of one shard in one round with inline intents.
-    pub per_round: usize,
-    /// Most inline intents one lease holds.
-    pub per_lease: usize,
-}
-
-impl Default for InlineLimits {
-    fn default() -> Self {
-        Self { per_round: INLINE_PER_ROUND, per_lease: INLINE_OPEN_MAX }
-    }
-}
-
-/// How many inline intents each shard's lease holds (as far as this archiver knows:
-/// the ones it found at open and recorded, less the ones checkpoints passed).
-#[derive(Debug, Default)]
-pub struct InlineCounts {
-    limits: InlineLimits,
-    open: HashMap<ShardId, usize>,
-}
-
-impl InlineCounts {
-    /// Counts kept against `limits`.
-    pub fn new(limits: InlineLimits) -> Self {
-        Self { limits, open: HashMap::new() }
-    }
-
-    /// A shard opened with these intents.
-    pub fn opened(&mut self, shard: &ShardId, intents: &[Intent]) {
-        self.open.insert(shard.clone(), intents.iter().filter(|i| !is_manifest(i)).count());
-    }
-
-    /// Whether `n` more inline intents fit in the shard's lease (and the round is small).
-    pub fn fits(&self, shard: &ShardId, n: usize) -> bool {
-        n <= self.limits.per_round && self.open.get(shard).copied().unwrap_or(0) + n <= self.limits.per_lease
-    }
-
-    /// `n` inline intents were stored.
-    pub fn recorded(&mut self, shard: &ShardId, n: usize) {
-        *self.open.entry(shard.clone()).or_default() += n;
-    }
-
-    /// A checkpoint passed these intents.
-    pub fn passed(&mut self, shard: &ShardId, intents: &[Intent]) {
-        if let Some(n) = self.open.get_mut(shard) {
-            *n = n.saturating_sub(intents.iter().filter(|i| !is_manifest(i)).count());
-        }
-    }
-
-    /// The shard is gone from this worker.
-    pub fn forget(&mut self, shard: &ShardId) {
-        self.open.remove(shard);
-    }
+    Ok(listed)
 }
 
 #[cfg(test)]
@@ -390,16 +364,25 @@ mod tests {
                 except: &i.except,
             })
             .collect();
-        let (body, lease_intent) = write(&k, &shard, &refs).unwrap();
+        let (body, lease_intent) = write(&k, &shard, &refs, &[]).unwrap();
         assert!(is_manifest(&lease_intent));
         assert_eq!((lease_intent.first, lease_intent.last), (p(2), p(20)));
-        assert_eq!(read(&k, &shard, &body).unwrap(), intents);
+        assert_eq!(read(&k, &shard, &body).unwrap().intents, intents);
+        // One that absorbs earlier manifests covers their ranges too and lists them.
+        let earlier = [
+            Intent { scope: MANIFEST_SCOPE.into(), ..intent("m1", 1, 3) },
+            Intent { scope: MANIFEST_SCOPE.into(), ..intent("m2", 21, 30) },
+        ];
+        let (absorbing, its_intent) = write(&k, &shard, &refs, &earlier).unwrap();
+        assert_eq!((its_intent.first, its_intent.last), (p(1), p(30)));
+        let listed = read(&k, &shard, &absorbing).unwrap();
+        assert_eq!((listed.intents, listed.absorbs), (intents.clone(), vec!["m1".to_owned(), "m2".to_owned()]));
         let other = ShardId::new("shardId-000000000002");
         assert!(read(&k, &other, &body).is_err(), "another shard's manifest is refused");
         assert!(read(&k, &shard, b"not gzip").is_err());
         assert!(body.starts_with(MAGIC), "written uncompressed");
-        assert_eq!(read(&k, &shard, &gzip(&body)).unwrap(), intents, "gzip'd, as earlier weirs wrote them");
-        assert!(write(&k, &shard, &[]).is_none(), "no manifest of nothing");
+        assert_eq!(read(&k, &shard, &gzip(&body)).unwrap().intents, intents, "gzip'd, as earlier weirs wrote them");
+        assert!(write(&k, &shard, &[], &[]).is_none(), "no manifest of nothing");
     }
 
     fn gzip(raw: &[u8]) -> Vec<u8> {
@@ -414,7 +397,7 @@ mod tests {
         let intents = vec![intent("a.gz", 5, 9), intent("b.gz", 2, 20)];
         let v1 = serde_json::json!({"version": 1, "shard": shard, "intents": intents});
         let body = gzip(&serde_json::to_vec(&v1).unwrap());
-        assert_eq!(read("k", &shard, &body).unwrap(), intents);
+        assert_eq!(read("k", &shard, &body).unwrap().intents, intents);
         let v3 = gzip(br#"{"version":3,"shard":"shardId-000000000001","intents":[]}"#);
         assert!(read("k", &shard, &v3).unwrap_err().to_string().contains("version 3"));
     }
@@ -436,8 +419,8 @@ mod tests {
             put_position(&mut raw, &i.first);
             put_position(&mut raw, &i.last);
         }
-        assert_eq!(read("k", &shard, &raw).unwrap(), intents);
-        assert_eq!(read("k", &shard, &gzip(&raw)).unwrap(), intents, "gzip'd, as weir wrote them before");
+        assert_eq!(read("k", &shard, &raw).unwrap().intents, intents);
+        assert_eq!(read("k", &shard, &gzip(&raw)).unwrap().intents, intents, "gzip'd, as weir wrote them before");
     }
 
     proptest::proptest! {
@@ -474,10 +457,12 @@ mod tests {
                 .iter()
                 .map(|i| IntentRef { target: &i.target, scope: &i.scope, first: &i.first, last: &i.last, parts: &i.parts, except: &i.except })
                 .collect();
-            let (body, _) = write("k", &shard, &refs).unwrap();
-            proptest::prop_assert_eq!(&read("k", &shard, &body).unwrap(), &intents);
+            let absorbed: Vec<Intent> = items.iter().take(2).map(|(t, _, _, _, _)| Intent { scope: MANIFEST_SCOPE.into(), ..intent(t, 1, 2) }).collect();
+            let (body, _) = write("k", &shard, &refs, &absorbed).unwrap();
+            let expected = Listed { intents: intents.clone(), absorbs: absorbed.iter().map(|a| a.target.clone()).collect() };
+            proptest::prop_assert_eq!(&read("k", &shard, &body).unwrap(), &expected);
             // As written (uncompressed) and as earlier weirs wrote it (gzip'd).
-            proptest::prop_assert_eq!(&read("k", &shard, &gzip(&body)).unwrap(), &intents);
+            proptest::prop_assert_eq!(&read("k", &shard, &gzip(&body)).unwrap(), &expected);
             let mut raw = body.to_vec();
             let cut = cut.index(raw.len());
             proptest::prop_assert!(read("k", &shard, &raw[..cut]).is_err());
@@ -486,22 +471,9 @@ mod tests {
             raw[at] ^= 0x55;
             for body in [raw.clone(), gzip(&raw)] {
                 if let Ok(got) = read("k", &shard, &body) {
-                    proptest::prop_assert_eq!(got.len(), intents.len());
+                    proptest::prop_assert_eq!(got.intents.len(), intents.len());
                 }
             }
         }
-    }
-
-    #[test]
-    fn inline_intents_are_bounded_per_round_and_per_lease() {
-        let s = ShardId::new("s");
-        let mut c = InlineCounts::default();
-        c.opened(&s, &[intent("a", 1, 2), Intent { scope: MANIFEST_SCOPE.into(), ..intent("m", 1, 2) }]);
-        assert!(c.fits(&s, INLINE_PER_ROUND));
-        assert!(!c.fits(&s, INLINE_PER_ROUND + 1), "a large round goes to a manifest");
-        c.recorded(&s, INLINE_OPEN_MAX - 1);
-        assert!(!c.fits(&s, 1), "the lease is full of inline intents");
-        c.passed(&s, &[intent("a", 1, 2)]);
-        assert!(c.fits(&s, 1));
     }
 }

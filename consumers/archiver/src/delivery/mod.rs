@@ -12,6 +12,7 @@
 //! - [`resolve`]: an earlier owner's open intents, resolved before a shard's first batch.
 
 pub mod body;
+pub mod budget;
 pub mod buffers;
 pub mod deliver;
 pub mod ledger;

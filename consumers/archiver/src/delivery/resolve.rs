@@ -249,36 +249,52 @@ pub async fn resolve_shard(
     Ok((skip, states, intents.len()))
 }
 
-/// Replaces the intents naming manifests with the intents the manifests list. A
-/// manifest that is missing or unreadable counts as "nothing written" (its records
-/// are archived again) and is reported; a store error fails (retried).
+/// Replaces the intents naming manifests with the intents the manifests list, and
+/// those of the manifests they absorbed (level by level). A manifest a lease names that
+/// is missing or unreadable counts as "nothing written" (its records are archived
+/// again) and is reported; an absorbed one that is missing was deleted when an earlier
+/// manifest that also absorbed it passed (its records are behind the checkpoint). A
+/// store error fails (retried).
 async fn expand_manifests(
     sink: &dyn ObjectSink,
     shard: &ShardId,
     open: Vec<Intent>,
 ) -> Result<Vec<Intent>, ConsumerError> {
     let (manifests, mut intents): (Vec<Intent>, Vec<Intent>) = open.into_iter().partition(manifest::is_manifest);
-    let bodies: Vec<(String, Result<Option<Bytes>, SinkError>)> = futures::stream::iter(manifests)
-        .map(|m| async move {
-            let body = sink.get(&m.target).await;
-            (m.target, body)
-        })
-        .buffer_unordered(RESOLVE_CONCURRENCY)
-        .collect()
-        .await;
-    for (key, body) in bodies {
-        let listed = match body {
-            Ok(Some(body)) => manifest::read(&key, shard, &body).map_err(|e| e.to_string()),
-            Ok(None) => Err(format!("intent manifest {key} is missing")),
-            Err(e) => {
-                return Err(ConsumerError::with_source(format!("cannot read intent manifest {key}"), e));
-            }
-        };
-        match listed {
-            Ok(listed) => intents.extend(listed),
-            Err(reason) => {
-                metrics::counter!(m::MANIFESTS_UNREADABLE).increment(1);
-                tracing::error!(%shard, %reason, "the records of an open intent manifest will be archived again (they may be duplicated)");
+    let mut level: Vec<(String, bool)> = manifests.into_iter().map(|m| (m.target, false)).collect();
+    let mut seen = std::collections::HashSet::new();
+    while !level.is_empty() {
+        level.retain(|(key, _)| seen.insert(key.clone()));
+        let bodies: Vec<(String, bool, Result<Option<Bytes>, SinkError>)> =
+            futures::stream::iter(std::mem::take(&mut level))
+                .map(|(key, absorbed)| async move {
+                    let body = sink.get(&key).await;
+                    (key, absorbed, body)
+                })
+                .buffer_unordered(RESOLVE_CONCURRENCY)
+                .collect()
+                .await;
+        for (key, absorbed, body) in bodies {
+            let listed = match body {
+                Ok(Some(body)) => manifest::read(&key, shard, &body).map_err(|e| e.to_string()),
+                Ok(None) if absorbed => {
+                    tracing::debug!(%shard, key, "an absorbed intent manifest is gone (its records are behind the checkpoint)");
+                    continue;
+                }
+                Ok(None) => Err(format!("intent manifest {key} is missing")),
+                Err(e) => {
+                    return Err(ConsumerError::with_source(format!("cannot read intent manifest {key}"), e));
+                }
+            };
+            match listed {
+                Ok(listed) => {
+                    intents.extend(listed.intents);
+                    level.extend(listed.absorbs.into_iter().map(|k| (k, true)));
+                }
+                Err(reason) => {
+                    metrics::counter!(m::MANIFESTS_UNREADABLE).increment(1);
+                    tracing::error!(%shard, %reason, "the records of an open intent manifest will be archived again (they may be duplicated)");
+                }
             }
         }
     }

@@ -51,8 +51,11 @@ async fn operators_clear_intents_only_on_free_leases(t: Arc<dyn LeaseTable>) {
     let (x, y) = (ConsumerName::new("x"), ConsumerName::new("y"));
     let clear = |force: bool| LeaseChange::ClearIntents { consumer: x.clone(), force };
     let held = taken_lease(t.as_ref(), "s-1", "a").await;
-    let both =
-        |c: &ConsumerName, k: &str| LeaseChange::RecordIntents { consumer: c.clone(), intents: vec![intent(k, 3, 4)] };
+    let both = |c: &ConsumerName, k: &str| LeaseChange::RecordIntents {
+        consumer: c.clone(),
+        intents: vec![intent(k, 3, 4)],
+        replacing: vec![],
+    };
     let held = t.mutate(&LeaseMutation::on(&held, both(&x, "gone-bucket/k"))).await.unwrap();
     let held = t.mutate(&LeaseMutation::on(&held, both(&y, "k-of-y"))).await.unwrap();
     // A held lease is refused without force, and nothing changes.
@@ -94,7 +97,8 @@ async fn operators_seek_only_free_leases_without_intents(t: Arc<dyn LeaseTable>)
     assert!(is_conflict(&t.mutate(&LeaseMutation::on(&b, LeaseChange::Renew)).await), "the old owner is fenced");
     // Open intents of the consumer refuse it, even forced.
     let c = t.mutate(&LeaseMutation::on(&forced, LeaseChange::Take { owner: WorkerId::new("c") })).await.unwrap();
-    let record = LeaseChange::RecordIntents { consumer: x.clone(), intents: vec![intent("k", 8, 9)] };
+    let record =
+        LeaseChange::RecordIntents { consumer: x.clone(), intents: vec![intent("k", 8, 9)], replacing: vec![] };
     let c = t.mutate(&LeaseMutation::on(&c, record)).await.unwrap();
     let orphaning = t.mutate(&LeaseMutation::on(&c, seek(at(20), true))).await;
     assert!(matches!(&orphaning, Err(LeaseError::Invalid(m)) if m.contains("1 open intents")), "{orphaning:?}");
@@ -141,7 +145,8 @@ fn exact_intent(target: &str, first: u128, last: u128) -> Intent {
 
 async fn intents_are_fenced_and_pruned(t: Arc<dyn LeaseTable>) {
     let arch = ConsumerName::new("arch");
-    let record = |intents: Vec<Intent>| LeaseChange::RecordIntents { consumer: arch.clone(), intents };
+    let record =
+        |intents: Vec<Intent>| LeaseChange::RecordIntents { consumer: arch.clone(), intents, replacing: vec![] };
     let a = taken_lease(t.as_ref(), "s-1", "a").await;
     let b = taken_lease(t.as_ref(), "s-2", "a").await;
     let done = t
