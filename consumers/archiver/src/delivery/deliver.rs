@@ -580,12 +580,9 @@ impl Delivery {
             }
             Err(IntentError::NotHeld(lost)) => {
                 let lost: BTreeSet<ShardId> = lost.into_iter().collect();
-                // No lease names the lost shards' new manifests.
-                for m in &manifests {
-                    if lost.contains(&m.shard) {
-                        self.delete_one(&m.key).await;
-                    }
-                }
+                // The lost shards' new manifests stay: a write that timed out with the
+                // lease's validity may have landed, and the lease then names them (a
+                // leftover is found and deleted when the shard opens next).
                 tracing::warn!(?lost, "leases lost before objects were written; rebuilding them without those shards");
                 // Only this round's new objects: some of their intents may be stored and
                 // some not, so they take new keys (none of them was put). Objects whose
