@@ -767,10 +767,13 @@ fn seen(skip: &mut SkipList, key: &[u8], part: &PartPosition, fickle: bool) -> S
         return Seen::Durable;
     }
     match Route::error_type(key) {
-        // A data object of this partition whose range holds it holds it, unless the
-        // earlier owner sent it elsewhere (a partition cap, a failed transform).
+        // A data object of this partition whose range holds it holds it, unless its
+        // writer named the part an exception (sent elsewhere: a partition cap, a failed
+        // transform). Claimed error objects say nothing: intents of several owners stay
+        // open until a checkpoint passes them, and a part one owner sent to an error
+        // output that never came may be in a later owner's data object.
         None => match Route::decode(key) {
-            Some(route) if !skip.errored(part) && skip.covers(&route.scope(), part) => Seen::Durable,
+            Some(route) if skip.covers(&route.scope(), part) => Seen::Durable,
             _ => Seen::New,
         },
         Some(t) => {
@@ -781,7 +784,7 @@ fn seen(skip: &mut SkipList, key: &[u8], part: &PartPosition, fickle: bool) -> S
             }
             // A failed transform can succeed for another owner (a Lambda failing at
             // times): the part may be in any partition's object of the range.
-            if fickle && !skip.errored(part) && skip.any_range_holds(part) {
+            if fickle && skip.any_range_holds(part) {
                 return Seen::Uncertain;
             }
             Seen::New

@@ -319,6 +319,51 @@ async fn a_record_sent_elsewhere_is_an_exception_of_the_data_object_around_it() 
     }
 }
 
+/// Intents of several owners stay open until a checkpoint passes them. The first
+/// owner's Lambda failed a record and its error object was never written; the second
+/// owner's Lambda took it, archived it as data and died before its checkpoint. The
+/// third owner must skip it: the first owner's unwritten error object says where the
+/// record is not, not that no one archived it (weir-sim seed 257 duplicated it).
+#[tokio::test(start_paused = true)]
+async fn a_record_an_earlier_owner_failed_and_a_later_one_archived_is_skipped() {
+    let (store, leases, clock) =
+        (Arc::new(MemoryObjectSink::new()), SimLeases::new(), ManualClock::new(Timestamp::from_millis(T0)));
+    let shard = ShardId::new("shard-0");
+    let lambda = Arc::new(Flaky::default());
+    lambda.fail(&["s0-2"]);
+    let acks = SimAcks::new(leases.clone(), 1, CrashSwitch::after(None));
+    let mut a = archiver(Arc::new(NoErrors(store.clone())), &clock, Some(lambda.clone()));
+    a.on_shard_open(&leases.take(&shard, 1)).await.unwrap();
+    a.on_batch(&records(), &acks).await.unwrap();
+    assert!(a.on_shard_close(&shard, CloseReason::Shutdown, &acks).await.is_err(), "the error object waits");
+    drop(a);
+    lambda.fail(&[]);
+    // Intents stored, objects put, acknowledgements after the first lost with the
+    // process.
+    let acks = SimAcks::new(leases.clone(), 2, CrashSwitch::after(Some(2)));
+    let mut b = archiver(store.clone(), &clock, Some(lambda.clone()));
+    b.on_shard_open(&leases.take(&shard, 2)).await.unwrap();
+    b.on_batch(&records(), &acks).await.unwrap();
+    let _ = b.on_shard_close(&shard, CloseReason::Shutdown, &acks).await;
+    drop(b);
+    assert_eq!(
+        leases.checkpoint(&shard),
+        Some(pos(1)),
+        "the first owner's checkpoint: s0-2 waited for its error object"
+    );
+    assert_eq!(places(&store).get("s0-2"), Some(&(1, 0)), "the second owner archived it");
+    let acks = SimAcks::new(leases.clone(), 3, CrashSwitch::after(None));
+    let mut c = archiver(store.clone(), &clock, Some(lambda.clone()));
+    c.on_shard_open(&leases.take(&shard, 3)).await.unwrap();
+    c.on_batch(&records(), &acks).await.unwrap();
+    c.on_shard_close(&shard, CloseReason::Shutdown, &acks).await.unwrap();
+    let places = places(&store);
+    for n in 1..=4 {
+        assert_eq!(places.get(&format!("s0-{n}")), Some(&(1, 0)), "s0-{n}: {places:?}");
+    }
+    assert_eq!(leases.checkpoint(&shard), Some(pos(4)));
+}
+
 /// [`archiver`] with a Lambda and a buffer size.
 fn archiver_sized(sink: Arc<dyn ObjectSink>, clock: &ManualClock, lambda: Arc<Flaky>, size: u64) -> Archiver {
     let a = archiver(sink.clone(), clock, Some(lambda.clone()));

@@ -118,9 +118,6 @@ pub struct SkipList {
     ranges: Vec<(String, ExtendedSequenceNumber, ExtendedSequenceNumber, Vec<PartRun>)>,
     /// Written objects that list their parts: those parts are durable.
     exact: Vec<PartRun>,
-    /// Claimed objects that listed their parts: the earlier owner archived those parts
-    /// nowhere.
-    errored: Vec<PartRun>,
 }
 
 impl SkipList {
@@ -147,12 +144,6 @@ impl SkipList {
         self.exact.iter().any(|r| r.holds(part))
     }
 
-    /// Whether the earlier owner sent `part` to an output that was never written (so
-    /// it is in no object of that owner).
-    pub fn errored(&self, part: &PartPosition) -> bool {
-        self.errored.iter().any(|r| r.holds(part))
-    }
-
     /// Whether some written data object's range holds `part` (whatever its partition,
     /// and it is not one of the range's exceptions): a part whose partition is not known
     /// now may be in it.
@@ -165,12 +156,12 @@ impl SkipList {
 
     /// Ranges and runs left.
     pub fn len(&self) -> usize {
-        self.ranges.len() + self.exact.len() + self.errored.len()
+        self.ranges.len() + self.exact.len()
     }
 
     /// Whether nothing is to be skipped.
     pub fn is_empty(&self) -> bool {
-        self.ranges.is_empty() && self.exact.is_empty() && self.errored.is_empty()
+        self.ranges.is_empty() && self.exact.is_empty()
     }
 }
 
@@ -220,7 +211,6 @@ pub async fn resolve(
                 skip.ranges.push((intent.scope.clone(), intent.first.clone(), intent.last.clone(), except));
             }
             (Some(KeyState::Written), false) => skip.exact.extend(intent.parts.iter().cloned()),
-            (Some(KeyState::Claimed), false) => skip.errored.extend(intent.parts.iter().cloned()),
             _ => {}
         }
     }
