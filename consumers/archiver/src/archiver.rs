@@ -623,6 +623,16 @@ impl Consumer for Archiver {
     }
 
     async fn on_shard_open(&mut self, shard: &ShardContext) -> Result<(), ConsumerError> {
+        let id = &shard.shard_id;
+        if self.shards.contains_key(id) || self.ledger.has_pending(id) || !self.buffers.holding(id).is_empty() {
+            // The runtime closes a shard before it opens it again; should a close ever
+            // go missing, what is held of the last tenure goes as for a lost lease: kept,
+            // its records would be buffered twice and its ledger would acknowledge this
+            // tenure's records before they are durable.
+            metrics::counter!(m::INTERNAL_FAILURES).increment(1);
+            tracing::error!(consumer = %self.name, shard = %shard.shard_id, "a shard opened again without being closed; dropping what was held of it (read again from the checkpoint)");
+            self.forget_shard(&shard.shard_id)?;
+        }
         let mut state = ShardState::default();
         if self.delivery.mode() == DeliveryMode::ExactlyOnce {
             self.delivery.shard_opened(&shard.shard_id, &shard.intents);

@@ -99,3 +99,34 @@ async fn a_key_no_store_accepts_falls_back_to_the_error_prefix() {
     assert!(key.starts_with("tool-events-errors/prefix-evaluation-failed/"), "{key}");
     weir_core::ports::validate_key(key).unwrap();
 }
+
+/// The runtime closes a shard before it opens it again (a release or a steal brings it
+/// back to the same worker). Should a close go missing, the archiver drops what it held
+/// of the last tenure: its records come again from the checkpoint and are archived
+/// once, and no checkpoint passes a record that is only in memory.
+#[tokio::test(start_paused = true)]
+async fn a_shard_opened_again_without_a_close_starts_afresh() {
+    let store = Arc::new(MemoryObjectSink::new());
+    let shard = ShardId::new("shard-0");
+    let clock = ManualClock::new(Timestamp::from_millis(T0));
+    let mut o = ArchiverOptions::new("mcp-archive", settings(1 << 20));
+    o.transformer = Transformer::McpNormalize;
+    let mut a = Archiver::new(o, store.clone(), Arc::new(clock.clone())).unwrap();
+    let leases = SimLeases::new();
+    let first = SimAcks::new(leases.clone(), 1, CrashSwitch::after(None));
+    a.on_shard_open(&leases.take(&shard, 1)).await.unwrap();
+    a.on_batch(&batch(&shard, (1..=3).map(|n| record(0, n, 0)).collect()), &first).await.unwrap();
+    assert!(a.buffered_bytes() > 0, "held in memory");
+    // No close: the shard opens again at the checkpoint (nothing acknowledged).
+    let second = SimAcks::new(leases.clone(), 2, CrashSwitch::after(None));
+    a.on_shard_open(&leases.take(&shard, 2)).await.unwrap();
+    assert_eq!(a.buffered_bytes(), 0, "the last tenure's buffers are dropped");
+    a.on_batch(&batch(&shard, (1..=5).map(|n| record(0, n, 0)).collect()), &second).await.unwrap();
+    assert_eq!(leases.checkpoint(&shard), None, "nothing is durable yet");
+    a.on_shard_close(&shard, weir_core::CloseReason::Shutdown, &second).await.unwrap();
+    assert_eq!(leases.checkpoint(&shard), Some(pos(5)));
+    let archive = read_archive(&store.snapshot());
+    for n in 1..=5 {
+        assert_eq!(archive.count.get(&format!("s0-{n}")), Some(&1), "record {n}: {:?}", archive.count);
+    }
+}
