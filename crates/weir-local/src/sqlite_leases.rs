@@ -4,6 +4,11 @@
 //! Every mutation runs in a `BEGIN IMMEDIATE` transaction (it takes the database write
 //! lock before reading), so two processes cannot both pass the same condition. WAL
 //! mode lets readers proceed during writes; a busy timeout absorbs lock contention.
+//! `synchronous=FULL`: a commit is on disk before it returns, so an OS crash or power
+//! loss cannot roll back a lease write the worker acted on (with WAL, `NORMAL` syncs
+//! only at checkpoints, and a lost intent or checkpoint would lose or duplicate
+//! archived records). Lease writes are a few a second per worker; a sync each costs
+//! little.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -39,7 +44,7 @@ impl SqliteLeaseTable {
         let conn = Connection::open(&path).map_err(|e| store_err("open", e))?;
         conn.busy_timeout(Duration::from_secs(10)).map_err(|e| store_err("busy timeout", e))?;
         conn.pragma_update(None, "journal_mode", "WAL").map_err(|e| store_err("wal", e))?;
-        conn.pragma_update(None, "synchronous", "NORMAL").map_err(|e| store_err("synchronous", e))?;
+        conn.pragma_update(None, "synchronous", "FULL").map_err(|e| store_err("synchronous", e))?;
         conn.execute_batch(
             "CREATE TABLE IF NOT EXISTS leases (
                 namespace TEXT NOT NULL,
@@ -352,6 +357,19 @@ mod tests {
             async move { Arc::new(t) as Arc<dyn LeaseTable> }
         })
         .await;
+    }
+
+    /// Every commit is synced before it returns (an OS crash cannot roll back an
+    /// intent or a checkpoint the worker acted on).
+    #[tokio::test]
+    async fn commits_are_synced_before_they_return() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = SqliteLeaseTable::open(dir.path().join("leases.db"), "app").unwrap();
+        let conn = t.conn.lock().unwrap();
+        let synchronous: i64 = conn.pragma_query_value(None, "synchronous", |r| r.get(0)).unwrap();
+        assert_eq!(synchronous, 2, "FULL");
+        let journal: String = conn.pragma_query_value(None, "journal_mode", |r| r.get(0)).unwrap();
+        assert_eq!(journal, "wal");
     }
 
     /// A database written by a weir without worker instances gains the column; its
