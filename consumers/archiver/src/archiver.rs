@@ -21,6 +21,7 @@ use crate::delivery::body::claim_body;
 use crate::delivery::buffers::{Appended, BufferError, Buffers, Limits, Origin};
 use crate::delivery::deliver::{BacklogRetry, Delivery, DeliveryConfig, DeliveryError, DeliveryMode};
 use crate::delivery::ledger::Ledger;
+use crate::delivery::manifest;
 use crate::delivery::naming::Naming;
 use crate::delivery::resolve::{Claims, KeyState, RESOLVE_CONCURRENCY, Resolution, SkipList, resolve_shard};
 use crate::delivery::sealed::Sealed;
@@ -275,8 +276,11 @@ impl Archiver {
         let sink = self.delivery.sink().clone();
         let claims = self.delivery.claims().clone();
         let written = self.delivery.written_keys();
+        let manifests = manifest::prefix(self.delivery.consumer(), shard);
         let shard = shard.clone();
-        AbortOnDropHandle::new(tokio::spawn(async move { resolve_shard(sink, &shard, open, &claims, &written).await }))
+        AbortOnDropHandle::new(tokio::spawn(async move {
+            resolve_shard(sink, &shard, open, &claims, &written, &manifests).await
+        }))
     }
 
     /// Waits until an earlier owner's intents for `shard` are resolved, if any are
@@ -302,13 +306,16 @@ impl Archiver {
             None => {
                 let Some(open) = state.unresolved.clone() else { return Ok(()) };
                 let (sink, claims) = (self.delivery.sink().clone(), self.delivery.claims().clone());
-                resolve_shard(sink, shard, open, &claims, &self.delivery.written_keys()).await
+                let manifests = manifest::prefix(self.delivery.consumer(), shard);
+                resolve_shard(sink, shard, open, &claims, &self.delivery.written_keys(), &manifests).await
             }
         };
         let (skip, states, intents) = outcome?;
         let claimed = states.values().filter(|s| **s == KeyState::Claimed).count();
         metrics::counter!(m::CLAIMS_MADE).increment(claimed as u64);
-        tracing::info!(%shard, intents, objects = states.len(), claimed, skip_ranges = skip.len(), "resolved an earlier owner's open intents");
+        if intents > 0 {
+            tracing::info!(%shard, intents, objects = states.len(), claimed, skip_ranges = skip.len(), "resolved an earlier owner's open intents");
+        }
         if let Some(state) = self.shards.get_mut(shard) {
             state.skip = skip;
             state.unresolved = None;
@@ -636,10 +643,10 @@ impl Consumer for Archiver {
         let mut state = ShardState::default();
         if self.delivery.mode() == DeliveryMode::ExactlyOnce {
             self.delivery.shard_opened(&shard.shard_id, &shard.intents);
-            if !shard.intents.is_empty() {
-                state.unresolved = Some(shard.intents.clone());
-                state.resolving = Some(self.start_resolving(&shard.shard_id, shard.intents.clone()));
-            }
+            // Even with no open intent: leftover manifests are swept before this owner
+            // writes any of its own.
+            state.unresolved = Some(shard.intents.clone());
+            state.resolving = Some(self.start_resolving(&shard.shard_id, shard.intents.clone()));
         }
         self.shards.insert(shard.shard_id.clone(), state);
         Ok(())

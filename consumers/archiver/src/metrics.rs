@@ -43,6 +43,8 @@ pub const MANIFESTS: &str = "weir_archiver_intent_manifests_total";
 pub const MANIFESTS_DELETED: &str = "weir_archiver_intent_manifests_deleted_total";
 /// Open intents whose manifest could not be read: their records are archived again.
 pub const MANIFESTS_UNREADABLE: &str = "weir_archiver_intent_manifests_unreadable_total";
+/// Leftover intent manifests (no open intent named them) deleted when a shard opened.
+pub const MANIFESTS_SWEPT: &str = "weir_archiver_intent_manifests_swept_total";
 /// Bytes of open buffers spilled to local disk (`spill_directory`).
 pub const SPILLED_BYTES: &str = "weir_archiver_spilled_bytes";
 /// Buffers whose compressed bytes went to local disk to relieve memory.

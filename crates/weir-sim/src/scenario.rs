@@ -112,6 +112,9 @@ pub struct Scenario {
     /// end, and every shard must be archived and checkpointed within the liveness
     /// bound.
     pub faults_end: Duration,
+    /// The archivers may not list the bucket (no `s3:ListBucket`): S3 then refuses
+    /// reads of missing keys, and leftover manifests are not swept.
+    pub list_denied: bool,
 }
 
 impl Scenario {
@@ -130,6 +133,7 @@ impl Scenario {
             rates: BTreeMap::new(),
             events: Vec::new(),
             faults_end: Duration::from_secs(60),
+            list_denied: false,
         }
     }
 
@@ -167,7 +171,7 @@ impl Scenario {
             })
             .collect();
         format!(
-            "seed {} | {} shards, {} workers, {} {:?} records over {}s, {} tenants | {} | {} events until {}s",
+            "seed {} | {} shards, {} workers, {} {:?} records over {}s, {} tenants | {}{} | {} events until {}s",
             self.seed,
             self.shards,
             self.workers,
@@ -176,6 +180,7 @@ impl Scenario {
             self.load.as_secs(),
             self.tenants,
             shapes.join(" "),
+            if self.list_denied { " | no ListBucket" } else { "" },
             self.events.len(),
             self.faults_end.as_secs()
         )
@@ -254,7 +259,23 @@ impl Scenario {
         }
         events.sort_by_key(|(at, _)| *at);
         let faults_end = events.last().map_or(load, |(at, _)| (*at).max(load)) + Duration::from_secs(10);
-        Self { seed, shards, workers, records, load, shape, tenants, oddities, archivers, rates, events, faults_end }
+        // Drawn last: the draws above (and so the scenarios of earlier seeds) stay.
+        let list_denied = r.random_bool(0.2);
+        Self {
+            seed,
+            shards,
+            workers,
+            records,
+            load,
+            shape,
+            tenants,
+            oddities,
+            archivers,
+            rates,
+            events,
+            faults_end,
+            list_denied,
+        }
     }
 }
 

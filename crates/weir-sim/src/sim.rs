@@ -129,6 +129,9 @@ impl Sim {
         );
         let consumers = scenario.archivers.iter().map(|a| a.name.clone()).collect();
         let world = World::new(stream, scenario.seed, consumers);
+        if scenario.list_denied {
+            world.store().deny_list();
+        }
         // A panic here is reported as the seed's failure by `run`.
         let spill = tempfile::Builder::new()
             .prefix("weir-sim-")

@@ -1,6 +1,6 @@
 use std::collections::BTreeMap;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -8,12 +8,14 @@ use weir_core::ports::{ObjectMeta, ObjectSink, PutOptions, PutOutcome, SinkError
 
 /// An in-memory create-only object store. `fail_next_puts(n)` makes the next `n` puts
 /// fail with a retryable error; `lose_next_replies(n)` makes the next `n` puts land but
-/// answer with one (a reply lost on the way back).
+/// answer with one (a reply lost on the way back); `deny_list()` answers as S3 does a
+/// caller without `s3:ListBucket`.
 #[derive(Debug, Default)]
 pub struct MemoryObjectSink {
     objects: Mutex<BTreeMap<String, (Bytes, PutOptions)>>,
     failures: AtomicU32,
     lost_replies: AtomicU32,
+    list_denied: AtomicBool,
 }
 
 impl MemoryObjectSink {
@@ -30,6 +32,24 @@ impl MemoryObjectSink {
     /// Makes the next `n` puts land, and answer with a retryable error.
     pub fn lose_next_replies(&self, n: u32) {
         self.lost_replies.store(n, Ordering::SeqCst);
+    }
+
+    /// Answers as S3 answers a caller without `s3:ListBucket`: listing is refused, and
+    /// so is reading or stating a key that does not exist (403 rather than 404, so the
+    /// caller cannot learn what the bucket holds). Neither refusal is retryable.
+    pub fn deny_list(&self) {
+        self.list_denied.store(true, Ordering::SeqCst);
+    }
+
+    fn refused(&self, what: &str, key: &str) -> Result<(), SinkError> {
+        if self.list_denied.load(Ordering::SeqCst) {
+            return Err(SinkError::Store {
+                message: format!("{what} {key}: AccessDenied (no s3:ListBucket)"),
+                retryable: false,
+                source: None,
+            });
+        }
+        Ok(())
     }
 
     /// How many of the puts made to fail have not been tried yet.
@@ -66,16 +86,23 @@ impl ObjectSink for MemoryObjectSink {
     async fn get(&self, key: &str) -> Result<Option<Bytes>, SinkError> {
         validate_key(key)?;
         let objects = self.objects.lock().unwrap_or_else(|p| p.into_inner());
-        Ok(objects.get(key).map(|(b, _)| b.clone()))
+        match objects.get(key) {
+            Some((b, _)) => Ok(Some(b.clone())),
+            None => self.refused("get", key).map(|()| None),
+        }
     }
 
     async fn stat(&self, key: &str) -> Result<Option<ObjectMeta>, SinkError> {
         validate_key(key)?;
         let objects = self.objects.lock().unwrap_or_else(|p| p.into_inner());
-        Ok(objects.get(key).map(|(b, _)| ObjectMeta { key: key.to_owned(), size: b.len() as u64 }))
+        match objects.get(key) {
+            Some((b, _)) => Ok(Some(ObjectMeta { key: key.to_owned(), size: b.len() as u64 })),
+            None => self.refused("head", key).map(|()| None),
+        }
     }
 
     async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, SinkError> {
+        self.refused("list", prefix)?;
         let objects = self.objects.lock().unwrap_or_else(|p| p.into_inner());
         Ok(objects
             .range(prefix.to_owned()..)

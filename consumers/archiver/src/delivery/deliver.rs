@@ -218,6 +218,11 @@ impl Delivery {
         &self.sink
     }
 
+    /// The consumer's name (manifest keys).
+    pub fn consumer(&self) -> &str {
+        &self.consumer
+    }
+
     /// The delivery mode.
     pub fn mode(&self) -> DeliveryMode {
         self.mode

@@ -115,7 +115,12 @@ impl IntentRef<'_> {
 /// A fresh manifest key of `consumer` for `shard`.
 pub fn key(consumer: &str, shard: &ShardId) -> String {
     let id: u128 = rand::random();
-    format!("{MANIFEST_ROOT}{consumer}/{shard}/{id:032x}.manifest")
+    format!("{}{id:032x}.manifest", prefix(consumer, shard))
+}
+
+/// Where the manifests of `consumer` for `shard` are (ends in `/`).
+pub fn prefix(consumer: &str, shard: &ShardId) -> String {
+    format!("{MANIFEST_ROOT}{consumer}/{shard}/")
 }
 
 /// Whether `intent` names a manifest.

@@ -9,12 +9,14 @@
 //! - [`deliver`]: keys ([`naming`] and the prefixes), intents ([`manifest`] for large
 //!   rounds), create-only puts, retries, the backlog.
 //! - [`ledger`]: the durable position of each shard.
-//! - [`resolve`]: an earlier owner's open intents, resolved before a shard's first batch.
+//! - [`resolve`]: an earlier owner's open intents, resolved before a shard's first batch;
+//!   [`expand`]: the manifests they name read, leftover manifests swept.
 
 pub mod body;
 pub mod budget;
 pub mod buffers;
 pub mod deliver;
+pub mod expand;
 pub mod ledger;
 pub mod manifest;
 pub mod naming;

@@ -10,9 +10,10 @@
 //!
 //! An intent that lists its parts exactly (an error output's) says more: the earlier
 //! owner routed exactly those parts there. Written, they are skipped wherever they
-//! would go now; claimed, the earlier owner archived them nowhere (it sent them to an
-//! output that was never written), which settles whether a part that falls in the range
-//! of one of its written data objects is in it.
+//! would go now. A data intent names the parts of its range its owner sent elsewhere
+//! (exceptions): those are not in it. A claimed error object says nothing: intents of
+//! several owners stay open until a checkpoint passes them, and a part one owner sent to
+//! an error output that never came may be in a later owner's data object.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -22,8 +23,7 @@ use futures::StreamExt;
 use weir_core::ports::{ObjectSink, PutOptions, PutOutcome, SinkError};
 use weir_core::{ConsumerError, ExtendedSequenceNumber, Intent, PartPosition, PartRun, ShardId};
 
-use crate::delivery::manifest;
-use crate::metrics as m;
+use crate::delivery::expand;
 
 /// What a key turned out to be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -223,72 +223,30 @@ pub async fn resolve(
 pub type Resolution = Result<(SkipList, BTreeMap<String, KeyState>, usize), ConsumerError>;
 
 /// Resolves the open intents of `shard` (manifests expanded); `written` are keys this
-/// process wrote itself.
+/// process wrote itself. Then deletes the manifests of the shard under `manifests` (its
+/// manifest prefix, [`manifest::prefix`]) that no open intent reaches: left by a round
+/// whose intent write never landed (a crash between the two, a lost lease). It runs
+/// before this owner writes any manifest of the shard, and a manifest a zombie writes
+/// after it can never be named (the zombie's lease write fails): that one is found the
+/// next time the shard opens. Sweeping is best effort: a refused or failed list (no
+/// `s3:ListBucket`) leaves the leftovers.
 pub async fn resolve_shard(
     sink: Arc<dyn ObjectSink>,
     shard: &ShardId,
     open: Vec<Intent>,
     claims: &Claims,
     written: &crate::delivery::deliver::WrittenKeys,
+    manifests: &str,
 ) -> Resolution {
-    let intents = expand_manifests(sink.as_ref(), shard, open).await?;
+    let expanded = expand::expand_manifests(sink.as_ref(), shard, open).await?;
     let own = |key: &str| written.contains(key).then_some(KeyState::Written);
-    let (skip, states) = resolve(sink.as_ref(), &intents, claims, own)
+    let (skip, states) = resolve(sink.as_ref(), &expanded.intents, claims, own)
         .await
         .map_err(|e| ConsumerError::with_source(format!("cannot resolve open intents of {shard}"), e))?;
-    Ok((skip, states, intents.len()))
-}
-
-/// Replaces the intents naming manifests with the intents the manifests list, and
-/// those of the manifests they absorbed (level by level). A manifest a lease names that
-/// is missing or unreadable counts as "nothing written" (its records are archived
-/// again) and is reported; an absorbed one that is missing was deleted when an earlier
-/// manifest that also absorbed it passed (its records are behind the checkpoint). A
-/// store error fails (retried).
-async fn expand_manifests(
-    sink: &dyn ObjectSink,
-    shard: &ShardId,
-    open: Vec<Intent>,
-) -> Result<Vec<Intent>, ConsumerError> {
-    let (manifests, mut intents): (Vec<Intent>, Vec<Intent>) = open.into_iter().partition(manifest::is_manifest);
-    let mut level: Vec<(String, bool)> = manifests.into_iter().map(|m| (m.target, false)).collect();
-    let mut seen = std::collections::HashSet::new();
-    while !level.is_empty() {
-        level.retain(|(key, _)| seen.insert(key.clone()));
-        let bodies: Vec<(String, bool, Result<Option<Bytes>, SinkError>)> =
-            futures::stream::iter(std::mem::take(&mut level))
-                .map(|(key, absorbed)| async move {
-                    let body = sink.get(&key).await;
-                    (key, absorbed, body)
-                })
-                .buffer_unordered(RESOLVE_CONCURRENCY)
-                .collect()
-                .await;
-        for (key, absorbed, body) in bodies {
-            let listed = match body {
-                Ok(Some(body)) => manifest::read(&key, shard, &body).map_err(|e| e.to_string()),
-                Ok(None) if absorbed => {
-                    tracing::debug!(%shard, key, "an absorbed intent manifest is gone (its records are behind the checkpoint)");
-                    continue;
-                }
-                Ok(None) => Err(format!("intent manifest {key} is missing")),
-                Err(e) => {
-                    return Err(ConsumerError::with_source(format!("cannot read intent manifest {key}"), e));
-                }
-            };
-            match listed {
-                Ok(listed) => {
-                    intents.extend(listed.intents);
-                    level.extend(listed.absorbs.into_iter().map(|k| (k, true)));
-                }
-                Err(reason) => {
-                    metrics::counter!(m::MANIFESTS_UNREADABLE).increment(1);
-                    tracing::error!(%shard, %reason, "the records of an open intent manifest will be archived again (they may be duplicated)");
-                }
-            }
-        }
+    if expanded.complete {
+        expand::sweep_manifests(sink.as_ref(), shard, manifests, &expanded.reached).await;
     }
-    Ok(intents)
+    Ok((skip, states, expanded.intents.len()))
 }
 
 #[cfg(test)]
