@@ -1,5 +1,6 @@
 //! [`App`]: the `weir` command line with a set of registered consumer kinds.
 
+use std::io::Write;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -7,6 +8,7 @@ use anyhow::Result;
 use clap::{CommandFactory, FromArgMatches};
 
 use crate::cli::{Cli, Command, ConfigCommand, PrefixCommand};
+use crate::lossy::{LossyLines, Output};
 use crate::plugin::{Plugin, Registry};
 use crate::{config, demo, firehose_check, health, prefix_eval, put, replay, run, telemetry};
 
@@ -55,27 +57,47 @@ impl App {
             Err(e) => e.exit(),
         };
         let default_level = if matches!(cli.command, Command::Demo(_)) { "warn" } else { "info" };
-        if let Err(e) = telemetry::init(cli.log_format, cli.log_level.as_deref().unwrap_or(default_level)) {
-            eprintln!("error: {e:#}");
+        let stderr = match LossyLines::start(Output::Stderr, cli.log_queue) {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = writeln!(std::io::stderr(), "error: cannot start the log writer: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        let code = Self::run_logged(cli, self.registry, &stderr, default_level);
+        // What was logged reaches stderr before the process ends, unless its reader
+        // stalled (then it is not waited for).
+        stderr.flush_for(FINAL_FLUSH);
+        code
+    }
+
+    fn run_logged(cli: Cli, registry: Registry, stderr: &LossyLines, default_level: &str) -> ExitCode {
+        if let Err(e) =
+            telemetry::init(cli.log_format, cli.log_level.as_deref().unwrap_or(default_level), stderr.clone())
+        {
+            stderr.line(&format!("error: {e:#}"));
             return ExitCode::from(2);
         }
         let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
             Ok(r) => r,
             Err(e) => {
-                eprintln!("error: cannot start the async runtime: {e}");
+                stderr.line(&format!("error: cannot start the async runtime: {e}"));
                 return ExitCode::FAILURE;
             }
         };
-        let registry = Arc::new(self.registry);
+        let registry = Arc::new(registry);
         match runtime.block_on(dispatch(cli.command, registry)) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
-                eprintln!("error: {e:#}");
+                stderr.line(&format!("error: {e:#}"));
                 ExitCode::FAILURE
             }
         }
     }
 }
+
+/// How long the process waits at exit for its last lines to reach stderr.
+const FINAL_FLUSH: std::time::Duration = std::time::Duration::from_secs(2);
 
 async fn dispatch(command: Command, registry: Arc<Registry>) -> Result<()> {
     match command {

@@ -20,6 +20,11 @@ pub(crate) struct Cli {
     /// for `demo`, which tells its own story on stdout.
     #[arg(long, global = true, env = "WEIR_LOG")]
     pub log_level: Option<String>,
+    /// Log lines held for a slow stderr reader. Logging never waits for the reader:
+    /// past this many waiting lines, new ones are dropped and counted in
+    /// `weir_log_lines_dropped_total`.
+    #[arg(long, global = true, env = "WEIR_LOG_QUEUE", default_value_t = crate::lossy::DEFAULT_QUEUE, value_parser = clap::value_parser!(usize))]
+    pub log_queue: usize,
     #[command(subcommand)]
     pub command: Command,
 }

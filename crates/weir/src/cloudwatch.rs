@@ -9,8 +9,8 @@
 //! their maximum or sum, counters by the sum of what they grew since the last line.
 //! The deploy/ templates' alarms use these names.
 
+use crate::lossy::{LossyLines, Output};
 use std::collections::HashMap;
-use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -195,9 +195,18 @@ impl EmfWriter {
     }
 }
 
-/// Writes a line to stdout every `interval` until `stop`, and a last one then.
+/// Writes a line to stdout every `interval` until `stop`, and a last one then (waited
+/// for a little). Lines go through [`LossyLines`]: a stalled stdout reader never holds
+/// the worker; lines it cannot take are dropped and counted.
 pub fn spawn(mut writer: EmfWriter, interval: Duration, stop: CancellationToken) -> JoinHandle<()> {
     tokio::spawn(async move {
+        let out = match LossyLines::start(Output::Stdout, crate::lossy::DEFAULT_QUEUE) {
+            Ok(out) => out,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot start the CloudWatch metrics writer");
+                return;
+            }
+        };
         let mut tick = tokio::time::interval(interval);
         tick.tick().await;
         loop {
@@ -205,17 +214,17 @@ pub fn spawn(mut writer: EmfWriter, interval: Duration, stop: CancellationToken)
                 _ = stop.cancelled() => true,
                 _ = tick.tick() => false,
             };
-            let line = writer.line(chrono::Utc::now().timestamp_millis());
-            let mut out = std::io::stdout().lock();
-            if let Err(e) = writeln!(out, "{line}").and_then(|()| out.flush()) {
-                tracing::warn!(error = %e, "cannot write CloudWatch metrics to stdout");
-            }
+            out.line(&writer.line(chrono::Utc::now().timestamp_millis()).to_string());
             if stopping {
+                let _ = tokio::task::spawn_blocking(move || out.flush_for(LAST_LINE_PATIENCE)).await;
                 return;
             }
         }
     })
 }
+
+/// How long the last line at shutdown is waited for.
+const LAST_LINE_PATIENCE: Duration = Duration::from_secs(2);
 
 #[cfg(test)]
 mod tests {

@@ -58,16 +58,20 @@ pub fn cancel_on_signal(token: CancellationToken) {
                     return;
                 }
             };
-            tokio::select! {
-                _ = term.recv() => tracing::info!("SIGTERM: draining"),
-                _ = tokio::signal::ctrl_c() => tracing::info!("Ctrl-C: draining"),
-            }
+            // The drain starts first, then it is logged: a log line never stands
+            // between a signal and the drain.
+            let signal = tokio::select! {
+                _ = term.recv() => "SIGTERM",
+                _ = tokio::signal::ctrl_c() => "Ctrl-C",
+            };
+            token.cancel();
+            tracing::info!("{signal}: draining");
         }
         #[cfg(not(unix))]
         {
             let _ = tokio::signal::ctrl_c().await;
+            token.cancel();
         }
-        token.cancel();
     });
 }
 
@@ -347,9 +351,15 @@ pub async fn run(config: Config, until_caught_up: bool, registry: &Registry) -> 
     if let Some(c) = caught_up
         && let Ok(Some(records)) = c.await
     {
-        println!("caught up: every shard read to the start ({records} records processed), checkpoints written");
+        // A closed stdout (`| head`) is no failure: the work is done.
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(
+            out,
+            "caught up: every shard read to the start ({records} records processed), checkpoints written"
+        );
         if let Some(requests) = crate::aws_clients::summary() {
-            println!("{requests}");
+            let _ = writeln!(out, "{requests}");
         }
     }
     for p in producers {

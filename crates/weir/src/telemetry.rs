@@ -3,6 +3,8 @@ use std::io::IsTerminal;
 use anyhow::{Result, anyhow};
 use tracing_subscriber::EnvFilter;
 
+use crate::lossy::LossyLines;
+
 /// How log lines look.
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 pub enum LogFormat {
@@ -37,10 +39,12 @@ pub fn directives(filter: &str) -> String {
     format!("{libraries},{}", own.join(","))
 }
 
-/// Installs the global tracing subscriber.
-pub fn init(format: LogFormat, filter: &str) -> Result<()> {
+/// Installs the global tracing subscriber, writing through `stderr` (which never
+/// blocks the caller: see [`crate::lossy`]). Write errors are not reported (a report
+/// would go to the same stream).
+pub fn init(format: LogFormat, filter: &str, stderr: LossyLines) -> Result<()> {
     let filter = EnvFilter::try_new(directives(filter)).map_err(|e| anyhow!("invalid --log-level {filter:?}: {e}"))?;
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(stderr).log_internal_errors(false);
     let installed = match format {
         LogFormat::Human => builder.with_target(false).with_ansi(std::io::stderr().is_terminal()).try_init(),
         LogFormat::Json => builder.json().flatten_event(true).try_init(),

@@ -915,10 +915,20 @@ fn doctor_tells_a_live_fleet_from_a_dead_worker() {
         assert!(Instant::now() < deadline, "the worker never held every lease");
         std::thread::sleep(Duration::from_millis(200));
     }
-    let out = weir().args(["doctor", "--config", cfg, "--observe", "1500ms"]).output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "a live worker is not stuck: {stdout}");
-    assert!(stdout.contains("0 stuck of"), "{stdout}");
+    // A live worker is not stuck. Its renewals are due every 300 ms; on a machine
+    // loaded several-fold one may miss a window, so a few windows are allowed.
+    let mut live = Vec::new();
+    for _ in 0..5 {
+        let out = weir().args(["doctor", "--config", cfg, "--observe", "1500ms"]).output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        if out.status.success() {
+            assert!(stdout.contains("0 stuck of"), "{stdout}");
+            live.clear();
+            break;
+        }
+        live.push(stdout);
+    }
+    assert!(live.is_empty(), "a live worker is not stuck: {live:?}");
     child.0.kill().unwrap();
     child.0.wait().unwrap();
     let out = weir().args(["doctor", "--config", cfg, "--observe", "1500ms"]).output().unwrap();
@@ -976,14 +986,23 @@ fn doctor_names_an_archiver_refusing_batches_from_the_workers_status() {
         assert!(Instant::now() < deadline, "no object written: {}", std::fs::read_to_string(&log).unwrap());
         std::thread::sleep(Duration::from_millis(100));
     }
-    let (code, stdout) = doctor();
+    // Healthy (a few observation windows allowed on a loaded machine).
+    let mut healthy = doctor();
+    for _ in 0..4 {
+        if healthy.0 == Some(0) {
+            break;
+        }
+        healthy = doctor();
+    }
+    let (code, stdout) = healthy;
     assert_eq!(code, Some(0), "{stdout}");
     assert!(stdout.contains("note  the in-process stream lives inside its worker"), "{stdout}");
     let status = get(port, "/status").unwrap().1;
     assert!(status.contains("\"worker\": \"w-doc\"") && status.contains("\"consumer\": \"archive\""), "{status}");
     // The output directory becomes a file: puts fail, the backlog passes 1 byte, the
     // archiver refuses batches and is detached.
-    std::fs::remove_dir_all(&out).unwrap();
+    // (Renamed away rather than removed: the archiver may be writing into it.)
+    std::fs::rename(&out, dir.path().join("out.gone")).unwrap();
     std::fs::write(&out, b"not a directory").unwrap();
     let (code, stdout) = loop {
         let (code, stdout) = doctor();
