@@ -3,6 +3,7 @@
 //! ```text
 //! weir-sim --seed 42              # one seed, with its trace's tail if it fails
 //! weir-sim --seeds 1000 --from 0  # many seeds, two at a time
+//! weir-sim --list 11,89,142        # these seeds, two at a time
 //! ```
 //!
 //! Each seed of `--seeds` runs in a process of its own (this binary with `--seed`):
@@ -21,11 +22,14 @@ use weir_sim::{Report, Scenario, replay_command, run};
 #[derive(Parser)]
 struct Args {
     /// Run this one seed.
-    #[arg(long, conflicts_with = "seeds")]
+    #[arg(long, conflicts_with_all = ["seeds", "list"])]
     seed: Option<u64>,
     /// Run this many seeds.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "list")]
     seeds: Option<u64>,
+    /// Run these seeds (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    list: Vec<u64>,
     /// The first seed of `--seeds`.
     #[arg(long, default_value_t = 0)]
     from: u64,
@@ -54,21 +58,22 @@ fn main() -> std::process::ExitCode {
         );
         return if report.passed() { std::process::ExitCode::SUCCESS } else { std::process::ExitCode::FAILURE };
     }
-    let count = args.seeds.unwrap_or(100);
-    let next = Arc::new(AtomicU64::new(args.from));
-    let end = args.from + count;
+    let seeds: Arc<Vec<u64>> = Arc::new(if args.list.is_empty() {
+        (args.from..args.from + args.seeds.unwrap_or(100)).collect()
+    } else {
+        args.list.clone()
+    });
+    let next = Arc::new(AtomicU64::new(0));
     let failed: Arc<Mutex<Vec<u64>>> = Arc::default();
     let simulated = Arc::new(AtomicU64::new(0));
     let began = Instant::now();
     let workers: Vec<_> = (0..args.jobs.max(1))
         .map(|_| {
             let (next, failed, simulated, trace) = (next.clone(), failed.clone(), simulated.clone(), args.trace);
+            let seeds = seeds.clone();
             std::thread::spawn(move || {
                 loop {
-                    let seed = next.fetch_add(1, Ordering::SeqCst);
-                    if seed >= end {
-                        return;
-                    }
+                    let Some(&seed) = seeds.get(next.fetch_add(1, Ordering::SeqCst) as usize) else { return };
                     let (passed, secs, output) = run_child(seed, trace);
                     simulated.fetch_add(secs, Ordering::SeqCst);
                     if !passed {
@@ -84,9 +89,10 @@ fn main() -> std::process::ExitCode {
     }
     let failed = failed.lock().unwrap_or_else(|p| p.into_inner());
     let hours = Duration::from_secs(simulated.load(Ordering::SeqCst)).as_secs_f64() / 3600.0;
+    let which = if args.list.is_empty() { format!("from {}", args.from) } else { "listed".into() };
     println!(
-        "{count} seeds from {}: {} failed; {hours:.1} simulated hours in {:.0} s",
-        args.from,
+        "{} seeds {which}: {} failed; {hours:.1} simulated hours in {:.0} s",
+        seeds.len(),
         failed.len(),
         began.elapsed().as_secs_f64()
     );
