@@ -53,12 +53,20 @@
 //! Then `K` is put create-only (S3 `If-None-Match: *`). Intents disappear when the
 //! checkpoint passes them. A round with many objects of a shard stores their intents
 //! in one create-only *manifest* object and only the manifest's intent in the lease,
-//! so a lease item stays far below DynamoDB's 400 KB at any partition count; a
-//! manifest is deleted once a checkpoint passes it.
+//! and a lease holds a bounded number of manifest intents (the next manifest absorbs
+//! the open ones), so one archiver's intents take at most about 34 KB of a lease item
+//! at any partition count, interval and rate (`delivery/budget.rs`). A manifest is
+//! deleted once a checkpoint passes it; one no open intent names (a round whose intent
+//! write never landed) is deleted when its shard next opens.
 //!
 //! Which records an error output gets can differ between owners (a Lambda that fails
 //! a record only at times, a partition cap), so an error output's intents list their
-//! records exactly (runs of record parts) rather than by range and partition.
+//! records exactly (runs of record parts) rather than by range and partition, and a
+//! data object's intent names the parts of its range its owner sent elsewhere
+//! (*exceptions*). The parts of one record bound for one partition stay in one object.
+//! Intents of several owners can be open at once (each died before its checkpoint):
+//! each says what its own objects hold, so a record an earlier owner sent to an error
+//! output that never came, and a later owner archived as data, is skipped by the next.
 //!
 //! When a shard opens with open intents (an earlier owner crashed, was partitioned
 //! away, or handed over with writes in flight), the new owner resolves each key (in a
@@ -71,8 +79,7 @@
 //! output and the query must be deterministic, as the built-in ones are; an error
 //! output's listed records whatever their route now). A record whose transform fails
 //! now but that may be in a written data object of the earlier owner (its range holds
-//! it, and the earlier owner did not list it in an error output) is not sent to the
-//! error output: its batch is tried again (`weir_archiver_uncertain_retries_total`)
+//! it and does not name it an exception) is not sent to the error output: its batch is tried again (`weir_archiver_uncertain_retries_total`)
 //! until the transform takes it, for at most five minutes, after which it goes to the
 //! error output anyway and may then be in both (`weir_archiver_uncertain_given_up_total`:
 //! the one exception, for a Lambda that took a record for one owner and keeps failing
@@ -87,7 +94,9 @@
 //!
 //! Claims are empty objects (a valid empty gzip file): readers see zero rows. The
 //! proof obligations are checked by property tests that crash owners at every step
-//! (`tests/exactly_once.rs`) and by an end-to-end SIGKILL storm read back by DuckDB.
+//! (`tests/exactly_once.rs`), by the deterministic simulation of workers, leases and
+//! archivers (`crates/weir-sim`), and by an end-to-end SIGKILL storm read back by
+//! DuckDB.
 //!
 //! `firehose` mode skips intents and claims: at least once, as Firehose.
 #![warn(missing_docs)]

@@ -96,7 +96,8 @@ pub enum Life {
 pub struct Ticket {
     /// Whether and how it takes effect.
     pub fate: Fate,
-    crash_after: bool,
+    /// The call's number, when the process is to crash once it took effect.
+    crash_after: Option<u64>,
     after: Duration,
 }
 
@@ -235,14 +236,16 @@ impl Gate {
             } else {
                 Fate::Apply
             };
-            let crash_after = planned_crash && rng.random_bool(0.5);
+            let crash_after = (planned_crash && rng.random_bool(0.5)).then_some(n);
             (fate, before, after, crash_after)
         };
         if !before.is_zero() {
             tokio::time::sleep(before).await;
         }
         self.running().await;
-        if planned_crash && !crash_after {
+        // Still planned (the faults may have stopped while the call waited).
+        let still_planned = *self.crash_at.lock().unwrap_or_else(|p| p.into_inner()) == Some(n);
+        if planned_crash && still_planned && crash_after.is_none() {
             self.world.note(format_args!("{} crash before {op:?} {what}", self.name));
             self.crash();
             std::future::pending::<()>().await;
@@ -257,7 +260,10 @@ impl Gate {
         if !ticket.after.is_zero() {
             tokio::time::sleep(ticket.after).await;
         }
-        if ticket.crash_after {
+        // Still planned: a call that outlives the faults (a long read) does not crash
+        // the process after they stopped.
+        let planned = *self.crash_at.lock().unwrap_or_else(|p| p.into_inner());
+        if ticket.crash_after.is_some() && ticket.crash_after == planned {
             self.world.note(format_args!("{} crash after the call", self.name));
             self.crash();
         }
