@@ -22,6 +22,9 @@ done
 stage() { echo "== $(date -u +%H:%M:%S) $*"; }
 stage "emulators"
 ./tests/emulators/install.sh
+stage "deploy tools"
+# kubectl and promtool for crates/weir/tests/kubernetes.rs (and the lint stage below).
+./deploy/lint.sh --install
 stage "build"
 cargo build --locked -p weir -p weir-example-tool-minutes
 stage "workspace tests"
