@@ -85,6 +85,8 @@ pub struct Extra {
     pub max_backlog_bytes: Option<u64>,
     /// `worker.failover` instead of the fast 3 s of the other scenarios.
     pub failover: Option<&'static str>,
+    /// `worker.unhealthy_after` instead of the default 60 s.
+    pub unhealthy_after: Option<&'static str>,
 }
 
 pub const LAMBDA_ARN: &str = "arn:aws:lambda:us-east-1:123456789012:function:faults-transform";
@@ -196,9 +198,17 @@ aggregate = "count"
 condition = "> 0"
 cooldown = "1s"
 {archiver}"#,
-            worker = match extra.failover {
-                Some(f) => weir_e2e::worker_toml(Some(id)).replace("failover = \"3s\"", &format!("failover = \"{f}\"")),
-                None => weir_e2e::worker_toml(Some(id)),
+            worker = {
+                let mut w = match extra.failover {
+                    Some(f) => {
+                        weir_e2e::worker_toml(Some(id)).replace("failover = \"3s\"", &format!("failover = \"{f}\""))
+                    }
+                    None => weir_e2e::worker_toml(Some(id)),
+                };
+                if let Some(u) = extra.unhealthy_after {
+                    w.push_str(&format!("unhealthy_after = \"{u}\"\n"));
+                }
+                w
             },
             kinesis = p.kinesis.endpoint(),
             dynamodb = p.dynamodb.endpoint(),

@@ -367,7 +367,9 @@ impl Archiver {
             }
         }
         match Route::error_type(key) {
-            Some(t) => metrics::counter!(m::ERRORS, "type" => t.as_str()).increment(1),
+            Some(t) => {
+                metrics::counter!(m::ERRORS, "type" => t.as_str(), m::ARCHIVER => self.name.clone()).increment(1)
+            }
             // `AppendDelimiterToRecord` off and no newline: the record runs into the next.
             None if bytes.last() != Some(&b'\n') => metrics::counter!(m::RECORDS_WITHOUT_DELIMITER).increment(1),
             None => {}
@@ -383,7 +385,8 @@ impl Archiver {
                 let rec = ErrorRecord::new(raw, arrival, now, code, format!("more than {n} active partitions"));
                 let (mut error_key, line) = (Vec::new(), rec.to_line());
                 Route::Error(ErrorOutputType::ActivePartitionsExceeded).encode(&mut error_key);
-                metrics::counter!(m::ERRORS, "type" => "active-partitions-exceeded").increment(1);
+                metrics::counter!(m::ERRORS, "type" => "active-partitions-exceeded", m::ARCHIVER => self.name.clone())
+                    .increment(1);
                 self.buffers
                     .append_key(&error_key, &line, origin, arrival, now)
                     .map_err(|e| ConsumerError::with_source("cannot buffer an error record", e))?
@@ -493,11 +496,11 @@ impl Archiver {
     /// (buffered, or sealed and waiting for the store) has been in the stream.
     fn set_buffer_gauges(&mut self, now: Timestamp) {
         self.gauges_at = Some(now);
-        metrics::gauge!(m::BUFFERED_BYTES).set(self.buffers.held_bytes() as f64);
-        metrics::gauge!(m::ACTIVE_PARTITIONS).set(self.buffers.active() as f64);
+        metrics::gauge!(m::BUFFERED_BYTES, m::ARCHIVER => self.name.clone()).set(self.buffers.held_bytes() as f64);
+        metrics::gauge!(m::ACTIVE_PARTITIONS, m::ARCHIVER => self.name.clone()).set(self.buffers.active() as f64);
         let oldest = self.buffers.oldest_arrival().into_iter().chain(self.delivery.oldest_arrival()).min();
         let age_ms = oldest.map_or(0, |t| (now.as_millis() - t.as_millis()).max(0));
-        metrics::gauge!(m::DATA_FRESHNESS).set(age_ms as f64 / 1000.0);
+        metrics::gauge!(m::DATA_FRESHNESS, m::ARCHIVER => self.name.clone()).set(age_ms as f64 / 1000.0);
     }
 
     /// Routes and buffers the parts of one batch, in record order; returns (record

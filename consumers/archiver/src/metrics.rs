@@ -1,4 +1,12 @@
 //! Every metric the archiver emits, named in one place.
+//!
+//! The gauges (freshness, backlog, buffered, partitions, spilled) and the record,
+//! object and error counters carry the label [`ARCHIVER`], the archiver's name: two
+//! archivers in one worker (a backup archiver is one) are two series, not one that
+//! each overwrites.
+
+/// The label naming the archiver (its consumer name).
+pub const ARCHIVER: &str = "archiver";
 
 /// Records written into objects (label `route`: data | error).
 pub const RECORDS_ARCHIVED: &str = "weir_archiver_records_total";

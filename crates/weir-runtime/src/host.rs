@@ -196,6 +196,7 @@ pub(crate) async fn run_host(
                             stats.lane(&shard, &name, |s| {
                                 s.records += n;
                                 s.last = last.or(s.last.take());
+                                s.failing_since = None;
                             });
                         }
                         Err(e) => {
@@ -241,6 +242,7 @@ fn failure(name: &ConsumerName, shard: &ShardId, stats: &WorkerStats, e: &Consum
     stats.lane(shard, name, |s| {
         s.failures += 1;
         s.last_error = Some(format!("{call}: {text}"));
+        s.failing_since = s.failing_since.or_else(|| Some(tokio::time::Instant::now()));
     });
     tracing::warn!(consumer = %name, %shard, call, error = %e, "consumer call failed");
 }

@@ -37,6 +37,6 @@ mod worker;
 pub use backoff::Backoff;
 pub use clock::TokioClock;
 pub use config::{ConfigError, RuntimeConfig};
-pub use stats::{LaneStats, ShardRead, WorkerStats};
+pub use stats::{Health, LaneStats, LiveRead, ShardRead, WorkerStats};
 pub use window::WindowReader;
 pub use worker::{Worker, WorkerError};

@@ -4,8 +4,13 @@
 pub const RECORDS_READ: &str = "weir_records_read_total";
 /// Records delivered to a consumer (label `consumer`).
 pub const RECORDS_DELIVERED: &str = "weir_records_delivered_total";
-/// How far the live read is behind the tip (label `shard`), milliseconds.
+/// How far the live read is behind the tip (label `shard`), milliseconds. Not a
+/// `metrics` gauge (those cannot be removed): published by the binary from
+/// [`crate::WorkerStats::live_reads`], so only shards read now have one.
 pub const MILLIS_BEHIND_LATEST: &str = "weir_millis_behind_latest";
+/// Shards whose live reads have failed (or not answered) for the health bound;
+/// published, like the lag, from [`crate::WorkerStats::health`].
+pub const SHARDS_READ_FAILING: &str = "weir_shards_read_failing";
 /// Leases held by this worker.
 pub const LEASES_HELD: &str = "weir_leases_held";
 /// Leases taken (free or expired).

@@ -19,6 +19,9 @@ pub struct LaneStats {
     pub detached: bool,
     /// The last failed call's error, secrets redacted as in logs.
     pub last_error: Option<String>,
+    /// Since when its calls fail without a success in between (`None` when the last
+    /// call succeeded).
+    pub failing_since: Option<tokio::time::Instant>,
 }
 
 /// What the live reads of one shard delivered.
@@ -40,6 +43,45 @@ pub struct ShardRead {
     pub last_answer: Option<tokio::time::Instant>,
 }
 
+/// The live read of a shard this worker reads now (from the start of its live read
+/// until the shard worker stops; a shard waiting for its parents is not read).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveRead {
+    /// When the live read started.
+    pub since: tokio::time::Instant,
+    /// When it last answered.
+    pub last_answer: Option<tokio::time::Instant>,
+    /// `MillisBehindLatest` of its last answer that carried one.
+    pub millis_behind: Option<u64>,
+    /// A failure retrying will not fix quickly (access denied, a deleted stream,
+    /// expired credentials), since when, until the read answers again.
+    pub failing: Option<(tokio::time::Instant, String)>,
+}
+
+impl LiveRead {
+    /// Why this read is unhealthy at `now`, if it is: failing, or (when `silence`
+    /// counts: reads that answer when there is nothing to read, as enhanced fan-out and
+    /// polling do) without an answer, for `bound` or longer.
+    pub fn problem(&self, now: tokio::time::Instant, bound: std::time::Duration, silence: bool) -> Option<String> {
+        if let Some((since, error)) = &self.failing
+            && now.saturating_duration_since(*since) >= bound
+        {
+            return Some(format!("reads failing for {}s: {error}", now.saturating_duration_since(*since).as_secs()));
+        }
+        let quiet = now.saturating_duration_since(self.last_answer.unwrap_or(self.since));
+        (silence && quiet >= bound).then(|| format!("no answer from reads for {}s", quiet.as_secs()))
+    }
+}
+
+/// Whether a worker works, as readiness reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Health {
+    /// It completed a lease cycle and nothing has been failing for the bound.
+    pub ready: bool,
+    /// What is wrong, one line each (empty when ready).
+    pub problems: Vec<String>,
+}
+
 /// Live counters of a worker, for summaries and readiness. Cheap: updated per batch.
 #[derive(Debug, Clone, Default)]
 pub struct WorkerStats {
@@ -52,6 +94,9 @@ struct StatsInner {
     read: BTreeMap<ShardId, ShardRead>,
     held: Vec<ShardId>,
     ready: bool,
+    live: BTreeMap<ShardId, LiveRead>,
+    /// Since when lease cycles fail (heartbeat or listing), with the last error.
+    lease_table_failing: Option<(tokio::time::Instant, String)>,
 }
 
 impl WorkerStats {
@@ -67,6 +112,11 @@ impl WorkerStats {
         let bytes = batch.data_bytes() as u64;
         let last = batch.records.last().map(|r| r.approximate_arrival);
         self.with(|s| {
+            if let Some(live) = s.live.get_mut(shard) {
+                live.last_answer = Some(tokio::time::Instant::now());
+                live.millis_behind = batch.millis_behind_latest.or(live.millis_behind);
+                live.failing = None;
+            }
             let r = s.read.entry(shard.clone()).or_default();
             r.records += batch.records.len() as u64;
             r.bytes += bytes;
@@ -82,11 +132,99 @@ impl WorkerStats {
     }
 
     pub(crate) fn set_held(&self, held: Vec<ShardId>) {
-        self.with(|s| s.held = held);
+        self.with(|s| {
+            s.live.retain(|k, _| held.contains(k));
+            s.held = held;
+        });
     }
 
-    pub(crate) fn set_ready(&self) {
-        self.with(|s| s.ready = true);
+    /// The shard's live read started.
+    pub(crate) fn reading(&self, shard: &ShardId) {
+        let live =
+            LiveRead { since: tokio::time::Instant::now(), last_answer: None, millis_behind: None, failing: None };
+        self.with(|s| {
+            s.live.insert(shard.clone(), live);
+            // A failure of an earlier time this worker held the shard is not news.
+            for ((k, _), lane) in s.lanes.iter_mut() {
+                if k == shard {
+                    lane.failing_since = None;
+                }
+            }
+        });
+    }
+
+    /// The shard's live read reported a failure retrying will not fix quickly.
+    pub(crate) fn read_failing(&self, shard: &ShardId, error: String) {
+        self.with(|s| {
+            if let Some(live) = s.live.get_mut(shard) {
+                let since = live.failing.take().map_or_else(tokio::time::Instant::now, |(since, _)| since);
+                live.failing = Some((since, error));
+            }
+        });
+    }
+
+    /// The shard's live read stopped (the shard worker is finishing): its lag and
+    /// read health go with it.
+    pub(crate) fn not_reading(&self, shard: &ShardId) {
+        self.with(|s| s.live.remove(shard));
+    }
+
+    /// A lease cycle listed the table (`Ok`) or could not (`Err`, the error).
+    pub(crate) fn lease_cycle(&self, outcome: Result<(), String>) {
+        self.with(|s| match outcome {
+            Ok(()) => {
+                s.ready = true;
+                s.lease_table_failing = None;
+            }
+            Err(error) => {
+                let since = s.lease_table_failing.take().map_or_else(tokio::time::Instant::now, |(since, _)| since);
+                s.lease_table_failing = Some((since, error));
+            }
+        });
+    }
+
+    /// The live reads of the shards this worker reads now.
+    pub fn live_reads(&self) -> BTreeMap<ShardId, LiveRead> {
+        self.with(|s| s.live.clone())
+    }
+
+    /// Whether the worker works at `now`: it completed a lease cycle, and no lease
+    /// cycle, live read or consumer of a held shard has been failing (or a read
+    /// silent, when `silence` counts: see [`LiveRead::problem`]) for `bound` or
+    /// longer. A problem shorter than `bound` (a throttled read, a lease table blip, a
+    /// consumer retrying) does not count.
+    pub fn health(&self, now: tokio::time::Instant, bound: std::time::Duration, silence: bool) -> Health {
+        self.with(|s| {
+            let mut problems = Vec::new();
+            if !s.ready {
+                problems.push("starting: no lease cycle completed yet".to_owned());
+            }
+            if let Some((since, error)) = &s.lease_table_failing {
+                let for_ = now.saturating_duration_since(*since);
+                if for_ >= bound {
+                    problems.push(format!("lease table failing for {}s: {error}", for_.as_secs()));
+                }
+            }
+            for (shard, live) in &s.live {
+                if let Some(p) = live.problem(now, bound, silence) {
+                    problems.push(format!("shard {shard}: {p}"));
+                }
+            }
+            for ((shard, consumer), lane) in &s.lanes {
+                if !s.held.contains(shard) {
+                    continue;
+                }
+                if let Some(since) = lane.failing_since {
+                    let for_ = now.saturating_duration_since(since);
+                    if for_ >= bound {
+                        let error = lane.last_error.as_deref().unwrap_or("");
+                        problems
+                            .push(format!("consumer {consumer} on {shard}: failing for {}s: {error}", for_.as_secs()));
+                    }
+                }
+            }
+            Health { ready: problems.is_empty(), problems }
+        })
     }
 
     /// Per-lane counters.
@@ -109,7 +247,8 @@ impl WorkerStats {
         self.with(|s| s.held.clone())
     }
 
-    /// Whether the worker completed its first lease cycle.
+    /// Whether the worker completed its first lease cycle (see [`Self::health`] for
+    /// whether it works).
     pub fn is_ready(&self) -> bool {
         self.with(|s| s.ready)
     }

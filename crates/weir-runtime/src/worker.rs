@@ -148,6 +148,7 @@ impl Worker {
             clock: self.clock.clone(),
             seen: Observations::default(),
             pending_steals: HashMap::new(),
+            cycle_error: None,
         };
         let mut shards: JoinSet<(ShardId, ShardOutcome)> = JoinSet::new();
         let mut next_take = Instant::now();
@@ -206,7 +207,7 @@ impl Worker {
                         });
                     }
                     publish_held(&held, &self.stats);
-                    self.stats.set_ready();
+                    self.stats.lease_cycle(coordinator.cycle_error.take().map_or(Ok(()), Err));
                 }
             }
         }
@@ -308,6 +309,8 @@ struct Coordinator {
     seen: Observations,
     /// Handoffs this worker requested, with the time after which it forces them.
     pending_steals: HashMap<ShardId, Instant>,
+    /// Why the last lease cycle could not heartbeat or list (`None`: it could).
+    cycle_error: Option<String>,
 }
 
 impl Coordinator {
@@ -351,12 +354,16 @@ impl Coordinator {
                 self.displaced = Some(instance);
                 return Vec::new();
             }
-            Err(e) => tracing::warn!(error = %e, "heartbeat failed"),
+            Err(e) => {
+                tracing::warn!(error = %e, "heartbeat failed");
+                self.cycle_error = Some(format!("heartbeat: {e}"));
+            }
         }
         let (leases, workers) = match (self.table.list().await, self.table.list_workers().await) {
             (Ok(l), Ok(w)) => (l, w),
             (Err(e), _) | (_, Err(e)) => {
                 tracing::warn!(error = %e, "taker: cannot list leases");
+                self.cycle_error = Some(format!("listing leases: {e}"));
                 return Vec::new();
             }
         };
@@ -472,6 +479,7 @@ mod tests {
             clock: Arc::new(weir_testkit::ManualClock::new(Timestamp::from_millis(0))),
             seen: Observations::default(),
             pending_steals: HashMap::new(),
+            cycle_error: None,
         };
         let held = c.cycle(&HeldMap::default()).await;
         assert_eq!(held.len(), 1, "adopted");

@@ -27,6 +27,7 @@ pub enum Fault {
 pub struct FaultPlan {
     on_open: Arc<Mutex<VecDeque<Fault>>>,
     on_next: Arc<Mutex<VecDeque<Fault>>>,
+    denied: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl FaultPlan {
@@ -38,6 +39,19 @@ impl FaultPlan {
     /// Queues a fault for a future `next`.
     pub fn on_next(&self, fault: Fault) {
         self.on_next.lock().unwrap_or_else(|p| p.into_inner()).push_back(fault);
+    }
+
+    /// While set, every `open` and `next` fails with a failure retrying will not fix
+    /// ([`ReadError::Fatal`], as access denied or a deleted stream do).
+    pub fn set_denied(&self, denied: bool) {
+        self.denied.store(denied, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn check_denied(&self) -> Result<(), ReadError> {
+        if self.denied.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(ReadError::Fatal("injected: access denied".into()));
+        }
+        Ok(())
     }
 
     fn pop(queue: &Mutex<VecDeque<Fault>>) -> Option<Fault> {
@@ -80,6 +94,7 @@ impl ShardReader for FaultyReader {
         from: &StartingPosition,
         mode: ReadMode,
     ) -> Result<Box<dyn ShardSubscription>, ReadError> {
+        self.plan.check_denied()?;
         inject(FaultPlan::pop(&self.plan.on_open)).await?;
         let inner = self.inner.open(shard, from, mode).await?;
         Ok(Box::new(FaultySubscription { inner, plan: self.plan.clone() }))
@@ -94,6 +109,7 @@ struct FaultySubscription {
 #[async_trait]
 impl ShardSubscription for FaultySubscription {
     async fn next(&mut self) -> Result<Option<RecordBatch>, ReadError> {
+        self.plan.check_denied()?;
         inject(FaultPlan::pop(&self.plan.on_next)).await?;
         self.inner.next().await
     }

@@ -169,7 +169,7 @@ pub async fn run(args: DemoArgs, registry: &crate::plugin::Registry) -> Result<(
             built.consumers,
             clock.clone(),
         )?;
-        stats.push(crate::status::WorkerView { id: id.clone(), read: "in-process".into(), stats: w.stats() });
+        stats.push(crate::status::WorkerView::new(id.clone(), "in-process", w.stats()));
         let token = stop_workers.clone();
         workers.push(tokio::spawn(async move { w.run(token).await }));
     }

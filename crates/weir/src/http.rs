@@ -1,5 +1,7 @@
 //! `/metrics` (Prometheus), `/healthz` (the process is up), `/readyz` (every worker
-//! finished its first lease cycle; the body also shows each archiver's backlog) and
+//! completed a lease cycle and nothing has been failing for `[worker] unhealthy_after`:
+//! no shard's reads, no lease cycle, no consumer of a held shard; 503 with the problems
+//! otherwise; the body also shows each archiver's backlog) and
 //! `/status` (JSON for `weir doctor`: held shards, reads, detached consumers, errors).
 
 use std::net::SocketAddr;
@@ -54,7 +56,7 @@ pub async fn serve(
 ) -> Result<JoinHandle<()>> {
     let state = AppState { metrics, workers: Arc::new(workers), status: Arc::new(status) };
     let app = Router::new()
-        .route("/metrics", get(|State(s): State<AppState>| async move { render_metrics(&s.metrics) }))
+        .route("/metrics", get(|State(s): State<AppState>| async move { render_metrics(&s.metrics, &s.workers) }))
         .route("/healthz", get(|| async { "ok\n" }))
         .route(
             "/readyz",
@@ -64,10 +66,17 @@ pub async fn serve(
                     body.push_str(&line());
                     body.push('\n');
                 }
-                if s.workers.iter().all(|w| w.stats.is_ready()) {
+                let problems: Vec<String> = s
+                    .workers
+                    .iter()
+                    .flat_map(|w| w.health().problems.into_iter().map(|p| format!("{}: {p}", w.id)))
+                    .collect();
+                if problems.is_empty() {
                     (StatusCode::OK, format!("ready\n{body}"))
                 } else {
-                    (StatusCode::SERVICE_UNAVAILABLE, format!("starting\n{body}"))
+                    // The first word says which: `starting` before the first lease cycle.
+                    let first = if s.workers.iter().all(|w| w.stats.is_ready()) { "unhealthy" } else { "starting" };
+                    (StatusCode::SERVICE_UNAVAILABLE, format!("{first}\n{}\n{body}", problems.join("\n")))
                 }
             }),
         )
@@ -107,9 +116,15 @@ pub async fn serve(
 }
 
 /// The recorded metrics, with the process's live tokio task count set first
-/// (`weir_runtime_alive_tasks`: flat in a healthy worker; the soak test watches it).
-fn render_metrics(handle: &PrometheusHandle) -> String {
+/// (`weir_runtime_alive_tasks`: flat in a healthy worker; the soak test watches it),
+/// then the workers' live gauges (lag of the shards read now, failing reads).
+fn render_metrics(handle: &PrometheusHandle, workers: &[WorkerView]) -> String {
     let alive = tokio::runtime::Handle::current().metrics().num_alive_tasks();
     metrics::gauge!("weir_runtime_alive_tasks").set(alive as f64);
-    handle.render()
+    let mut text = handle.render();
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push_str(&crate::live_gauges::LiveGauges::of(workers).prometheus());
+    text
 }

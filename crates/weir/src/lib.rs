@@ -29,6 +29,7 @@ mod http;
 mod import_kcl;
 mod lambda;
 mod leases;
+mod live_gauges;
 mod lossy;
 mod multilang;
 mod namespace;

@@ -217,7 +217,10 @@ pub async fn run(mut args: ReplayArgs, registry: &Registry) -> Result<()> {
             crate::http::serve(
                 addr,
                 crate::http::install_recorder()?,
-                vec![crate::status::WorkerView { id: worker_id.clone(), read: "replay".into(), stats: stats.clone() }],
+                vec![crate::status::WorkerView {
+                    unhealthy_after: config.worker.unhealthy_after,
+                    ..crate::status::WorkerView::new(worker_id.clone(), "replay", stats.clone())
+                }],
                 built.status,
                 stop.clone(),
             )

@@ -299,6 +299,12 @@ pub async fn run(config: Config, until_caught_up: bool, registry: &Registry) -> 
     cancel_on_signal(shutdown.clone());
     // The CloudWatch writer stops after the worker, so its last line has the final values.
     let metrics_stop = CancellationToken::new();
+    let view = crate::status::WorkerView {
+        id: worker_id.clone(),
+        read: config.read_kind().to_owned(),
+        stats: worker.stats(),
+        unhealthy_after: config.worker.unhealthy_after,
+    };
     let (metrics, cloudwatch) = if config.metrics.cloudwatch {
         let recorder = crate::cloudwatch::EmfRecorder::default();
         let writer = crate::cloudwatch::EmfWriter::new(
@@ -306,7 +312,8 @@ pub async fn run(config: Config, until_caught_up: bool, registry: &Registry) -> 
             &config.metrics.namespace,
             &config.leases.namespace,
             &worker_id,
-        );
+        )
+        .with_workers(vec![view.clone()]);
         let metrics = crate::http::install_recorders(recorder)?;
         (Some(metrics), Some(crate::cloudwatch::spawn(writer, config.metrics.interval, metrics_stop.clone())))
     } else if config.http.listen.is_some() {
@@ -316,11 +323,6 @@ pub async fn run(config: Config, until_caught_up: bool, registry: &Registry) -> 
     };
     let http = match (config.http.listen, metrics) {
         (Some(addr), Some(metrics)) => {
-            let view = crate::status::WorkerView {
-                id: worker_id.clone(),
-                read: config.read_kind().to_owned(),
-                stats: worker.stats(),
-            };
             Some(crate::http::serve(addr, metrics, vec![view], status, shutdown.clone()).await?)
         }
         _ => None,

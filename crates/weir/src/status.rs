@@ -17,6 +17,28 @@ pub struct WorkerView {
     pub read: String,
     /// Its live counters.
     pub stats: WorkerStats,
+    /// How long a failure lasts before readiness reports it (`[worker]
+    /// unhealthy_after`).
+    pub unhealthy_after: std::time::Duration,
+}
+
+impl WorkerView {
+    /// A view of a worker with the default health bound.
+    pub fn new(id: impl Into<String>, read: impl Into<String>, stats: WorkerStats) -> Self {
+        let unhealthy_after = crate::config::WorkerSection::default().unhealthy_after;
+        Self { id: id.into(), read: read.into(), stats, unhealthy_after }
+    }
+
+    /// Whether the worker works now (see [`WorkerStats::health`]).
+    pub fn health(&self) -> weir_runtime::Health {
+        self.stats.health(tokio::time::Instant::now(), self.unhealthy_after, self.silence_counts())
+    }
+
+    /// Whether a silent read is a problem: enhanced fan-out and polling answer when
+    /// there is nothing to read; the in-process stream's reads wait for records.
+    pub fn silence_counts(&self) -> bool {
+        matches!(self.read.as_str(), "enhanced fan-out" | "polling")
+    }
 }
 
 /// One worker's status.
@@ -26,8 +48,12 @@ pub struct WorkerStatus {
     pub worker: String,
     /// How it reads (see [`WorkerView::read`]).
     pub read: String,
-    /// Whether it finished its first lease cycle.
+    /// Whether it works: it completed a lease cycle and nothing has failed for its
+    /// health bound (what `/readyz` answers).
     pub ready: bool,
+    /// What is wrong, one line each; empty when ready.
+    #[serde(default)]
+    pub problems: Vec<String>,
     /// The shards whose leases it holds.
     pub shards: Vec<ShardStatus>,
 }
@@ -93,5 +119,12 @@ pub fn report(view: &WorkerView) -> WorkerStatus {
             }
         })
         .collect();
-    WorkerStatus { worker: view.id.clone(), read: view.read.clone(), ready: view.stats.is_ready(), shards }
+    let health = view.health();
+    WorkerStatus {
+        worker: view.id.clone(),
+        read: view.read.clone(),
+        ready: health.ready,
+        problems: health.problems,
+        shards,
+    }
 }

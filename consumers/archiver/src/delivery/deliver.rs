@@ -389,7 +389,7 @@ impl Delivery {
                     }
                 }
             }
-            durable.count();
+            durable.count(&self.consumer);
             work = again;
         }
         self.backlog.extend(work);
@@ -419,8 +419,8 @@ impl Delivery {
 
     fn update_gauges(&self) {
         self.backlog_view.set(self.backlog.len() as u64, self.backlog_bytes());
-        metrics::gauge!(m::BACKLOG_OBJECTS).set(self.backlog.len() as f64);
-        metrics::gauge!(m::BACKLOG_BYTES).set(self.backlog_bytes() as f64);
+        metrics::gauge!(m::BACKLOG_OBJECTS, m::ARCHIVER => self.consumer.clone()).set(self.backlog.len() as f64);
+        metrics::gauge!(m::BACKLOG_BYTES, m::ARCHIVER => self.consumer.clone()).set(self.backlog_bytes() as f64);
     }
 
     fn remember(&mut self, key: Arc<str>) {
@@ -750,11 +750,12 @@ impl Durable {
         self.bytes += sealed.body.len() as u64;
     }
 
-    fn count(&self) {
+    fn count(&self, archiver: &str) {
         for (label, (objects, records)) in [("data", self.data), ("error", self.error)] {
             if objects > 0 {
-                metrics::counter!(m::OBJECTS, "route" => label).increment(objects);
-                metrics::counter!(m::RECORDS_ARCHIVED, "route" => label).increment(records);
+                let name = archiver.to_owned();
+                metrics::counter!(m::OBJECTS, "route" => label, m::ARCHIVER => name.clone()).increment(objects);
+                metrics::counter!(m::RECORDS_ARCHIVED, "route" => label, m::ARCHIVER => name).increment(records);
             }
         }
         if self.bytes > 0 {

@@ -145,7 +145,8 @@ impl Spill {
         f.len += r.len;
         f.live += r.len;
         self.live += r.len;
-        metrics::gauge!(crate::metrics::SPILLED_BYTES).set(self.live as f64);
+        metrics::gauge!(crate::metrics::SPILLED_BYTES, crate::metrics::ARCHIVER => self.name.clone())
+            .set(self.live as f64);
         Ok(r)
     }
 
@@ -183,7 +184,8 @@ impl Spill {
         let Some(f) = self.files.get_mut(&r.file) else { return };
         f.live = f.live.saturating_sub(r.len);
         self.live = self.live.saturating_sub(r.len);
-        metrics::gauge!(crate::metrics::SPILLED_BYTES).set(self.live as f64);
+        metrics::gauge!(crate::metrics::SPILLED_BYTES, crate::metrics::ARCHIVER => self.name.clone())
+            .set(self.live as f64);
         if f.live == 0 && self.active != Some(r.file) {
             self.delete(r.file);
         }

@@ -132,7 +132,9 @@ impl ShardWorker {
             return self.finish(CloseReason::ShardEnded).await;
         };
         self.set_state(ShardState::Processing);
+        self.deps.stats.reading(self.held.key());
         let step = self.process(start).await;
+        self.deps.stats.not_reading(self.held.key());
         match step {
             Step::Drain(reason) => self.finish(reason).await,
             Step::Lost | Step::Continue => self.finish(CloseReason::LeaseLost).await,
@@ -247,6 +249,7 @@ impl ShardWorker {
                         Some(ReadEvent::Batch(batch)) => self.dispatch(batch),
                         Some(ReadEvent::Failing(e)) => {
                             tracing::error!(shard = %self.held.key(), error = %e, "live read failing; retrying");
+                            self.deps.stats.read_failing(self.held.key(), e.to_string().chars().take(500).collect());
                         }
                         None => {}
                     }
@@ -267,10 +270,9 @@ impl ShardWorker {
         if n > 0 {
             metrics::counter!(crate::metrics::RECORDS_READ, "shard" => shard.to_string()).increment(n);
         }
+        // Also the shard's lag (`MillisBehindLatest`), which the binary publishes from
+        // the stats: a shard's lag goes when its read stops.
         self.deps.stats.read(&shard, &batch);
-        if let Some(ms) = batch.millis_behind_latest {
-            metrics::gauge!(crate::metrics::MILLIS_BEHIND_LATEST, "shard" => shard.to_string()).set(ms as f64);
-        }
         if self.first_live.is_none() {
             self.first_live = batch.records.first().map(|r| r.position.clone());
         }

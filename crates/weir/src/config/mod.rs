@@ -35,6 +35,10 @@ pub fn load_text(text: &str, registry: &Registry) -> Result<Config> {
 
 fn extract(file: figment::providers::Data<Toml>, origin: &str, registry: &Registry) -> Result<(Config, Vec<String>)> {
     let figment = Figment::from(Serialized::defaults(Config::default()))
+        // A default, not an override: the image sets WEIR_HTTP_LISTEN=0.0.0.0:9090 so
+        // that probes from outside the container reach it, and a config file's
+        // `[http] listen` still wins.
+        .merge(Env::raw().only(&[HTTP_LISTEN_DEFAULT]).map(|_| "http.listen".into()))
         .merge(file)
         // Only variables that name a section (WEIR_WORKER__FAILOVER, …) are config;
         // others such as WEIR_LOG belong to the command line or to tools.
@@ -50,6 +54,10 @@ fn extract(file: figment::providers::Data<Toml>, origin: &str, registry: &Regist
     let warnings = config.validate(registry).with_context(|| format!("invalid config {origin}"))?;
     Ok((config, warnings))
 }
+
+/// The environment variable that sets the default `[http] listen` (below the config
+/// file; `WEIR_HTTP__LISTEN` overrides both).
+pub const HTTP_LISTEN_DEFAULT: &str = "WEIR_HTTP_LISTEN";
 
 /// Top-level sections of the config file.
 const SECTIONS: &[&str] = &["worker", "stream", "generator", "leases", "consumers", "http", "metrics", "aws"];
@@ -221,6 +229,27 @@ mod tests {
             jail.set_env("WEIR_WORKERS", "3");
             let c = super::load(f.path(), crate::App::new().registry()).map_err(|e| format!("{e:#}"))?;
             assert_eq!(c.worker.failover, std::time::Duration::from_secs(20));
+            Ok(())
+        });
+    }
+
+    #[test]
+    #[allow(clippy::result_large_err)] // figment's Jail API returns its own error type
+    fn the_images_listen_default_sits_below_the_file_and_the_override() {
+        let plain = write("[[consumers]]\ntype = \"count\"\nname = \"c\"\n");
+        let pinned = write("[http]\nlisten = \"127.0.0.1:9999\"\n[[consumers]]\ntype = \"count\"\nname = \"c\"\n");
+        figment::Jail::expect_with(|jail| {
+            let app = crate::App::new();
+            let registry = app.registry();
+            let listen = |f: &tempfile::NamedTempFile| {
+                super::load(f.path(), registry).map(|c| c.http.listen.map(|a| a.to_string())).unwrap()
+            };
+            assert_eq!(listen(&plain).as_deref(), Some("127.0.0.1:9090"), "bare metal: loopback");
+            jail.set_env(super::HTTP_LISTEN_DEFAULT, "0.0.0.0:9090");
+            assert_eq!(listen(&plain).as_deref(), Some("0.0.0.0:9090"), "the image's default");
+            assert_eq!(listen(&pinned).as_deref(), Some("127.0.0.1:9999"), "the file wins over the default");
+            jail.set_env("WEIR_HTTP__LISTEN", "127.0.0.1:7000");
+            assert_eq!(listen(&pinned).as_deref(), Some("127.0.0.1:7000"), "the override wins over the file");
             Ok(())
         });
     }

@@ -94,6 +94,13 @@ pub struct WorkerSection {
     pub tick_interval: Duration,
     /// Where consumers start on shards with no checkpoint: `TRIM_HORIZON` or `LATEST`.
     pub initial_position: InitialPosition,
+    /// `/readyz` (and so `weir health`, the image's health check) answers 503 once a
+    /// failure has lasted this long: a shard's reads failing or not answering, the
+    /// lease table's heartbeat or listing failing, or a consumer's calls failing on a
+    /// held shard. At least twice `taker_interval`; shorter failures (a throttled read,
+    /// a retried call) do not count.
+    #[serde(with = "humantime_serde")]
+    pub unhealthy_after: Duration,
 }
 
 impl Default for WorkerSection {
@@ -110,6 +117,7 @@ impl Default for WorkerSection {
             checkpoint_interval: Duration::from_secs(1),
             tick_interval: Duration::from_secs(1),
             initial_position: InitialPosition::TrimHorizon,
+            unhealthy_after: Duration::from_secs(60),
         }
     }
 }
@@ -388,7 +396,8 @@ impl LeasesSection {
 pub struct HttpSection {
     /// Address of `/metrics`, `/healthz` and `/readyz`; empty (`listen = ""`,
     /// `WEIR_HTTP__LISTEN=`) to disable; port 0 for a free port, logged at start (several
-    /// workers on one host).
+    /// workers on one host). Default 127.0.0.1:9090, or `WEIR_HTTP_LISTEN` when set (the
+    /// image sets 0.0.0.0:9090 so that its probes reach it).
     #[serde(deserialize_with = "listen_address")]
     pub listen: Option<SocketAddr>,
 }
@@ -478,6 +487,12 @@ impl Config {
         }
         if w.queue_capacity == 0 {
             problem("worker.queue_capacity", "must be at least 1".into());
+        }
+        if w.unhealthy_after < w.taker_interval * 2 {
+            problem(
+                "worker.unhealthy_after",
+                format!("must be at least twice worker.taker_interval ({:?})", w.taker_interval),
+            );
         }
         if w.id.as_deref().is_some_and(|id| id.is_empty() || id == weir_core::lease::RELEASE_REQUEST) {
             problem(

@@ -105,7 +105,7 @@ mod tests {
             clock,
         )
         .unwrap();
-        let view = WorkerView { id: "w-1".into(), read: "polling".into(), stats: worker.stats() };
+        let view = WorkerView::new("w-1", "polling", worker.stats());
         let stop = CancellationToken::new();
         let running = tokio::spawn(worker.run(stop.clone()));
         for i in 0..20 {
@@ -137,7 +137,7 @@ mod tests {
     }
 
     fn worker(read: &str, shards: Vec<ShardStatus>) -> WorkerStatus {
-        WorkerStatus { worker: "w-9".into(), read: read.into(), ready: true, shards }
+        WorkerStatus { worker: "w-9".into(), read: read.into(), ready: true, problems: Vec::new(), shards }
     }
 
     /// An enhanced fan-out read that has not answered for `silent_after` is silent;
