@@ -149,6 +149,7 @@ impl Worker {
             seen: Observations::default(),
             pending_steals: HashMap::new(),
             cycle_error: None,
+            underloaded: false,
         };
         let mut shards: JoinSet<(ShardId, ShardOutcome)> = JoinSet::new();
         let mut next_take = Instant::now();
@@ -176,8 +177,11 @@ impl Worker {
                         break;
                     }
                     // While a requested handoff is pending, look again soon: the lease
-                    // is idle between the transfer and its adoption here.
-                    next_take = Instant::now() + if coordinator.pending_steals.is_empty() {
+                    // is idle between the transfer and its adoption here. So too while
+                    // this worker holds less than its target: what a draining worker
+                    // lets go is taken within a renewal interval, not a taker interval
+                    // (workers at their target list no more often than before).
+                    next_take = Instant::now() + if coordinator.pending_steals.is_empty() && !coordinator.underloaded {
                         self.config.taker_interval
                     } else {
                         self.config.renew_interval
@@ -311,6 +315,9 @@ struct Coordinator {
     pending_steals: HashMap<ShardId, Instant>,
     /// Why the last lease cycle could not heartbeat or list (`None`: it could).
     cycle_error: Option<String>,
+    /// After the last cycle, this worker held fewer leases than its target: it looks
+    /// again at the renewal interval.
+    underloaded: bool,
 }
 
 impl Coordinator {
@@ -419,6 +426,7 @@ impl Coordinator {
         }
 
         let plan = plan_takes(&me, &leases, &workers, &self.seen, now, self.config.failover);
+        let target = plan.target;
         for l in plan.take {
             if held_keys.contains(&l.key) || adopted.contains(&l.key) {
                 continue;
@@ -448,6 +456,7 @@ impl Coordinator {
                 }
             }
         }
+        self.underloaded = held_keys.len() + out.len() < target;
         out
     }
 }
@@ -480,6 +489,7 @@ mod tests {
             seen: Observations::default(),
             pending_steals: HashMap::new(),
             cycle_error: None,
+            underloaded: false,
         };
         let held = c.cycle(&HeldMap::default()).await;
         assert_eq!(held.len(), 1, "adopted");

@@ -72,3 +72,44 @@ async fn leases_balance_fail_over_and_hand_off() {
     .await;
     producer.abort();
 }
+
+/// A rolling deploy at production timings (failover 10 s, taker cycles 10 s): each new
+/// worker is started and ready, then an old one drains and lets its leases go. The
+/// leases are owned again within a renewal interval (3.3 s), not a taker interval:
+/// a worker below its share looks again at the renewal interval.
+#[tokio::test(start_paused = true)]
+async fn in_a_rolling_deploy_let_go_leases_are_owned_again_within_a_renewal_interval() {
+    let mut fleet = Fleet::new(4, 100, &[("count", AckMode::Immediately)]);
+    let producer = fleet.produce(200_000, Duration::from_millis(5));
+    for w in ["w1", "w2", "w3"] {
+        fleet.start(w);
+    }
+    eventually("4 leases over 3 workers", Duration::from_secs(300), || async {
+        let by = fleet.owners().await;
+        by.get("-").is_none() && by.len() == 3 && by.values().sum::<usize>() == 4
+    })
+    .await;
+    let renew = common::config("x").renew_interval;
+    let mut slowest = Duration::ZERO;
+    for (old, new) in [("w1", "w4"), ("w2", "w5"), ("w3", "w6")] {
+        fleet.start(new);
+        let stats = fleet.workers[new].stats.clone();
+        eventually("the new worker is ready", Duration::from_secs(60), || async { stats.is_ready() }).await;
+        // Its share taken (a steal), so the drain below is not its pending handoff.
+        eventually("the new worker holds a lease", Duration::from_secs(120), || async {
+            fleet.owners().await.contains_key(new)
+        })
+        .await;
+        fleet.stop(old).await;
+        let let_go = tokio::time::Instant::now();
+        eventually("every lease owned by a running worker", Duration::from_secs(60), || async {
+            let by = fleet.owners().await;
+            by.get("-").is_none() && by.get(old).is_none()
+        })
+        .await;
+        slowest = slowest.max(let_go.elapsed());
+    }
+    println!("slowest re-take after a drain: {slowest:?} (renewal interval {renew:?})");
+    assert!(slowest <= renew + Duration::from_secs(1), "leases let go were free for {slowest:?}");
+    producer.abort();
+}

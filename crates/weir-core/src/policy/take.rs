@@ -80,7 +80,9 @@ pub struct TakePlan {
     pub take: Vec<Lease>,
     /// A lease to steal (through a graceful handoff) from a more loaded worker.
     pub steal: Option<Lease>,
-    /// The per-worker target used.
+    /// The per-worker target used (active leases over live workers, rounded up). A
+    /// worker below it looks again at the renewal interval rather than the taker
+    /// interval, so that leases a draining worker lets go are taken in seconds.
     pub target: usize,
 }
 
