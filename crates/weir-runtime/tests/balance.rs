@@ -86,7 +86,7 @@ async fn in_a_rolling_deploy_let_go_leases_are_owned_again_within_a_renewal_inte
     }
     eventually("4 leases over 3 workers", Duration::from_secs(300), || async {
         let by = fleet.owners().await;
-        by.get("-").is_none() && by.len() == 3 && by.values().sum::<usize>() == 4
+        !by.contains_key("-") && by.len() == 3 && by.values().sum::<usize>() == 4
     })
     .await;
     let renew = common::config("x").renew_interval;
@@ -104,7 +104,7 @@ async fn in_a_rolling_deploy_let_go_leases_are_owned_again_within_a_renewal_inte
         let let_go = tokio::time::Instant::now();
         eventually("every lease owned by a running worker", Duration::from_secs(60), || async {
             let by = fleet.owners().await;
-            by.get("-").is_none() && by.get(old).is_none()
+            !by.contains_key("-") && !by.contains_key(old)
         })
         .await;
         slowest = slowest.max(let_go.elapsed());
