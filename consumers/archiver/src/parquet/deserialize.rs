@@ -22,7 +22,7 @@ use base64::Engine as _;
 use serde_json::{Map, Value};
 
 use super::column_type::ColumnType;
-use super::timestamp::{TimestampFormat, date_days, timestamp_micros};
+use super::timestamp::{TimestampFormat, date_days, openx_timestamp_micros, timestamp_micros};
 
 /// A column of the table.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -262,7 +262,11 @@ impl RowReader {
                 _ => return Err(mismatch(path)),
             }),
             ColumnType::Timestamp => {
-                Cell::Micros(timestamp_micros(value, self.timestamp_formats()).ok_or_else(|| mismatch(path))?)
+                let micros = match &self.deserializer {
+                    Deserializer::OpenX { .. } => openx_timestamp_micros(value),
+                    Deserializer::Hive { timestamp_formats } => timestamp_micros(value, timestamp_formats),
+                };
+                Cell::Micros(micros.ok_or_else(|| mismatch(path))?)
             }
             ColumnType::Date => Cell::Days(date_days(value, self.timestamp_formats()).ok_or_else(|| mismatch(path))?),
             ColumnType::Decimal { precision, scale } => {
@@ -437,7 +441,7 @@ mod tests {
                 Cell::Str("t-1".into()),
                 Cell::Int(42),
                 Cell::Bool(true),
-                Cell::Micros(1_000_000),
+                Cell::Micros(1_000_000_000), // 4 digits: epoch seconds, as OpenX reads them
                 Cell::Str(r#"{"q":[1,2]}"#.into()),
                 Cell::Decimal(101),
             ]

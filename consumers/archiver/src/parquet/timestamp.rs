@@ -1,6 +1,7 @@
 //! How `timestamp` and `date` columns read JSON values.
 //!
-//! Without `TimestampFormats` (Firehose: `java.sql.Timestamp::valueOf`) a timestamp is
+//! Under the OpenX JSON SerDe, see [`openx_timestamp_micros`]. Under the Hive JSON
+//! SerDe, without `TimestampFormats` (Firehose: `java.sql.Timestamp::valueOf`) a timestamp is
 //! the text `yyyy-MM-dd HH:mm:ss[.f...]`; weir also takes ISO 8601 with `T` and an
 //! optional zone (`2026-12-01T10:00:00.5Z`), and a JSON integer as epoch milliseconds
 //! (what MCP events carry in `ts`). With `TimestampFormats` only those formats are
@@ -130,6 +131,37 @@ pub fn timestamp_micros(value: &serde_json::Value, formats: &[TimestampFormat]) 
     }
 }
 
+/// A timestamp column's value in microseconds as the OpenX JSON SerDe reads it (its
+/// `parseTimestamp`, on the value's text): text with a `:` after its first character
+/// is a date and time (the forms of [`timestamp_micros`] without formats); text with a
+/// `.` is epoch seconds with a fraction, to the millisecond (truncated toward zero, as
+/// Java's `(long)` cast); an integer of 13 or more characters (`1518033528123`) is
+/// epoch milliseconds, a shorter one (`1518033528`) epoch seconds. Numbers and numeric
+/// text read alike.
+pub fn openx_timestamp_micros(value: &serde_json::Value) -> Option<i64> {
+    let text = match value {
+        serde_json::Value::Number(n) => n.to_string(),
+        serde_json::Value::String(s) => s.clone(),
+        _ => return None,
+    };
+    if text.find(':').is_some_and(|i| i > 0) {
+        return timestamp_micros(&serde_json::Value::String(text), &[]);
+    }
+    let millis = if text.contains('.') {
+        let seconds: f64 = text.parse().ok()?;
+        let millis = seconds * 1000.0;
+        // Java's cast saturates at the long range; a value past it is no instant here.
+        if !millis.is_finite() || millis.abs() >= 9.2e18 {
+            return None;
+        }
+        millis as i64
+    } else {
+        let n: i64 = text.parse().ok()?;
+        if text.len() >= 13 { n } else { n.checked_mul(1000)? }
+    };
+    millis.checked_mul(1000)
+}
+
 /// A date column's value in days since the epoch: `yyyy-MM-dd` text (a timestamp's
 /// date part with `formats` set).
 pub fn date_days(value: &serde_json::Value, formats: &[TimestampFormat]) -> Option<i32> {
@@ -176,6 +208,25 @@ mod tests {
         assert_eq!(timestamp_micros(&json!("1970-01-01 00:00:00"), &only), None, "only the formats given");
         assert!(TimestampFormat::parse("yyyy-ww").unwrap_err().contains("\"ww\""));
         assert!(TimestampFormat::parse("'T").is_err());
+    }
+
+    #[test]
+    fn openx_tells_seconds_from_milliseconds_by_their_digits() {
+        let t = |v| openx_timestamp_micros(&v);
+        assert_eq!(t(json!(1_546_760_416)), Some(1_546_760_416_000_000), "10 digits: seconds");
+        assert_eq!(t(json!("1546760416")), Some(1_546_760_416_000_000));
+        assert_eq!(t(json!(1_518_033_528_123i64)), Some(1_518_033_528_123_000), "13 digits: milliseconds");
+        assert_eq!(t(json!(999_999_999_999i64)), Some(999_999_999_999_000_000), "12 digits: seconds");
+        assert_eq!(t(json!(-86_400)), Some(-86_400_000_000));
+        assert_eq!(t(json!(1_518_033_528.5)), Some(1_518_033_528_500_000), "a fraction: seconds");
+        assert_eq!(t(json!(0.0015)), Some(1_000), "to the millisecond, truncated");
+        assert_eq!(t(json!("2019-01-06 07:40:16")), Some(1_546_760_416_000_000));
+        assert_eq!(t(json!("2019-01-06T07:40:16Z")), Some(1_546_760_416_000_000));
+        assert_eq!(t(json!("1e3")), None);
+        assert_eq!(t(json!("2019-01-06")), None, "a date alone is not a timestamp");
+        assert_eq!(t(json!(1e300)), None, "past the range: a mismatch, not a panic");
+        assert_eq!(t(json!(i64::MAX)), None, "overflow: a mismatch");
+        assert_eq!(t(json!(true)), None);
     }
 
     #[test]
