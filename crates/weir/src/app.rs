@@ -107,6 +107,7 @@ async fn dispatch(command: Command, registry: Arc<Registry>) -> Result<()> {
         Command::Health(args) => health::run(args).await,
         Command::Multilang(args) => crate::multilang::command::run(args, &registry).await,
         Command::Leases(args) => crate::leases::run(args, &registry).await,
+        Command::Efo(args) => crate::efo::run(args, &registry).await,
         Command::ImportKcl(args) => crate::import_kcl::run(args, &registry).await,
         Command::Doctor(args) => crate::doctor::run(args, &registry).await,
         Command::Run { config: Some(path), until_caught_up, .. } => {

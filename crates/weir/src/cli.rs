@@ -65,6 +65,9 @@ pub(crate) enum Command {
     /// Look at the lease table: every lease with its owner, state, checkpoints and
     /// open intents (`list`), or one in full (`show`).
     Leases(crate::leases::LeasesArgs),
+    /// The enhanced fan-out consumers of the config's stream(s): `list`, `deregister`
+    /// (a registered consumer is billed until it is deregistered).
+    Efo(crate::efo::EfoArgs),
     /// Explain why shards are not moving (watches the lease table for --observe);
     /// exit 1 when one is stuck.
     Doctor(crate::doctor::DoctorArgs),

@@ -23,6 +23,7 @@ pub mod config;
 mod consumers;
 mod demo;
 mod doctor;
+mod efo;
 mod firehose_check;
 mod health;
 mod http;

@@ -138,12 +138,31 @@ pub async fn run(mut args: ReplayArgs, registry: &Registry) -> Result<()> {
     let mut config = load(&args.config, registry)?;
     config = config.with_one_stream(args.stream.as_deref())?;
     let job = job_name(&args)?;
-    if args.efo && config.stream.efo_consumer.is_none() && args.from_archive.is_none() {
-        bail!(
-            "--efo reads through the config's enhanced fan-out consumer, and stream.efo_consumer is not set: \
-             name one in [stream] (or WEIR_STREAM__EFO_CONSUMER=<name>; it is registered if missing), or drop --efo to poll"
-        );
-    }
+    // `--efo` reads as the job's own consumer, never the live fleet's (two readers of
+    // one consumer take each other's subscriptions); it is deregistered when the job
+    // ends. Without `--efo` the replay polls.
+    let replay_consumer = match (args.efo, &args.from_archive) {
+        (true, None) => {
+            let live = config
+                .stream
+                .efo_consumer
+                .clone()
+                .unwrap_or_else(|| crate::config::derived_efo_consumer(&config.leases.namespace));
+            let name = format!("{live}-replay-{job}");
+            if !crate::config::is_efo_consumer_name(&name) {
+                bail!(
+                    "--efo: {name:?} cannot name an enhanced fan-out consumer (1-128 of A-Z a-z 0-9 _ . -): use a shorter --job"
+                );
+            }
+            config.stream.efo_consumer = Some(name.clone());
+            Some(name)
+        }
+        _ => {
+            config.stream.efo = false;
+            config.stream.efo_consumer = None;
+            None
+        }
+    };
     config.leases.namespace = format!("{}-replay-{job}", config.leases.namespace);
     if args.status || args.cancel {
         let table = crate::run::lease_table(&config).await?;
@@ -234,6 +253,7 @@ pub async fn run(mut args: ReplayArgs, registry: &Registry) -> Result<()> {
     let run = tokio::spawn(worker.run(stop.clone()));
     let mut progress = Progress::new(&job, measure);
     let mut cancelled = false;
+    let mut complete = false;
     loop {
         tokio::select! {
             _ = stop.cancelled() => break,
@@ -260,6 +280,7 @@ pub async fn run(mut args: ReplayArgs, registry: &Registry) -> Result<()> {
             covered_to,
         });
         if !state.leases.is_empty() && state.leases.len() >= total && state.done() == state.leases.len() {
+            complete = true;
             break;
         }
     }
@@ -279,6 +300,20 @@ pub async fn run(mut args: ReplayArgs, registry: &Registry) -> Result<()> {
         reads.values().map(|r| r.records).sum::<u64>(),
         reads.values().map(|r| r.bytes).sum::<u64>(),
     );
+    // The job's consumer is billed while registered: gone once the job is over
+    // (interrupted, it stays for the run that resumes the job).
+    if let Some(name) = replay_consumer
+        && (complete || cancelled)
+    {
+        let client = crate::aws_clients::kinesis(&config.aws).await;
+        match weir_aws::kinesis::deregister_efo_consumer(&client, &config.stream.name, &name).await {
+            Ok(true) => println!("deregistered enhanced fan-out consumer {name}"),
+            Ok(false) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "the job's enhanced fan-out consumer stays registered; `weir efo deregister` removes it")
+            }
+        }
+    }
     Ok(())
 }
 

@@ -161,7 +161,7 @@ pub(crate) async fn wire_stream(config: &Config, clock: Arc<TokioClock>) -> Resu
         }
         StreamKind::Kinesis => {
             let options = KinesisOptions {
-                efo_consumer: config.stream.efo_consumer.clone(),
+                efo_consumer: config.stream.efo_consumer_name(&config.leases.namespace),
                 max_records: i32::try_from(config.stream.max_records).unwrap_or(10_000),
                 max_bytes_per_call: config.stream.max_bytes_per_call,
                 ..KinesisOptions::default()

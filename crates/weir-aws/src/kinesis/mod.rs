@@ -4,6 +4,7 @@
 
 mod call_size;
 mod catalog;
+mod consumers;
 mod efo;
 mod polling;
 pub mod producer;
@@ -18,6 +19,7 @@ use aws_sdk_kinesis::Client;
 use weir_core::ports::{ReadError, ReadMode, ShardInfo, ShardReader, ShardSubscription, StreamCatalog};
 use weir_core::{ShardId, StartingPosition};
 
+pub use consumers::{EfoConsumerInfo, deregister_efo_consumer, list_efo_consumers};
 pub use efo::{EfoApi, EfoEvent, EfoEvents, EfoOptions, EfoSubscription, SdkEfo};
 
 use crate::error::describe;

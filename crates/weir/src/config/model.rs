@@ -150,8 +150,13 @@ pub struct StreamSection {
     pub kind: StreamKind,
     /// Stream name.
     pub name: String,
-    /// Kinesis: enhanced fan-out consumer name for live reads (registered if missing);
-    /// absent to read by polling.
+    /// Kinesis: read live through enhanced fan-out, as the consumer `efo_consumer` or,
+    /// without it, `weir-<leases.namespace>` (the application's own: two applications
+    /// reading one stream never share a consumer). Off (and no `efo_consumer`): polling.
+    pub efo: bool,
+    /// Kinesis: the enhanced fan-out consumer's name (registered if missing); setting it
+    /// reads through enhanced fan-out. `weir replay --efo` reads as its own consumer,
+    /// `<this>-replay-<job>`, and deregisters it when the job ends.
     pub efo_consumer: Option<String>,
     /// Kinesis, polling: most records per `GetRecords` call (1-10,000).
     pub max_records: u32,
@@ -184,6 +189,7 @@ impl Default for StreamSection {
         Self {
             kind: StreamKind::Memory,
             name: "mcp-events".into(),
+            efo: false,
             efo_consumer: None,
             max_records: 10_000,
             max_bytes_per_call: 1 << 20,
@@ -338,27 +344,41 @@ impl Config {
     /// How the streams are read, in words (start-up log lines and `weir config check`);
     /// `efo` is whether live reads go through the enhanced fan-out consumers.
     pub fn describe_stream(&self, efo: bool) -> String {
-        self.stream_list().iter().map(|s| s.describe(efo, self.generator.rate)).collect::<Vec<_>>().join("; ")
+        let ns = &self.leases.namespace;
+        let describe = |s: &&StreamSection| s.describe(efo, self.generator.rate, s.efo_consumer_name(ns).as_deref());
+        self.stream_list().iter().map(describe).collect::<Vec<_>>().join("; ")
     }
 }
 
 impl StreamSection {
     /// How `weir run` reads this stream: `enhanced fan-out`, `polling` or `in-process`.
     pub fn read_kind(&self) -> &'static str {
-        match (&self.kind, &self.efo_consumer) {
-            (StreamKind::Memory, _) => "in-process",
-            (StreamKind::Kinesis, Some(_)) => "enhanced fan-out",
-            (StreamKind::Kinesis, None) => "polling",
+        match self.kind {
+            StreamKind::Memory => "in-process",
+            StreamKind::Kinesis if self.efo || self.efo_consumer.is_some() => "enhanced fan-out",
+            StreamKind::Kinesis => "polling",
         }
     }
 
-    /// How this stream is read, in words; `rate` is the generator's (in-process).
-    pub fn describe(&self, efo: bool, rate: u32) -> String {
+    /// The enhanced fan-out consumer live reads go through (`None`: polling), for an
+    /// application whose lease namespace is `namespace`.
+    pub fn efo_consumer_name(&self, namespace: &str) -> Option<String> {
+        match self.kind {
+            StreamKind::Memory => None,
+            StreamKind::Kinesis => {
+                self.efo_consumer.clone().or_else(|| self.efo.then(|| derived_efo_consumer(namespace)))
+            }
+        }
+    }
+
+    /// How this stream is read, in words; `rate` is the generator's (in-process),
+    /// `consumer` the enhanced fan-out consumer (see [`Self::efo_consumer_name`]).
+    pub fn describe(&self, efo: bool, rate: u32, consumer: Option<&str>) -> String {
         match self.kind {
             StreamKind::Memory => {
                 format!("in-process stream {:?} ({} shards, synthetic MCP events at {rate}/s)", self.name, self.shards)
             }
-            StreamKind::Kinesis => match (&self.efo_consumer, efo) {
+            StreamKind::Kinesis => match (consumer, efo) {
                 (Some(consumer), true) => {
                     format!("Kinesis stream {:?} through enhanced fan-out consumer {consumer:?}", self.name)
                 }
@@ -528,6 +548,24 @@ impl Config {
             if stream.kind == StreamKind::Memory && stream.efo_consumer.is_some() {
                 problem(&format!("{at}.efo_consumer"), "only for kind = \"kinesis\"".into());
             }
+            if stream.kind == StreamKind::Memory && stream.efo {
+                problem(&format!("{at}.efo"), "only for kind = \"kinesis\"".into());
+            }
+            if let Some(name) = stream.efo_consumer_name(&self.leases.namespace)
+                && !is_efo_consumer_name(&name)
+            {
+                let field = if stream.efo_consumer.is_some() {
+                    format!("{at}.efo_consumer")
+                } else {
+                    "leases.namespace".into()
+                };
+                problem(
+                    &field,
+                    format!(
+                        "{name:?} cannot name an enhanced fan-out consumer (1-128 of A-Z a-z 0-9 _ . -); set {at}.efo_consumer"
+                    ),
+                );
+            }
             let valid = !stream.name.is_empty()
                 && stream.name.len() <= 128
                 && stream.name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
@@ -600,4 +638,15 @@ impl Config {
         };
         r
     }
+}
+
+/// The enhanced fan-out consumer of an application with lease namespace `namespace`
+/// when `efo = true` names none: `weir-<namespace>`.
+pub fn derived_efo_consumer(namespace: &str) -> String {
+    format!("weir-{namespace}")
+}
+
+/// Whether `name` is a valid Kinesis consumer name (`[a-zA-Z0-9_.-]+`, at most 128).
+pub fn is_efo_consumer_name(name: &str) -> bool {
+    (1..=128).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))
 }
