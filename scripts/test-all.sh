@@ -19,7 +19,8 @@ for tool in cargo python3 node npm; do
   fi
 done
 
-stage() { echo "== $(date -u +%H:%M:%S) $*"; }
+# shellcheck source=scripts/stages.sh
+. ./scripts/stages.sh
 stage "emulators"
 ./tests/emulators/install.sh
 stage "deploy tools"
@@ -35,4 +36,3 @@ stage "deploy lint"
 ./deploy/lint.sh
 stage "fleet test"
 ./tests/fleet/run.sh
-stage "done"
