@@ -857,6 +857,18 @@ interval = "1s"
     (all, log)
 }
 
+/// The enhanced fan-out consumer a config reads as, from `weir config check`.
+fn efo_consumer_of(config: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("weir.toml");
+    std::fs::write(&path, config).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_weir")).args(["config", "check"]).arg(&path).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    let after = text.split("enhanced fan-out consumer \"").nth(1).unwrap_or_else(|| panic!("no consumer in {text}"));
+    after[..after.find('"').unwrap()].to_owned()
+}
+
 /// Defect 8 of issue 32: every alarm (and the scaling policy) of the template watches a
 /// metric that weir really emits, in that namespace, with exactly those dimensions and
 /// values, seen in the EMF lines of a running `weir run` configured as the template
@@ -867,9 +879,14 @@ interval = "1s"
 fn every_alarm_watches_a_metric_weir_emits_with_its_dimensions() {
     let published = std::fs::read_to_string(root().join("crates/weir/src/cloudwatch.rs")).unwrap();
     let mut checked = BTreeSet::new();
-    for read_efo in [true, false] {
-        let stack = Stack::sample(if read_efo { &[] } else { &[("EfoConsumerName", "")] });
-        let config: toml::Table = toml::from_str(&stack.config_toml()).unwrap();
+    // A named consumer, the default (`auto`: the application's own), and polling.
+    for efo_param in ["mcp-tool-events-weir", "auto", ""] {
+        let read_efo = !efo_param.is_empty();
+        let stack = Stack::sample(&[("EfoConsumerName", efo_param)]);
+        let rendered = stack.config_toml();
+        let config: toml::Table = toml::from_str(&rendered).unwrap();
+        // The consumer the workers register, as the code derives it.
+        let consumer = read_efo.then(|| efo_consumer_of(&rendered));
         let metrics = config["metrics"].as_table().expect("[metrics]");
         assert_eq!(metrics["cloudwatch"].as_bool(), Some(true), "the template turns the EMF lines on");
         let namespace = metrics["namespace"].as_str().unwrap().to_owned();
@@ -887,7 +904,7 @@ fn every_alarm_watches_a_metric_weir_emits_with_its_dimensions() {
             assert_eq!(*efo, read_efo, "{}: {} is not emitted for this read mode", w.by, w.metric);
             let mut want = BTreeMap::from([("StreamName".to_owned(), stream["name"].as_str().unwrap().to_owned())]);
             if *efo {
-                want.insert("ConsumerName".into(), stream["efo_consumer"].as_str().unwrap().to_owned());
+                want.insert("ConsumerName".into(), consumer.clone().expect("an enhanced fan-out consumer"));
             }
             assert_eq!(dims.len(), want.len());
             assert_eq!(w.dimensions, want, "{}: dimensions", w.by);
