@@ -223,9 +223,26 @@ async fn parquet_objects_read_back_in_duckdb_with_their_types() {
                     == misfit.as_bytes()
             })
             .unwrap_or_else(|| panic!("{misfit} is in the error output"));
-        assert_eq!(line["errorCode"], "DataFormatConversion.Failed");
-        let message = line["errorMessage"].as_str().unwrap();
+        // Firehose's format conversion error record, field for field.
+        let keys: Vec<&str> = line.as_object().unwrap().keys().map(String::as_str).collect();
+        let mut expected = vec![
+            "arrivalTimestamp",
+            "attemptEndingTimestamp",
+            "attemptsMade",
+            "dataCatalogTable",
+            "lastErrorCode",
+            "lastErrorMessage",
+            "rawData",
+            "sequenceNumber",
+            "subSequenceNumber",
+        ];
+        expected.sort_unstable();
+        assert_eq!(keys, expected, "{line}");
+        assert_eq!(line["lastErrorCode"], "DataFormatConversion.Failed");
+        let message = line["lastErrorMessage"].as_str().unwrap();
         assert!(message.starts_with(&format!("column {column}")), "{misfit}: {message}");
+        assert!(line["sequenceNumber"].as_str().is_some_and(|s| s.parse::<u128>().is_ok()), "{line}");
+        assert_eq!(line["subSequenceNumber"], 0);
         assert_eq!(line["dataCatalogTable"]["tableName"], "tool_events");
         assert_eq!(line["dataCatalogTable"]["databaseName"], "mcp");
     }

@@ -29,7 +29,7 @@ use crate::fast::FastPath;
 use crate::metrics as m;
 use crate::options::{ArchiverOptions, BuildError};
 use crate::parquet::ParquetFormat;
-use crate::pipeline::error_records::{ErrorOutputType, ErrorRecord};
+use crate::pipeline::error_records::{ConversionFailure, ErrorOutputType, ErrorRecord};
 use crate::pipeline::route::Route;
 use crate::pipeline::split::SplitError;
 use crate::pipeline::transform::{Failure, Outcome, Part};
@@ -414,6 +414,11 @@ impl Archiver {
         let arrival = line.record.approximate_arrival;
         let mut rec = ErrorRecord::new(line.bytes, arrival, now, "DataFormatConversion.Failed", reason);
         rec.data_catalog_table = self.catalog_table.clone();
+        let position = &line.record.position;
+        rec.conversion = Some(ConversionFailure {
+            sequence_number: position.sequence.to_string(),
+            sub_sequence_number: position.sub_sequence,
+        });
         let (mut key, text) = (Vec::new(), rec.to_line());
         Route::Error(ErrorOutputType::FormatConversionFailed).encode(&mut key);
         self.buffer(shard, Line { key: &key, bytes: &text, ..line }, now, sealed)

@@ -63,10 +63,14 @@ pub async fn run(
             }
             Preview::Error { key, record } => {
                 println!("error  {key}");
+                // A format conversion failure names them `lastErrorCode`, `lastErrorMessage`.
+                let field = |name: &str, last: &str| {
+                    record[name].as_str().or_else(|| record[last].as_str()).unwrap_or("").to_owned()
+                };
                 println!(
                     "reason {} {}",
-                    record["errorCode"].as_str().unwrap_or(""),
-                    record["errorMessage"].as_str().unwrap_or("")
+                    field("errorCode", "lastErrorCode"),
+                    field("errorMessage", "lastErrorMessage")
                 );
             }
             Preview::Dropped => println!("dropped by the transform"),
