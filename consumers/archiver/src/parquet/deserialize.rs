@@ -22,7 +22,7 @@ use base64::Engine as _;
 use serde_json::{Map, Value};
 
 use super::column_type::ColumnType;
-use super::timestamp::{TimestampFormat, date_days, openx_timestamp_micros, timestamp_micros};
+use super::timestamp::{TimestampFormat, date_days, hive_timestamp_micros, openx_timestamp_micros};
 
 /// A column of the table.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -264,7 +264,7 @@ impl RowReader {
             ColumnType::Timestamp => {
                 let micros = match &self.deserializer {
                     Deserializer::OpenX { .. } => openx_timestamp_micros(value),
-                    Deserializer::Hive { timestamp_formats } => timestamp_micros(value, timestamp_formats),
+                    Deserializer::Hive { timestamp_formats } => hive_timestamp_micros(value, timestamp_formats),
                 };
                 Cell::Micros(micros.ok_or_else(|| mismatch(path))?)
             }

@@ -1,13 +1,15 @@
 //! How `timestamp` and `date` columns read JSON values.
 //!
-//! Under the OpenX JSON SerDe, see [`openx_timestamp_micros`]. Under the Hive JSON
-//! SerDe, without `TimestampFormats` (Firehose: `java.sql.Timestamp::valueOf`) a timestamp is
-//! the text `yyyy-MM-dd HH:mm:ss[.f...]`; weir also takes ISO 8601 with `T` and an
-//! optional zone (`2026-12-01T10:00:00.5Z`), and a JSON integer as epoch milliseconds
-//! (what MCP events carry in `ts`). With `TimestampFormats` only those formats are
-//! tried, in order: `millis` (epoch milliseconds, as a number or text) or a Joda
-//! pattern (`yyyy-MM-dd'T'HH:mm:ss.SSSZ`). Values with a zone are converted to UTC; the
-//! column has no zone, as Hive's.
+//! - OpenX JSON SerDe: [`openx_timestamp_micros`] (its `parseTimestamp`: epoch seconds
+//!   or milliseconds by length, fractional seconds, or a date and time).
+//! - Hive JSON SerDe: [`hive_timestamp_micros`]: the `TimestampFormats` in order —
+//!   `millis` (epoch milliseconds, as a number or text) or a Joda pattern
+//!   (`yyyy-MM-dd'T'HH:mm:ss.SSSZ`) — then `java.sql.Timestamp.valueOf`
+//!   ([`java_timestamp_value_of`]), which is also all there is without formats.
+//!
+//! [`timestamp_micros`] is the date-and-time text the OpenX SerDe reads (SQL or ISO
+//! 8601 with `T` and a zone). Values with a zone are converted to UTC; the column has
+//! no zone, as Hive's.
 
 use chrono::{DateTime, NaiveDate, NaiveDateTime};
 
@@ -110,7 +112,9 @@ impl TimestampFormat {
     }
 }
 
-/// A timestamp column's value in microseconds, with `formats` (empty: the default).
+/// A timestamp in microseconds: with `formats`, the first that reads it; without,
+/// `yyyy-MM-dd HH:mm:ss[.f]`, the same with `T`, RFC 3339 with a zone, or a JSON integer
+/// as epoch milliseconds.
 pub fn timestamp_micros(value: &serde_json::Value, formats: &[TimestampFormat]) -> Option<i64> {
     if !formats.is_empty() {
         return formats.iter().find_map(|f| f.micros(value));
@@ -129,6 +133,69 @@ pub fn timestamp_micros(value: &serde_json::Value, formats: &[TimestampFormat]) 
         }
         _ => None,
     }
+}
+
+/// A timestamp column's value in microseconds as the Hive JSON SerDe reads it: with
+/// `TimestampFormats`, the first format that reads it, and otherwise (as without
+/// formats) `java.sql.Timestamp.valueOf` of its text (see [`java_timestamp_value_of`]).
+/// So `1546760416` or `2019-01-06T07:40:16Z` are refused without a format that reads
+/// them (`millis`, a pattern with `'T'` and `Z`), as Firehose refuses them.
+pub fn hive_timestamp_micros(value: &serde_json::Value, formats: &[TimestampFormat]) -> Option<i64> {
+    if let Some(micros) = formats.iter().find_map(|f| f.micros(value)) {
+        return Some(micros);
+    }
+    match value {
+        serde_json::Value::String(s) => java_timestamp_value_of(s),
+        serde_json::Value::Number(n) => java_timestamp_value_of(&n.to_string()),
+        _ => None,
+    }
+}
+
+/// `java.sql.Timestamp.valueOf` (which Firehose documents as the Hive SerDe's default),
+/// in UTC, in microseconds: the text, trimmed, is `yyyy-[m]m-[d]d hh:mm:ss[.f...]`, a
+/// four-digit year, a month 1-12 and a day 1-31 of one or two digits, one space, hours,
+/// minutes and seconds as integers, and a fraction of 1-9 digits (to the microsecond
+/// here). Like Java it is lenient past the ends of a month or day: `2023-02-30
+/// 00:00:00` is 2 March, `2023-01-01 24:00:00` is 2 January. No `T`, no zone, no epoch
+/// numbers.
+pub fn java_timestamp_value_of(text: &str) -> Option<i64> {
+    let text = text.trim();
+    let (date, time) = text.split_once(' ')?;
+    let mut d = date.splitn(3, '-');
+    let (year, month, day) = (d.next()?, d.next()?, d.next()?);
+    let digits = |s: &str, lens: std::ops::RangeInclusive<usize>| {
+        (lens.contains(&s.len()) && s.bytes().all(|b| b.is_ascii_digit())).then(|| s.parse::<i64>().ok()).flatten()
+    };
+    let (year, month, day) = (digits(year, 4..=4)?, digits(month, 1..=2)?, digits(day, 1..=2)?);
+    if !(1..=12).contains(&month) || !(1..=31).contains(&day) {
+        return None;
+    }
+    let (hour, rest) = time.split_once(':')?;
+    let (minute, rest) = rest.split_once(':')?;
+    let (second, fraction) = match rest.split_once('.') {
+        Some((second, fraction)) => {
+            if fraction.is_empty() || fraction.len() > 9 || !fraction.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            let nanos: i64 = format!("{fraction:0<9}").parse().ok()?;
+            (second, nanos / 1000)
+        }
+        None => (rest, 0),
+    };
+    // Integer.parseInt: an optional sign, then digits.
+    let int = |s: &str| {
+        let body = s.strip_prefix(['+', '-']).unwrap_or(s);
+        (!body.is_empty() && body.bytes().all(|b| b.is_ascii_digit())).then(|| s.parse::<i64>().ok()).flatten()
+    };
+    let (hour, minute, second) = (int(hour)?, int(minute)?, int(second)?);
+    let first = NaiveDate::from_ymd_opt(i32::try_from(year).ok()?, u32::try_from(month).ok()?, 1)?;
+    let days = first.signed_duration_since(NaiveDate::from_ymd_opt(1970, 1, 1)?).num_days() + day - 1;
+    let seconds = days
+        .checked_mul(86_400)?
+        .checked_add(hour.checked_mul(3_600)?)?
+        .checked_add(minute.checked_mul(60)?)?
+        .checked_add(second)?;
+    seconds.checked_mul(1_000_000)?.checked_add(fraction)
 }
 
 /// A timestamp column's value in microseconds as the OpenX JSON SerDe reads it (its
@@ -227,6 +294,38 @@ mod tests {
         assert_eq!(t(json!(1e300)), None, "past the range: a mismatch, not a panic");
         assert_eq!(t(json!(i64::MAX)), None, "overflow: a mismatch");
         assert_eq!(t(json!(true)), None);
+    }
+
+    #[test]
+    fn hive_reads_what_java_sql_timestamp_value_of_reads() {
+        let v = java_timestamp_value_of;
+        assert_eq!(v("2019-01-06 07:40:16"), Some(1_546_760_416_000_000));
+        assert_eq!(v("  2019-1-6 07:40:16.25 "), Some(1_546_760_416_250_000), "one-digit month and day, trimmed");
+        assert_eq!(v("2019-01-06 07:40:16.123456789"), Some(1_546_760_416_123_456), "nanoseconds, to the microsecond");
+        assert_eq!(v("2023-02-30 00:00:00"), v("2023-03-02 00:00:00"), "lenient past a month's end");
+        assert_eq!(v("2023-01-01 24:00:00"), v("2023-01-02 00:00:00"), "lenient past a day's end");
+        for refused in [
+            "2019-01-06T07:40:16",
+            "2019-01-06 07:40:16Z",
+            "2019-01-06",
+            "19-01-06 07:40:16",
+            "2019-13-06 07:40:16",
+            "2019-01-32 07:40:16",
+            "2019-01-06 07:40:16.",
+            "2019-01-06 07:40:16.1234567890",
+            "1546760416",
+        ] {
+            assert_eq!(v(refused), None, "{refused}");
+        }
+        let formats = [TimestampFormat::parse("yyyy-MM-dd'T'HH:mm:ssZ").unwrap()];
+        let h = |x| hive_timestamp_micros(&x, &formats);
+        assert_eq!(h(json!("2019-01-06T09:40:16+0200")), Some(1_546_760_416_000_000), "the format");
+        assert_eq!(h(json!("2019-01-06 07:40:16")), Some(1_546_760_416_000_000), "valueOf after the formats");
+        assert_eq!(hive_timestamp_micros(&json!(1_546_760_416_000i64), &[]), None, "no epoch without millis");
+        assert_eq!(
+            hive_timestamp_micros(&json!(1_546_760_416_000i64), &[TimestampFormat::Millis]),
+            Some(1_546_760_416_000_000)
+        );
     }
 
     #[test]
