@@ -212,7 +212,14 @@ pub fn openx_timestamp_micros(value: &serde_json::Value) -> Option<i64> {
         _ => return None,
     };
     if text.find(':').is_some_and(|i| i > 0) {
-        return timestamp_micros(&serde_json::Value::String(text), &[]);
+        // OpenX's nonUTCFormat takes `Z` and offsets with or without a colon
+        // (`+02:00`, `+0200`) and converts them to UTC.
+        return timestamp_micros(&serde_json::Value::String(text.clone()), &[]).or_else(|| {
+            ["%Y-%m-%dT%H:%M:%S%.f%z", "%Y-%m-%d %H:%M:%S%.f%z"]
+                .iter()
+                .find_map(|f| DateTime::parse_from_str(text.trim(), f).ok())
+                .map(|t| t.naive_utc().and_utc().timestamp_micros())
+        });
     }
     let millis = if text.contains('.') {
         let seconds: f64 = text.parse().ok()?;
@@ -289,6 +296,9 @@ mod tests {
         assert_eq!(t(json!(0.0015)), Some(1_000), "to the millisecond, truncated");
         assert_eq!(t(json!("2019-01-06 07:40:16")), Some(1_546_760_416_000_000));
         assert_eq!(t(json!("2019-01-06T07:40:16Z")), Some(1_546_760_416_000_000));
+        assert_eq!(t(json!("2019-01-06T09:40:16+02:00")), Some(1_546_760_416_000_000), "an offset with a colon");
+        assert_eq!(t(json!("2019-01-06T09:40:16.5+0200")), Some(1_546_760_416_500_000), "and without");
+        assert_eq!(t(json!("2019-01-06 04:40:16-0300")), Some(1_546_760_416_000_000));
         assert_eq!(t(json!("1e3")), None);
         assert_eq!(t(json!("2019-01-06")), None, "a date alone is not a timestamp");
         assert_eq!(t(json!(1e300)), None, "past the range: a mismatch, not a panic");
