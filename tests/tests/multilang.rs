@@ -367,3 +367,70 @@ async fn aws_kcl_node_processor_processes_and_resumes() {
     assert_eq!(all.len(), 1_200);
     assert!(all[1_000..].iter().all(|k| k.starts_with("pk-second-")));
 }
+
+/// A processor speaking the raw MultiLang protocol (no `amazon_kclpy`): it checkpoints
+/// at the last record of its first batch and, the moment the reply says it was saved,
+/// records that position and SIGKILLs the worker (its parent).
+const RAW_CHECKPOINT_THEN_KILL: &str = r#"
+import json, os, signal, sys
+shard = None
+def send(m):
+    sys.stdout.write(json.dumps(m) + "\n"); sys.stdout.flush()
+for line in sys.stdin:
+    m = json.loads(line)
+    a = m["action"]
+    if a == "initialize":
+        shard = m["shardId"]
+    elif a == "processRecords" and m["records"]:
+        seq = m["records"][-1]["sequenceNumber"]
+        send({"action": "checkpoint", "sequenceNumber": seq, "subSequenceNumber": None})
+        reply = json.loads(sys.stdin.readline())
+        if reply.get("action") == "checkpoint" and reply.get("error") is None:
+            with open(os.path.join(os.environ["OUT"], "told-" + shard), "w") as f:
+                f.write(seq)
+            os.kill(os.getppid(), signal.SIGKILL)
+    send({"action": "status", "responseFor": a})
+"#;
+
+/// A checkpoint reply means the checkpoint is stored, as in the KCL: the worker is
+/// killed the moment a processor is told "saved", and the lease table holds it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_checkpoint_reply_means_the_checkpoint_is_stored() {
+    let fk = Emulator::start("ferrokinesis", &[]);
+    let k = kinesis(&fk.endpoint).await;
+    let stream = "raw-checkpoint";
+    create_stream(&k, stream, 2).await;
+    put_wave(&Producer::new(k.clone(), stream), "raw", 400).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = processor_config(dir.path(), &fk.endpoint, stream, "raw");
+    std::fs::write(dir.path().join("processor.py"), RAW_CHECKPOINT_THEN_KILL).unwrap();
+
+    let (out, _) = timed(weir(&["run", "--config", cfg.to_str().unwrap()]), LIMIT);
+    assert!(!out.status.success(), "the processor killed the worker:\n{}", String::from_utf8_lossy(&out.stderr));
+    let told: Vec<(String, String)> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let shard = name.strip_prefix("told-")?.to_owned();
+            Some((shard, std::fs::read_to_string(e.path()).unwrap()))
+        })
+        .collect();
+    assert!(
+        !told.is_empty(),
+        "a processor was told its checkpoint was saved:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let table = weir_local::SqliteLeaseTable::open(dir.path().join("leases.db"), "weir").unwrap();
+    let leases = weir_core::ports::LeaseTable::list(&table).await.unwrap();
+    let py = weir_core::ConsumerName::new("py");
+    for (shard, seq) in told {
+        let lease = leases.iter().find(|l| l.key.as_str() == shard).unwrap_or_else(|| panic!("no lease {shard}"));
+        let stored = match lease.checkpoint_for(&py) {
+            weir_core::Checkpoint::At(p) => p.sequence.clone(),
+            other => panic!("{shard}: told {seq} was saved, the lease holds {other:?}"),
+        };
+        let told = weir_core::SequenceNumber::parse(&seq).unwrap();
+        assert!(stored >= told, "{shard}: told {told} was saved, the lease holds {stored}");
+    }
+}

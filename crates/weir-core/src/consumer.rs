@@ -80,6 +80,38 @@ pub trait Acks: Send + Sync {
     fn intents(&self) -> Option<&dyn IntentLog> {
         None
     }
+
+    /// Where this consumer writes a checkpoint at once and waits for it (a KCL
+    /// MultiLang processor's `checkpoint`, answered only once stored), when the runtime
+    /// supports it. Not for consumers that record intents: intents a checkpoint written
+    /// here passes are not reported to them.
+    fn checkpointer(&self) -> Option<&dyn Checkpointer> {
+        None
+    }
+}
+
+/// Writes checkpoints now, as the KCL's checkpointer does.
+#[async_trait]
+pub trait Checkpointer: Send + Sync {
+    /// Acknowledges every record of `shard` up to `position` (as [`Acks::durable`]) and
+    /// writes that checkpoint to the lease, conditioned on the worker still holding it;
+    /// returns once it is stored. A checkpoint already at or past `position` is not
+    /// written again.
+    async fn checkpoint(&self, shard: &ShardId, position: &ExtendedSequenceNumber) -> Result<(), CheckpointError>;
+}
+
+/// Why a checkpoint was not stored.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CheckpointError {
+    /// The lease is no longer held: nothing was stored (the KCL's `ShutdownException`).
+    #[error("lease of {0} no longer held")]
+    NotHeld(ShardId),
+    /// The position is not one delivered to this consumer, or is behind its checkpoint.
+    #[error("not a position to checkpoint: {0}")]
+    Invalid(String),
+    /// The store failed; nothing is known to be stored.
+    #[error("checkpoint store error: {0}")]
+    Store(String),
 }
 
 /// Why intents were not stored.

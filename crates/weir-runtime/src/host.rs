@@ -22,8 +22,8 @@ use tokio_stream::StreamExt;
 use tokio_stream::StreamMap;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 use weir_core::{
-    Acks, Clock, CloseReason, Consumer, ConsumerError, ConsumerName, ExtendedSequenceNumber, Intent, IntentError,
-    IntentLog, IntentWrite, LeaseChange, ShardContext, ShardId,
+    Acks, Checkpoint, CheckpointError, Checkpointer, Clock, CloseReason, Consumer, ConsumerError, ConsumerName,
+    ExtendedSequenceNumber, Intent, IntentError, IntentLog, IntentWrite, LeaseChange, ShardContext, ShardId,
 };
 
 use crate::held_lease::HeldLease;
@@ -84,6 +84,35 @@ impl IntentLog for LaneAcks {
     }
 }
 
+#[async_trait::async_trait]
+impl Checkpointer for LaneAcks {
+    async fn checkpoint(&self, shard: &ShardId, position: &ExtendedSequenceNumber) -> Result<(), CheckpointError> {
+        let Some(lane) = self.lanes.get(shard) else { return Err(CheckpointError::NotHeld(shard.clone())) };
+        let handed = lane.progress().handed.clone();
+        if handed.as_ref().is_none_or(|h| position > h) {
+            return Err(CheckpointError::Invalid(format!("{position} was not delivered")));
+        }
+        lane.ack(position);
+        if !lane.held.is_valid() {
+            return Err(CheckpointError::NotHeld(shard.clone()));
+        }
+        // The same write the shard worker makes every checkpoint_interval, now: it only
+        // moves forward, and the shard worker's next one finds nothing to change.
+        let lease = lane.held.snapshot().await;
+        let target = Checkpoint::At(position.clone());
+        let current = lease.checkpoint_for(&self.consumer);
+        if *current == target || !current.can_advance_to(&target) {
+            return Ok(());
+        }
+        let checkpoints = std::collections::BTreeMap::from([(self.consumer.clone(), target)]);
+        match lane.held.checkpoint(checkpoints, None).await {
+            Ok(_) => Ok(()),
+            Err(crate::held_lease::HeldError::Lost(_)) => Err(CheckpointError::NotHeld(shard.clone())),
+            Err(e) => Err(CheckpointError::Store(e.to_string())),
+        }
+    }
+}
+
 impl Acks for LaneAcks {
     fn durable(&self, shard: &ShardId, position: &ExtendedSequenceNumber) {
         match self.lanes.get(shard) {
@@ -95,6 +124,10 @@ impl Acks for LaneAcks {
     }
 
     fn intents(&self) -> Option<&dyn IntentLog> {
+        Some(self)
+    }
+
+    fn checkpointer(&self) -> Option<&dyn Checkpointer> {
         Some(self)
     }
 }

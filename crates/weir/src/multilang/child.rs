@@ -45,6 +45,10 @@ pub enum ChildError {
 /// (none: the last record delivered). The answer is the error name, if any.
 pub type CheckpointRequest = (Option<String>, Option<u64>);
 
+/// The answer to a checkpoint request, once known: `None` when the checkpoint is
+/// stored, else the exception name the child is told (as the KCL answers).
+pub type Verdict<'c> = std::pin::Pin<Box<dyn std::future::Future<Output = Option<String>> + Send + 'c>>;
+
 /// A running processor.
 pub struct Child {
     process: tokio::process::Child,
@@ -102,12 +106,13 @@ impl Child {
     }
 
     /// Sends `message` and reads until the child's `status` for it, answering each
-    /// checkpoint request with `checkpoint`'s verdict; all within `timeout`.
-    pub async fn exchange(
+    /// checkpoint request with `checkpoint`'s verdict once it is known (the checkpoint
+    /// stored, or why not); all within `timeout`.
+    pub async fn exchange<'c>(
         &mut self,
         message: &ToChild,
         timeout: Duration,
-        checkpoint: &mut (dyn FnMut(CheckpointRequest) -> Option<String> + Send),
+        checkpoint: &mut (dyn FnMut(CheckpointRequest) -> Verdict<'c> + Send + 'c),
     ) -> Result<(), ChildError> {
         let action = message.action();
         let exchange = async {
@@ -122,7 +127,7 @@ impl Child {
                         });
                     }
                     FromChild::Checkpoint { sequence_number, sub_sequence_number } => {
-                        let error = checkpoint((sequence_number.clone(), sub_sequence_number));
+                        let error = checkpoint((sequence_number.clone(), sub_sequence_number)).await;
                         let answer = ToChild::Checkpoint { sequence_number, sub_sequence_number, error };
                         self.send(&answer).await?;
                     }

@@ -2,9 +2,10 @@
 //! Node.js `aws-kcl`, Ruby, .NET) run unchanged, one child process per shard as the
 //! Java MultiLangDaemon runs them.
 //!
-//! A child's `checkpoint` becomes [`Acks::durable`] for its shard (written to the lease
-//! table within `worker.checkpoint_interval`); a processor that never checkpoints never
-//! moves its checkpoint. A child that cannot start, exits, hangs past `timeout` or
+//! A child's `checkpoint` is written to the lease table at once (the runtime's
+//! [`weir_core::Checkpointer`]) and answered only once stored, as the KCL answers:
+//! `ShutdownException` when the lease is no longer held; a processor that never
+//! checkpoints never moves its checkpoint. A child that cannot start, exits, hangs past `timeout` or
 //! writes a JSON object the protocol does not know fails the call: its stderr tail is
 //! in the error, it is stopped, and the runtime retries with backoff (detaching the
 //! consumer so the others keep flowing); the next call starts a new child, initialised
@@ -24,11 +25,11 @@ use anyhow::{Result, bail};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use weir_core::{
-    Acks, Checkpoint, CloseReason, Consumer, ConsumerError, ExtendedSequenceNumber, RecordBatch, SequenceNumber,
-    ShardContext, ShardId,
+    Acks, Checkpoint, CheckpointError, CloseReason, Consumer, ConsumerError, ExtendedSequenceNumber, RecordBatch,
+    SequenceNumber, ShardContext, ShardId,
 };
 
-use super::child::{CheckpointRequest, Child, ChildError, Spawn};
+use super::child::{CheckpointRequest, Child, ChildError, Spawn, Verdict};
 use super::protocol::{JsonRecord, ToChild};
 use crate::plugin::{Context, Plugin};
 
@@ -142,7 +143,9 @@ impl MultiLang {
         let mut child =
             Child::spawn(&spawn).map_err(|e| ConsumerError::msg(format!("multilang {}: {e}", self.name)))?;
         let init = ToChild::initialize(shard.as_str(), &state.checkpoint);
-        let refuse = &mut |_: CheckpointRequest| Some("InvalidStateException".to_owned());
+        let refuse = &mut |_: CheckpointRequest| -> Verdict<'static> {
+            Box::pin(std::future::ready(Some("InvalidStateException".to_owned())))
+        };
         if let Err(e) = child.exchange(&init, self.section.timeout, refuse).await {
             let tail = child.stderr_tail();
             child.stop(self.section.shutdown_grace).await;
@@ -170,17 +173,33 @@ impl MultiLang {
         let Some(state) = self.shards.get_mut(shard) else { return Ok(false) };
         let Some(mut child) = state.child.take() else { return Ok(false) };
         let mut ended = false;
-        let mut judged = |request: CheckpointRequest| match judge(&request, state, phase) {
-            Err(name) => Some(name.to_owned()),
-            Ok(position) => {
-                if request.0.is_none() && matches!(phase, Phase::ShardEnded) {
-                    ended = true;
+        let shard_id = shard.clone();
+        // The reply waits for the checkpoint to be stored, as the KCL's does
+        // (`ShardRecordProcessorCheckpointer` answers after the lease table write):
+        // a processor told "saved" is never started again before that position.
+        let mut judged = |request: CheckpointRequest| -> Verdict<'_> {
+            match judge(&request, state, phase) {
+                Err(name) => Box::pin(std::future::ready(Some(name.to_owned()))),
+                Ok(position) => {
+                    if request.0.is_none() && matches!(phase, Phase::ShardEnded) {
+                        ended = true;
+                    }
+                    let Some(p) = position else { return Box::pin(std::future::ready(None)) };
+                    state.checkpoint = Checkpoint::At(p.clone());
+                    let shard = shard_id.clone();
+                    Box::pin(async move {
+                        let Some(checkpointer) = acks.checkpointer() else {
+                            acks.durable(&shard, &p);
+                            return None;
+                        };
+                        match checkpointer.checkpoint(&shard, &p).await {
+                            Ok(()) => None,
+                            Err(CheckpointError::NotHeld(_)) => Some("ShutdownException".to_owned()),
+                            Err(CheckpointError::Invalid(_)) => Some("IllegalArgumentException".to_owned()),
+                            Err(CheckpointError::Store(_)) => Some("KinesisClientLibDependencyException".to_owned()),
+                        }
+                    })
                 }
-                if let Some(p) = position {
-                    acks.durable(shard, &p);
-                    state.checkpoint = Checkpoint::At(p);
-                }
-                None
             }
         };
         let result = child.exchange(&message, timeout, &mut judged).await;
