@@ -1,8 +1,9 @@
 //! KCL MultiLang processors on weir against ferrokinesis: the unmodified `amazon_kclpy`
 //! sample application through `weir multilang` (every record, a restart resumes after
 //! the last checkpoint, `weir replay` with the printed config), a Node.js processor on
-//! `aws-kcl`, processors that crash, hang or write garbage (restarted at the last
-//! checkpoint, nothing skipped), and a resharding (parents before children, the
+//! `aws-kcl`, processors that crash or hang (restarted at the last checkpoint, nothing
+//! skipped), one that logs JSON to stdout (the lines skipped, the processor kept), a
+//! checkpoint reply that means stored, and a resharding (parents before children, the
 //! `shardEnded` checkpoint).
 #![allow(clippy::unwrap_used, clippy::print_stdout)] // a test: a failed expectation is a failed test
 
@@ -165,10 +166,13 @@ class Processor(processor.RecordProcessorBase):
             if MODE == "crash":
                 os._exit(3)
             if MODE == "garbage":
+                # Log lines on stdout, some of them JSON: skipped, as the KCL skips them.
                 sys.stdout.write("not a protocol line, skipped\n")
                 sys.stdout.write('{"action": "frobnicate"}\n')
+                sys.stdout.write('{"level": "info", "message": "a JSON log line"}\n')
                 sys.stdout.flush()
-            time.sleep(3600)
+            else:
+                time.sleep(3600)
         records = process_records_input.records
         with open(os.path.join(OUT, "records"), "a") as f:
             f.write("".join("%s %s %s\n" % (self.shard, r.sequence_number, r.partition_key) for r in records))
@@ -260,9 +264,30 @@ async fn a_hung_processor_is_stopped_after_its_timeout() {
     misbehaving("hang", "within 2s (hung processor)").await;
 }
 
+/// Lines on stdout that are not protocol messages, JSON ones too (a processor logging
+/// JSON to stdout), are logged and skipped, as the KCL's MultiLangDaemon skips them:
+/// the processor is not stopped, every record is processed once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_processor_writing_garbage_is_stopped() {
-    misbehaving("garbage", "frobnicate").await;
+async fn a_processor_writing_json_logs_to_stdout_keeps_running() {
+    let fk = Emulator::start("ferrokinesis", &[]);
+    let k = kinesis(&fk.endpoint).await;
+    let stream = "misbehave-garbage";
+    create_stream(&k, stream, 2).await;
+    put_wave(&Producer::new(k.clone(), stream), "garbage", 800).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = processor_config(dir.path(), &fk.endpoint, stream, "garbage");
+    let (out, _) = timed(weir(&["run", "--config", cfg.to_str().unwrap(), "--until-caught-up"]), LIMIT);
+    let stdout = ok(&out);
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(stdout.contains("(800 records processed)"), "{stdout}");
+    for shard in processor_stderr(&out.stderr).keys() {
+        assert!(dir.path().join(format!("misbehaved-{shard}")).exists(), "{shard} wrote its lines");
+    }
+    assert!(log.contains("frobnicate") && log.contains("skipped"), "the skipped lines are logged:\n{log}");
+    assert!(!log.contains("consumer call failed"), "nothing failed:\n{log}");
+    let keys: Vec<String> = processed(dir.path()).into_iter().map(|r| r.2).collect();
+    assert_eq!(keys.len(), 800, "every record once");
+    assert_eq!(keys.iter().collect::<BTreeSet<_>>().len(), 800);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -184,7 +184,11 @@ impl Child {
                         tracing::debug!(stdout = %truncate(text, 1000), "processor output (not a message)");
                     }
                 }
-                Line::Invalid(detail) => return Err(ChildError::Protocol { action, detail }),
+                // JSON that is not a message the protocol knows (a processor logging
+                // JSON to stdout): skipped, as the KCL's MultiLangDaemon skips it.
+                Line::Invalid(detail) => {
+                    tracing::warn!(action, detail = %detail, "processor output is not a protocol message; skipped");
+                }
             }
         }
     }

@@ -5,9 +5,10 @@
 //! A child's `checkpoint` is written to the lease table at once (the runtime's
 //! [`weir_core::Checkpointer`]) and answered only once stored, as the KCL answers:
 //! `ShutdownException` when the lease is no longer held; a processor that never
-//! checkpoints never moves its checkpoint. A child that cannot start, exits, hangs past `timeout` or
-//! writes a JSON object the protocol does not know fails the call: its stderr tail is
-//! in the error, it is stopped, and the runtime retries with backoff (detaching the
+//! checkpoints never moves its checkpoint. Stdout lines that are not protocol messages
+//! (JSON ones too: a processor logging JSON) are logged and skipped, as the KCL skips
+//! them. A child that cannot start, exits or hangs past `timeout` fails the call: its
+//! stderr tail is in the error, it is stopped, and the runtime retries with backoff (detaching the
 //! consumer so the others keep flowing); the next call starts a new child, initialised
 //! at the last checkpoint, which then receives the batch that failed. Records a child
 //! answered `status` for are not sent again to its successor on this worker; a new
