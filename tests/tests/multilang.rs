@@ -459,3 +459,53 @@ async fn a_checkpoint_reply_means_the_checkpoint_is_stored() {
         assert!(stored >= told, "{shard}: told {told} was saved, the lease holds {stored}");
     }
 }
+
+/// A raw-protocol processor that writes every action it receives to `$OUT/actions-<shard>`.
+const RAW_RECORDING: &str = r#"
+import json, os, sys
+shard = None
+for line in sys.stdin:
+    m = json.loads(line)
+    a = m["action"]
+    if a == "initialize":
+        shard = m["shardId"]
+    with open(os.path.join(os.environ["OUT"], "actions-" + shard), "a") as f:
+        f.write(a + "\n")
+    if a in ("shutdownRequested", "shardEnded"):
+        sys.stdout.write(json.dumps({"action": "checkpoint", "sequenceNumber": None, "subSequenceNumber": None}) + "\n")
+        sys.stdout.flush()
+        sys.stdin.readline()
+    sys.stdout.write(json.dumps({"action": "status", "responseFor": a}) + "\n")
+    sys.stdout.flush()
+"#;
+
+/// A graceful stop (SIGTERM): each processor hears `shutdownRequested` (and may
+/// checkpoint), then `leaseLost` as the lease goes, as the KCL's processors do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_graceful_stop_sends_shutdown_requested_then_lease_lost() {
+    let fk = Emulator::start("ferrokinesis", &[]);
+    let k = kinesis(&fk.endpoint).await;
+    let stream = "raw-shutdown";
+    create_stream(&k, stream, 1).await;
+    put_wave(&Producer::new(k.clone(), stream), "raw", 100).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = processor_config(dir.path(), &fk.endpoint, stream, "raw");
+    std::fs::write(dir.path().join("processor.py"), RAW_RECORDING).unwrap();
+    let mut child = weir(&["run", "--config", cfg.to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let actions = dir.path().join("actions-shardId-000000000000");
+    let started = std::time::Instant::now();
+    while !std::fs::read_to_string(&actions).unwrap_or_default().contains("processRecords") {
+        assert!(started.elapsed() < LIMIT, "no processRecords");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
+    let status = child.wait().unwrap();
+    assert!(status.success(), "exit after SIGTERM: {status}");
+    let seen = std::fs::read_to_string(&actions).unwrap();
+    let tail: Vec<&str> = seen.lines().rev().take(2).collect();
+    assert_eq!(tail, ["leaseLost", "shutdownRequested"], "the last actions:\n{seen}");
+}

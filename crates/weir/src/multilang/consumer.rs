@@ -281,7 +281,16 @@ impl Consumer for MultiLang {
             }
             CloseReason::Handoff | CloseReason::Shutdown => {
                 if self.shards.get(shard).is_some_and(|s| s.child.is_some()) {
-                    self.exchange(shard, ToChild::ShutdownRequested {}, Phase::Processing, acks).await.map(|_| ())
+                    let r = self.exchange(shard, ToChild::ShutdownRequested {}, Phase::Processing, acks).await;
+                    // The lease goes once the shard closes: the processor then hears
+                    // leaseLost, as the KCL's processors do after shutdownRequested.
+                    if r.is_ok()
+                        && self.shards.get(shard).is_some_and(|s| s.child.is_some())
+                        && let Err(e) = self.exchange(shard, ToChild::LeaseLost {}, Phase::LeaseLost, acks).await
+                    {
+                        tracing::warn!(consumer = %self.name, shard = %shard, error = %e, "leaseLost after shutdownRequested");
+                    }
+                    r.map(|_| ())
                 } else {
                     Ok(())
                 }
