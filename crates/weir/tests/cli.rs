@@ -38,7 +38,10 @@ fn config_check_accepts_the_examples() {
         ("weir.toml", "consumer kinds: count, log, files, archiver, alerting, enrichment, multilang"),
         ("weir.toml", "leases in SQLite weir-run/leases.db, namespace \"mcp-events\""),
         ("weir-aws.toml", "raw-archive (files), count (count)"),
-        ("weir-aws.toml", "through enhanced fan-out consumer \"weir\"; leases in DynamoDB table weir-leases"),
+        (
+            "weir-aws.toml",
+            "through enhanced fan-out consumer \"weir-mcp-tool-events\"; leases in DynamoDB table weir-leases",
+        ),
     ] {
         let example = format!("{}/../../examples/{file}", env!("CARGO_MANIFEST_DIR"));
         let out = weir().args(["config", "check", &example]).output().unwrap();
@@ -442,12 +445,9 @@ fn replay_refuses_bad_windows_and_names_before_any_work() {
         "mcp-archive",
         "--efo",
     ]);
-    assert!(
-        efo.contains("--efo")
-            && efo.contains("stream.efo_consumer is not set")
-            && efo.contains("WEIR_STREAM__EFO_CONSUMER"),
-        "--efo without a consumer is refused with the fix, not read by polling: {efo}"
-    );
+    // --efo needs no efo_consumer (the job reads as its own consumer); the in-process
+    // stream is still refused, before any work.
+    assert!(efo.contains("keeps no history"), "{efo}");
     let unknown = replay(&["--from", "2026-11-29T08:00:00Z", "--to", "2026-11-29T09:00:00Z", "--consumers", "nope"]);
     assert!(unknown.contains("unknown consumer \"nope\"") && unknown.contains("mcp-archive"), "{unknown}");
     let future =
