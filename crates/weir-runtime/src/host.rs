@@ -108,6 +108,8 @@ impl Checkpointer for LaneAcks {
         match lane.held.checkpoint(checkpoints, None).await {
             Ok(_) => Ok(()),
             Err(crate::held_lease::HeldError::Lost(_)) => Err(CheckpointError::NotHeld(shard.clone())),
+            // The shard worker's own write got there first with this position or later.
+            Err(crate::held_lease::HeldError::Store(weir_core::LeaseError::CheckpointBackwards { .. })) => Ok(()),
             Err(e) => Err(CheckpointError::Store(e.to_string())),
         }
     }
