@@ -99,6 +99,13 @@ struct StatsInner {
     lease_table_failing: Option<(tokio::time::Instant, String)>,
 }
 
+/// Records `error` as the latest of a failure, keeping when it began (now, if it had
+/// not).
+fn still_failing(slot: &mut Option<(tokio::time::Instant, String)>, error: String) {
+    let since = slot.take().map_or_else(tokio::time::Instant::now, |(since, _)| since);
+    *slot = Some((since, error));
+}
+
 impl WorkerStats {
     fn with<T>(&self, f: impl FnOnce(&mut StatsInner) -> T) -> T {
         f(&mut self.inner.lock().unwrap_or_else(|p| p.into_inner()))
@@ -157,8 +164,7 @@ impl WorkerStats {
     pub(crate) fn read_failing(&self, shard: &ShardId, error: String) {
         self.with(|s| {
             if let Some(live) = s.live.get_mut(shard) {
-                let since = live.failing.take().map_or_else(tokio::time::Instant::now, |(since, _)| since);
-                live.failing = Some((since, error));
+                still_failing(&mut live.failing, error);
             }
         });
     }
@@ -177,8 +183,7 @@ impl WorkerStats {
                 s.lease_table_failing = None;
             }
             Err(error) => {
-                let since = s.lease_table_failing.take().map_or_else(tokio::time::Instant::now, |(since, _)| since);
-                s.lease_table_failing = Some((since, error));
+                still_failing(&mut s.lease_table_failing, error);
             }
         });
     }
