@@ -113,26 +113,37 @@ impl TimestampFormat {
 }
 
 /// A timestamp in microseconds: with `formats`, the first that reads it; without,
-/// `yyyy-MM-dd HH:mm:ss[.f]`, the same with `T`, RFC 3339 with a zone, or a JSON integer
-/// as epoch milliseconds.
+/// date-and-time text (see `date_time_micros`) or a JSON integer as epoch milliseconds.
 pub fn timestamp_micros(value: &serde_json::Value, formats: &[TimestampFormat]) -> Option<i64> {
     if !formats.is_empty() {
         return formats.iter().find_map(|f| f.micros(value));
     }
     match value {
         serde_json::Value::Number(n) => n.as_i64()?.checked_mul(1000),
-        serde_json::Value::String(s) => {
-            let s = s.trim();
-            if let Ok(t) = DateTime::parse_from_rfc3339(s) {
-                return Some(t.naive_utc().and_utc().timestamp_micros());
-            }
+        serde_json::Value::String(s) => date_time_micros(s),
+        _ => None,
+    }
+}
+
+/// Date-and-time text in microseconds: `yyyy-MM-dd HH:mm:ss[.f]` or the same with `T`,
+/// without a zone (UTC), with `Z`, or with an offset with or without a colon (`+02:00`,
+/// `+0200`, as OpenX's `nonUTCFormat` takes them), converted to UTC.
+fn date_time_micros(text: &str) -> Option<i64> {
+    let s = text.trim();
+    if let Ok(t) = DateTime::parse_from_rfc3339(s) {
+        return Some(t.naive_utc().and_utc().timestamp_micros());
+    }
+    let zoned = ["%Y-%m-%dT%H:%M:%S%.f%z", "%Y-%m-%d %H:%M:%S%.f%z"]
+        .iter()
+        .find_map(|f| DateTime::parse_from_str(s, f).ok())
+        .map(|t| t.naive_utc());
+    zoned
+        .or_else(|| {
             ["%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%dT%H:%M:%S%.f"]
                 .iter()
                 .find_map(|f| NaiveDateTime::parse_from_str(s, f).ok())
-                .map(|t| t.and_utc().timestamp_micros())
-        }
-        _ => None,
-    }
+        })
+        .map(|t| t.and_utc().timestamp_micros())
 }
 
 /// A timestamp column's value in microseconds as the Hive JSON SerDe reads it: with
@@ -212,14 +223,7 @@ pub fn openx_timestamp_micros(value: &serde_json::Value) -> Option<i64> {
         _ => return None,
     };
     if text.find(':').is_some_and(|i| i > 0) {
-        // OpenX's nonUTCFormat takes `Z` and offsets with or without a colon
-        // (`+02:00`, `+0200`) and converts them to UTC.
-        return timestamp_micros(&serde_json::Value::String(text.clone()), &[]).or_else(|| {
-            ["%Y-%m-%dT%H:%M:%S%.f%z", "%Y-%m-%d %H:%M:%S%.f%z"]
-                .iter()
-                .find_map(|f| DateTime::parse_from_str(text.trim(), f).ok())
-                .map(|t| t.naive_utc().and_utc().timestamp_micros())
-        });
+        return date_time_micros(&text);
     }
     let millis = if text.contains('.') {
         let seconds: f64 = text.parse().ok()?;
