@@ -18,12 +18,17 @@ pub struct EfoConsumerInfo {
     pub created_ms: Option<i64>,
 }
 
-async fn stream_arn(client: &Client, stream: &str) -> Result<String, ReadError> {
+/// The ARN of `stream` (DescribeStreamSummary); errors name the stream and the fix.
+pub(super) async fn stream_arn(client: &Client, stream: &str) -> Result<String, ReadError> {
     let out = client.describe_stream_summary().stream_name(stream).send().await.map_err(|e| {
-        ReadError::Fatal(format!(
-            "cannot describe kinesis stream {stream}: {} (needs kinesis:DescribeStreamSummary)",
-            describe(&e)
-        ))
+        if e.as_service_error().is_some_and(|s| s.is_resource_not_found_exception()) {
+            ReadError::Fatal(format!("kinesis stream {stream} not found: create it or fix stream.name / region"))
+        } else {
+            ReadError::Fatal(format!(
+                "cannot describe kinesis stream {stream}: {} (needs kinesis:DescribeStreamSummary)",
+                describe(&e)
+            ))
+        }
     })?;
     out.stream_description_summary()
         .map(|s| s.stream_arn().to_owned())

@@ -22,8 +22,6 @@ use weir_core::{ShardId, StartingPosition};
 pub use consumers::{EfoConsumerInfo, deregister_efo_consumer, list_efo_consumers};
 pub use efo::{EfoApi, EfoEvent, EfoEvents, EfoOptions, EfoSubscription, SdkEfo};
 
-use crate::error::describe;
-
 /// How a [`KinesisStream`] reads.
 #[derive(Debug, Clone)]
 pub struct KinesisOptions {
@@ -76,20 +74,7 @@ impl KinesisStream {
     /// Opens `stream`: checks it exists and, with EFO, registers the consumer (or finds
     /// it) and waits until it is active. Errors name the resource and what to fix.
     pub async fn open(client: Client, stream: &str, options: KinesisOptions) -> Result<Self, ReadError> {
-        let summary = client.describe_stream_summary().stream_name(stream).send().await.map_err(|e| {
-            if e.as_service_error().is_some_and(|s| s.is_resource_not_found_exception()) {
-                ReadError::Fatal(format!("kinesis stream {stream} not found: create it or fix stream.name / region"))
-            } else {
-                ReadError::Fatal(format!(
-                    "cannot describe kinesis stream {stream}: {} (needs kinesis:DescribeStreamSummary)",
-                    describe(&e)
-                ))
-            }
-        })?;
-        let arn = summary
-            .stream_description_summary()
-            .map(|s| s.stream_arn().to_owned())
-            .ok_or_else(|| ReadError::Fatal(format!("kinesis stream {stream}: no ARN in DescribeStreamSummary")))?;
+        let arn = consumers::stream_arn(&client, stream).await?;
         let efo = match &options.efo_consumer {
             Some(name) => Some(Arc::new(SdkEfo::register(client.clone(), stream, &arn, name).await?)),
             None => None,
