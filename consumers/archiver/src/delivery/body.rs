@@ -281,16 +281,20 @@ impl Body {
 
     /// The finished object.
     pub fn finish(self, deflater: &mut Deflater) -> Result<Bytes, BodyError> {
-        self.finish_with(deflater, |_| Ok(()))
+        Ok(self.finish_with(deflater, &[], |_| Ok(()))?.body)
     }
 
     /// The finished object, with `spilled` writing the bytes taken out by
-    /// [`Body::spill_out`] (in order) where they belong.
+    /// [`Body::spill_out`] (in order) where they belong. `lens` are its records'
+    /// lengths in order (or empty): a `Parquet` object tells from them how many rows
+    /// each record became.
     pub fn finish_with(
         self,
         deflater: &mut Deflater,
+        lens: &[u32],
         spilled: impl FnOnce(&mut Vec<u8>) -> Result<(), BodyError>,
-    ) -> Result<Bytes, BodyError> {
+    ) -> Result<Finished, BodyError> {
+        let plain = |body| Ok(Finished { body, rows: Vec::new() });
         match self {
             Body::Plain(v, format) => {
                 let mut out = Vec::new();
@@ -302,12 +306,15 @@ impl Body {
                     out
                 };
                 if format == Format::Parquet {
-                    let encoded = deflater.parquet()?.encode(&whole).map_err(|e| BodyError(e.to_string()))?;
-                    return Ok(Bytes::from(encoded));
+                    let (encoded, rows) =
+                        deflater.parquet()?.encode_records(&whole, lens).map_err(|e| BodyError(e.to_string()))?;
+                    return Ok(Finished { body: Bytes::from(encoded), rows });
                 }
                 match format.whole() {
-                    None => Ok(Bytes::from(whole)),
-                    Some(f) => Ok(Bytes::from(object_format::encode(f, &whole).map_err(|e| BodyError(e.to_string()))?)),
+                    None => plain(Bytes::from(whole)),
+                    Some(f) => {
+                        plain(Bytes::from(object_format::encode(f, &whole).map_err(|e| BodyError(e.to_string()))?))
+                    }
                 }
             }
             Body::Gzip { runs, staged, mut crc, len, runs_len } => {
@@ -331,12 +338,23 @@ impl Body {
                 if small {
                     let body = Bytes::copy_from_slice(&out);
                     deflater.scratch = out;
-                    return Ok(body);
+                    return plain(body);
                 }
-                Ok(Bytes::from(out))
+                plain(Bytes::from(out))
             }
         }
     }
+}
+
+/// A finished object.
+#[derive(Debug)]
+pub struct Finished {
+    /// Its bytes.
+    pub body: Bytes,
+    /// For a `Parquet` object whose records did not each become one row: the rows of
+    /// each record, in order (see [`crate::parquet::ParquetFormat::encode_records`]);
+    /// otherwise empty.
+    pub rows: Vec<u32>,
 }
 
 /// The uncompressed content of a finished object of `format` (to rebuild an object
@@ -440,7 +458,7 @@ mod tests {
                     }
                 }
             }
-            let bytes = body.finish_with(&mut d, |out| { out.extend_from_slice(&disk); Ok(()) }).unwrap();
+            let bytes = body.finish_with(&mut d, &[], |out| { out.extend_from_slice(&disk); Ok(()) }).unwrap().body;
             let content = if gzip { gunzip(&bytes) } else { bytes.to_vec() };
             prop_assert_eq!(content, all);
         }

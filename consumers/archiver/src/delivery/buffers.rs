@@ -60,7 +60,7 @@ use std::time::Duration;
 
 use weir_core::{ExtendedSequenceNumber, PartPosition, ShardId, Timestamp};
 
-use crate::delivery::body::{Body, BodyError, Deflater, decode};
+use crate::delivery::body::{Body, BodyError, Deflater, Finished, decode};
 use crate::delivery::relief::fold;
 use crate::delivery::sealed::{FlushReason, Sealed, Span};
 use crate::delivery::spill::{Spill, SpillRef};
@@ -733,7 +733,12 @@ impl Buffers {
             Body::Gzip { .. } => Compression::Gzip,
         };
         let spill = &mut self.spill;
-        let body = b.body.finish_with(&mut self.deflater, |out| {
+        let lens: Vec<u32> = if compression == Compression::Parquet {
+            b.entries.iter().map(|&(_, len)| len).collect()
+        } else {
+            Vec::new()
+        };
+        let body = b.body.finish_with(&mut self.deflater, &lens, |out| {
             let Some(spill) = spill.as_ref() else { return Ok(()) };
             for r in &b.spilled {
                 spill.read(r, out).map_err(|e| BodyError(e.to_string()))?;
@@ -745,8 +750,8 @@ impl Buffers {
                 spill.release(r);
             }
         }
-        let body = match body {
-            Ok(body) => body,
+        let Finished { body, rows } = match body {
+            Ok(finished) => finished,
             Err(e) => {
                 // The buffer has left the map and its body is spent: its records are
                 // in no object and in no buffer any more.
@@ -766,6 +771,7 @@ impl Buffers {
             slots: b.slots,
             spans: b.spans,
             entries: b.entries,
+            rows,
             exact: b.exact,
             except: Vec::new(),
         })

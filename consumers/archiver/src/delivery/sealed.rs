@@ -61,6 +61,9 @@ pub struct Sealed {
     pub(crate) spans: Vec<Option<Span>>,
     /// Per record: its shard's place in `slots`, and its length.
     pub(crate) entries: Vec<(u32, u32)>,
+    /// A `Parquet` object's rows per record, when a record held several JSON
+    /// documents (one row each); empty when every record is one row.
+    pub(crate) rows: Vec<u32>,
     /// An error output's records exactly (see `Open::exact`); `None` for data.
     pub(crate) exact: Option<Vec<(u64, PartPosition)>>,
     /// A data partition's exceptions, per shard: the parts of its records' range that
@@ -155,7 +158,8 @@ impl Sealed {
         if self.compression == Compression::Parquet {
             // Its rows are its records in order: filtered row by row, without reading
             // the records again.
-            let body = deflater.parquet()?.keep_rows(&self.body, keep).map_err(|e| BodyError(e.to_string()))?;
+            let body =
+                deflater.parquet()?.keep_rows(&self.body, keep, &self.rows).map_err(|e| BodyError(e.to_string()))?;
             return Ok(Some(Bytes::from(body)));
         }
         let raw = decode(self.compression, &self.body)?;
@@ -175,6 +179,7 @@ impl Sealed {
     /// shards' records are `spans`.
     fn rebuilt(&self, body: Bytes, keep: &[bool], spans: Vec<Option<Span>>) -> Sealed {
         let entries: Vec<(u32, u32)> = self.entries.iter().zip(keep).filter(|(_, k)| **k).map(|(e, _)| *e).collect();
+        let rows: Vec<u32> = self.rows.iter().zip(keep).filter(|(_, k)| **k).map(|(r, _)| *r).collect();
         let exact =
             self.exact.as_ref().map(|e| e.iter().zip(keep).filter(|(_, k)| **k).map(|(e, _)| e.clone()).collect());
         let oldest_arrival = spans.iter().flatten().map(|s| s.oldest_arrival).min().unwrap_or(self.oldest_arrival);
@@ -190,6 +195,7 @@ impl Sealed {
             slots: self.slots.clone(),
             spans,
             entries,
+            rows,
             exact,
             except: self.except.clone(),
         }

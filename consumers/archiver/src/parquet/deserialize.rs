@@ -93,9 +93,17 @@ pub enum Mismatch {
     /// Not one JSON value.
     #[error("record is not valid JSON: {0}")]
     NotJson(String),
-    /// More than one JSON value in one record.
-    #[error("record holds more than one JSON value; split such records with a RecordDeAggregation processor (JSON)")]
+    /// More than one JSON value where one was expected ([`RowReader::row`]).
+    #[error("record holds more than one JSON value")]
     Several,
+    /// Document `index` (from 1) of a record holding several does not fit.
+    #[error("document {index} of the record: {reason}")]
+    InDocument {
+        /// Which document, from 1.
+        index: usize,
+        /// Why it does not fit.
+        reason: Box<Mismatch>,
+    },
     /// JSON, but not an object.
     #[error("record is a JSON {0}, not an object")]
     NotObject(&'static str),
@@ -109,6 +117,12 @@ pub enum Mismatch {
         /// The value (shortened).
         found: String,
     },
+}
+
+impl Mismatch {
+    fn in_document(self, index: usize) -> Mismatch {
+        Mismatch::InDocument { index, reason: Box::new(self) }
+    }
 }
 
 /// Columns and the deserialiser: turns records into rows.
@@ -145,15 +159,33 @@ impl RowReader {
 
     /// The row of one record (exactly one JSON value, whitespace around it allowed).
     pub fn row(&self, record: &[u8]) -> Result<Vec<Cell>, Mismatch> {
-        let mut values = serde_json::Deserializer::from_slice(record).into_iter::<Value>();
-        let value = match values.next() {
-            None => return Err(Mismatch::NotJson("no value".into())),
-            Some(v) => v.map_err(|e| Mismatch::NotJson(e.to_string()))?,
-        };
-        if values.next().is_some() {
-            return Err(Mismatch::Several);
+        let mut rows = self.rows(record)?;
+        match rows.len() {
+            1 => Ok(rows.remove(0)),
+            _ => Err(Mismatch::Several),
         }
-        self.row_of(&value)
+    }
+
+    /// The rows of one record: one per JSON document in it, in order. Firehose's
+    /// conversion takes several documents back to back (`{"a":1}{"a":2}`, or one per
+    /// line) as correct input, one row each; whitespace between and around them is
+    /// allowed. A record fits only if every document does (the error names the one
+    /// that does not when there are several).
+    pub fn rows(&self, record: &[u8]) -> Result<Vec<Vec<Cell>>, Mismatch> {
+        let values = serde_json::Deserializer::from_slice(record)
+            .into_iter::<Value>()
+            .collect::<Result<Vec<Value>, _>>()
+            .map_err(|e| Mismatch::NotJson(e.to_string()))?;
+        if values.is_empty() {
+            return Err(Mismatch::NotJson("no value".into()));
+        }
+        let several = values.len() > 1;
+        let rows = values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| self.row_of(v).map_err(|e| if several { e.in_document(i + 1) } else { e }))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(rows)
     }
 
     /// The row of a parsed record.

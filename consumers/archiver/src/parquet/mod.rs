@@ -123,9 +123,10 @@ impl ParquetFormat {
         &self.schema
     }
 
-    /// Whether one record (exactly one JSON object) fits the table.
-    pub fn check(&self, record: &[u8]) -> Result<(), Mismatch> {
-        self.reader.row(record).map(|_| ())
+    /// How many rows `record` becomes (one per JSON document in it), if every
+    /// document fits the table.
+    pub fn check(&self, record: &[u8]) -> Result<usize, Mismatch> {
+        self.reader.rows(record).map(|rows| rows.len())
     }
 
     fn properties(&self) -> WriterProperties {
@@ -157,16 +158,39 @@ impl ParquetFormat {
         Ok(())
     }
 
-    /// One Parquet file of `records`: JSON values one after another (each was
-    /// [`ParquetFormat::check`]ed when routed), in order.
+    /// One Parquet file of `records`: JSON values one after another (each record was
+    /// [`ParquetFormat::check`]ed when routed), in order, one row per value.
     pub fn encode(&self, records: &[u8]) -> Result<Vec<u8>, ParquetError> {
+        Ok(self.encode_records(records, &[])?.0)
+    }
+
+    /// [`ParquetFormat::encode`], also telling how many rows each record became when
+    /// `lens` (each record's length, in order, covering `records`) is given and a
+    /// record holds other than one document: then one count per record, otherwise
+    /// empty (one row each).
+    pub fn encode_records(&self, records: &[u8], lens: &[u32]) -> Result<(Vec<u8>, Vec<u32>), ParquetError> {
         let mut writer = self.writer()?;
         let mut values = serde_json::Deserializer::from_slice(records).into_iter::<serde_json::Value>();
+        // Where each record ends, and the rows each became (a value belongs to the
+        // record its last byte is in).
+        let (mut record, mut end, mut counts) = (0usize, lens.first().map_or(0, |l| *l as usize), Vec::new());
+        if !lens.is_empty() {
+            counts = vec![0u32; lens.len()];
+        }
         loop {
             let mut rows = Vec::with_capacity(ENCODE_ROWS.min(records.len() / 64 + 1));
-            for value in values.by_ref().take(ENCODE_ROWS) {
+            while rows.len() < ENCODE_ROWS {
+                let Some(value) = values.next() else { break };
                 let value = value.map_err(|e| Mismatch::NotJson(e.to_string()))?;
                 rows.push(self.reader.row_of(&value)?);
+                if !counts.is_empty() {
+                    let last = values.byte_offset().saturating_sub(1);
+                    while last >= end && record + 1 < lens.len() {
+                        record += 1;
+                        end += lens[record] as usize;
+                    }
+                    counts[record] += 1;
+                }
             }
             if rows.is_empty() {
                 break;
@@ -174,7 +198,10 @@ impl ParquetFormat {
             let batch = self.batch(&rows)?;
             self.write(&mut writer, &batch)?;
         }
-        Ok(writer.into_inner()?)
+        if counts.iter().all(|c| *c == 1) {
+            counts.clear();
+        }
+        Ok((writer.into_inner()?, counts))
     }
 
     /// The Arrow batch of rows.
@@ -196,8 +223,15 @@ impl ParquetFormat {
         Ok(self.writer()?.into_inner()?)
     }
 
-    /// The same file with only the rows whose `keep` is true (one per row, in order).
-    pub fn keep_rows(&self, file: &Bytes, keep: &[bool]) -> Result<Vec<u8>, ParquetError> {
+    /// The same file with only the rows of the records whose `keep` is true (one per
+    /// record, in order); `rows` is how many rows each record became, or empty when
+    /// one each (see [`ParquetFormat::encode_records`]).
+    pub fn keep_rows(&self, file: &Bytes, keep: &[bool], rows: &[u32]) -> Result<Vec<u8>, ParquetError> {
+        let keep: Vec<bool> = if rows.is_empty() {
+            keep.to_vec()
+        } else {
+            keep.iter().zip(rows).flat_map(|(k, n)| std::iter::repeat_n(*k, *n as usize)).collect()
+        };
         let reader = ParquetRecordBatchReaderBuilder::try_new(file.clone())?.with_batch_size(ENCODE_ROWS).build()?;
         let mut writer = self.writer()?;
         let mut at = 0usize;
@@ -242,7 +276,7 @@ mod tests {
         let file = Bytes::from(f.encode(records).unwrap());
         assert_eq!(&file[..4], b"PAR1");
         assert_eq!(ParquetFormat::rows(&file).unwrap(), 3);
-        let kept = Bytes::from(f.keep_rows(&file, &[true, false, true]).unwrap());
+        let kept = Bytes::from(f.keep_rows(&file, &[true, false, true], &[]).unwrap());
         assert_eq!(ParquetFormat::rows(&kept).unwrap(), 2);
         let reader = ParquetRecordBatchReaderBuilder::try_new(kept).unwrap().build().unwrap();
         let batch = reader.into_iter().next().unwrap().unwrap();
@@ -302,6 +336,35 @@ mod tests {
                 assert_eq!(dict, dictionary, "{name}: dictionary pages");
             }
         }
+    }
+
+    /// A record of several JSON documents is a row each; the rows of each record are
+    /// counted, so an object rebuilt without some records drops exactly their rows.
+    #[test]
+    fn several_documents_in_a_record_are_a_row_each() {
+        let f = format();
+        assert_eq!(f.check(br#"{"tenant_id":"a","n":1}{"tenant_id":"a","n":2}"#), Ok(2));
+        assert_eq!(f.check(b"{\"n\":1}\n{\"n\":2}\n {\"n\":3} \n"), Ok(3));
+        assert_eq!(f.check(b"{\"n\":1}\n"), Ok(1));
+        let bad = f.check(br#"{"n":1}{"n":"x"}"#).unwrap_err().to_string();
+        assert_eq!(bad, "document 2 of the record: column n: expected bigint, found \"x\"");
+        assert!(f.check(b"  ").is_err() && f.check(b"[1][2]").is_err());
+
+        let records: [&[u8]; 4] =
+            [b"{\"n\":1}\n", b"{\"n\":2}{\"n\":3}\n", b"{\"n\":4}\n{\"n\":5}\n{\"n\":6}\n", b"{\"n\":7}\n"];
+        let lens: Vec<u32> = records.iter().map(|r| r.len() as u32).collect();
+        let (file, rows) = f.encode_records(&records.concat(), &lens).unwrap();
+        assert_eq!(rows, vec![1, 2, 3, 1]);
+        let file = Bytes::from(file);
+        assert_eq!(ParquetFormat::rows(&file).unwrap(), 7);
+        let kept = Bytes::from(f.keep_rows(&file, &[false, true, false, true], &rows).unwrap());
+        let reader = ParquetRecordBatchReaderBuilder::try_new(kept).unwrap().build().unwrap();
+        let batch = reader.into_iter().next().unwrap().unwrap();
+        let n = batch.column(1).as_any().downcast_ref::<arrow_array::Int64Array>().unwrap();
+        assert_eq!(n.values().to_vec(), vec![2, 3, 7], "the rows of records 2 and 4");
+        // One row each: nothing to count.
+        let (_, rows) = f.encode_records(b"{\"n\":1}\n{\"n\":2}\n", &[8, 8]).unwrap();
+        assert!(rows.is_empty());
     }
 
     #[test]

@@ -40,8 +40,12 @@ use transform::{Outcome, Part, Transformer};
 /// Why a part has no data route (the text goes to its error record).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RouteError {
-    /// The record is not JSON, so the query cannot run.
-    #[error("record is not valid JSON; the metadata extraction query cannot run")]
+    /// The record is not one JSON document, so the query cannot run. (Several
+    /// documents in one record are partitioned one by one after a `RecordDeAggregation`
+    /// processor of type JSON splits them.)
+    #[error(
+        "record is not one valid JSON document; the metadata extraction query cannot run (split several documents in one record with RecordDeAggregation)"
+    )]
     NotJson,
     /// The query failed, or a key it gave is not a scalar.
     #[error("metadata extraction query failed: {0}")]
