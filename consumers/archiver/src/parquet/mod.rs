@@ -367,6 +367,50 @@ mod tests {
         assert!(rows.is_empty());
     }
 
+    /// The physical types the README lists beside Firehose's (Hive's `ParquetHiveSerDe`
+    /// writes timestamps as INT96 and decimals as FIXED_LEN_BYTE_ARRAY).
+    #[test]
+    fn physical_types_are_the_documented_ones() {
+        let col = |n: &str, t: &str| Column { name: n.into(), ty: ColumnType::parse(t).unwrap() };
+        let f = ParquetFormat::new(
+            vec![
+                col("ts", "timestamp"),
+                col("d9", "decimal(9,2)"),
+                col("d18", "decimal(18,2)"),
+                col("d38", "decimal(38,2)"),
+                col("day", "date"),
+                col("small", "smallint"),
+                col("s", "string"),
+            ],
+            Deserializer::default(),
+            ParquetOptions::default(),
+        );
+        let file = Bytes::from(
+            f.encode(b"{\"ts\":1518033528123,\"d9\":1.5,\"d18\":2,\"d38\":3,\"day\":\"2024-01-02\"}").unwrap(),
+        );
+        let meta = ParquetRecordBatchReaderBuilder::try_new(file).unwrap().metadata().clone();
+        let schema = meta.file_metadata().schema_descr();
+        let got: Vec<String> = (0..schema.num_columns())
+            .map(|i| {
+                let c = schema.column(i);
+                format!("{} {:?} {:?}", c.name(), c.physical_type(), c.logical_type_ref())
+            })
+            .collect();
+        let want = [
+            ("ts INT64", "is_adjusted_to_u_t_c: false, unit: MICROS"),
+            ("d9 INT32", "Decimal(DecimalType { scale: 2, precision: 9 })"),
+            ("d18 INT64", "Decimal(DecimalType { scale: 2, precision: 18 })"),
+            ("d38 FIXED_LEN_BYTE_ARRAY", "Decimal(DecimalType { scale: 2, precision: 38 })"),
+            ("day INT32", "Date"),
+            ("small INT32", "bit_width: 16, is_signed: true"),
+            ("s BYTE_ARRAY", "String"),
+        ];
+        assert_eq!(got.len(), want.len());
+        for (got, (physical, logical)) in got.iter().zip(want) {
+            assert!(got.starts_with(physical) && got.contains(logical), "{got}");
+        }
+    }
+
     #[test]
     fn many_rows_make_many_batches() {
         let f = format();

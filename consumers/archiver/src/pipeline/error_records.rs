@@ -192,6 +192,31 @@ mod tests {
         assert_eq!(ErrorOutputType::PartitioningFailed.as_str(), "partitioning-failed");
     }
 
+    /// A processing failure, field for field and in order as Firehose documents it
+    /// (data-transformation-failure-handling: `attemptsMade`, `arrivalTimestamp`,
+    /// `errorCode`, `errorMessage`, `attemptEndingTimestamp`, `rawData`, `lambdaArn`);
+    /// the partitioning failures share the shape, without a Lambda's ARN.
+    #[test]
+    fn a_processing_failure_has_firehoses_documented_shape() {
+        let mut r = ErrorRecord::new(
+            b"{\"a\":1}",
+            Timestamp::from_millis(1_000),
+            Timestamp::from_millis(2_000),
+            "Lambda.FunctionError",
+            "the function returned an error",
+        );
+        r.lambda_arn = Some("arn:aws:lambda:us-east-1:123456789012:function:normalise".into());
+        assert_eq!(
+            String::from_utf8(r.to_line()).unwrap(),
+            concat!(
+                r#"{"attemptsMade":1,"arrivalTimestamp":1000,"errorCode":"Lambda.FunctionError","#,
+                r#""errorMessage":"the function returned an error","attemptEndingTimestamp":2000,"rawData":"eyJhIjoxfQ==","#,
+                r#""lambdaArn":"arn:aws:lambda:us-east-1:123456789012:function:normalise"}"#,
+                "\n"
+            )
+        );
+    }
+
     /// A format conversion failure, field for field and in order as Firehose documents
     /// it (a golden line).
     #[test]
