@@ -112,8 +112,11 @@ pub struct Archiver {
     gauges_at: Option<Timestamp>,
     /// `IntervalInSeconds = 0`: every batch's buffers are sealed when it is processed.
     zero_interval: bool,
-    /// The Parquet table, with a format conversion: data lines are checked against it.
+    /// The Parquet table, with a format conversion: data lines are converted to its
+    /// rows when routed, and buffered as those.
     parquet: Option<Arc<ParquetFormat>>,
+    /// Scratch for a line's converted rows.
+    converted: Vec<u8>,
     /// `dataCatalogTable` of format conversion error records.
     catalog_table: Option<serde_json::Value>,
     /// Why this archiver stopped: its buffers lost records from memory (a seal that
@@ -196,6 +199,7 @@ impl Archiver {
                 }))
             }),
             parquet,
+            converted: Vec::new(),
             poisoned: None,
         })
     }
@@ -333,15 +337,33 @@ impl Archiver {
         now: Timestamp,
         sealed: &mut Vec<Sealed>,
     ) -> Result<Option<u64>, ConsumerError> {
-        let Line { key, bytes, raw, record, part, ordinal, fickle } = line;
         // The route it takes first: a data line that does not fit the Parquet table goes
-        // to the error output (for every owner alike); only then is it looked up.
+        // to the error output (for every owner alike); only then is it looked up. One
+        // that fits is buffered as its converted rows.
         if let Some(parquet) = &self.parquet
-            && Route::error_type(key).is_none()
-            && let Err(reason) = parquet.check(bytes)
+            && Route::error_type(line.key).is_none()
         {
-            return self.format_conversion_failed(shard, line, &reason.to_string(), now, sealed);
+            let mut rows = std::mem::take(&mut self.converted);
+            rows.clear();
+            let r = match parquet.convert(line.bytes, &mut rows) {
+                Err(reason) => self.format_conversion_failed(shard, line, &reason.to_string(), now, sealed),
+                Ok(_) => self.buffer_line(shard, Line { bytes: &rows, ..line }, now, sealed),
+            };
+            self.converted = rows;
+            return r;
         }
+        self.buffer_line(shard, line, now, sealed)
+    }
+
+    /// Buffers one line as it is (see [`Archiver::buffer`]).
+    fn buffer_line(
+        &mut self,
+        shard: &ShardId,
+        line: Line<'_>,
+        now: Timestamp,
+        sealed: &mut Vec<Sealed>,
+    ) -> Result<Option<u64>, ConsumerError> {
+        let Line { key, bytes, raw, record, part, ordinal, fickle } = line;
         if self.any_skips
             && let Some(state) = self.shards.get_mut(shard)
             && !state.skip.is_empty()
@@ -371,7 +393,9 @@ impl Archiver {
                 metrics::counter!(m::ERRORS, "type" => t.as_str(), m::ARCHIVER => self.name.clone()).increment(1)
             }
             // `AppendDelimiterToRecord` off and no newline: the record runs into the next.
-            None if bytes.last() != Some(&b'\n') => metrics::counter!(m::RECORDS_WITHOUT_DELIMITER).increment(1),
+            None if bytes.last() != Some(&b'\n') && self.parquet.is_none() => {
+                metrics::counter!(m::RECORDS_WITHOUT_DELIMITER).increment(1)
+            }
             None => {}
         }
         let arrival = record.approximate_arrival;

@@ -286,8 +286,9 @@ impl Body {
 
     /// The finished object, with `spilled` writing the bytes taken out by
     /// [`Body::spill_out`] (in order) where they belong. `lens` are its records'
-    /// lengths in order (or empty): a `Parquet` object tells from them how many rows
-    /// each record became.
+    /// lengths in order (or empty): a `Parquet` object (its records are rows
+    /// [`crate::parquet::ParquetFormat::convert`] wrote) tells from them how many rows
+    /// each record is.
     pub fn finish_with(
         self,
         deflater: &mut Deflater,
@@ -307,7 +308,7 @@ impl Body {
                 };
                 if format == Format::Parquet {
                     let (encoded, rows) =
-                        deflater.parquet()?.encode_records(&whole, lens).map_err(|e| BodyError(e.to_string()))?;
+                        deflater.parquet()?.encode_rows(&whole, lens).map_err(|e| BodyError(e.to_string()))?;
                     return Ok(Finished { body: Bytes::from(encoded), rows });
                 }
                 match format.whole() {
@@ -352,7 +353,7 @@ pub struct Finished {
     /// Its bytes.
     pub body: Bytes,
     /// For a `Parquet` object whose records did not each become one row: the rows of
-    /// each record, in order (see [`crate::parquet::ParquetFormat::encode_records`]);
+    /// each record, in order (see [`crate::parquet::ParquetFormat::encode_rows`]);
     /// otherwise empty.
     pub rows: Vec<u32>,
 }

@@ -120,7 +120,7 @@ pub enum Mismatch {
 }
 
 impl Mismatch {
-    fn in_document(self, index: usize) -> Mismatch {
+    pub(super) fn in_document(self, index: usize) -> Mismatch {
         Mismatch::InDocument { index, reason: Box::new(self) }
     }
 }
@@ -172,6 +172,11 @@ impl RowReader {
     /// allowed. A record fits only if every document does (the error names the one
     /// that does not when there are several).
     pub fn rows(&self, record: &[u8]) -> Result<Vec<Vec<Cell>>, Mismatch> {
+        super::members::rows(self, record)
+    }
+
+    /// [`RowReader::rows`] as the specification: each document parsed whole.
+    pub fn rows_of_values(&self, record: &[u8]) -> Result<Vec<Vec<Cell>>, Mismatch> {
         let values = serde_json::Deserializer::from_slice(record)
             .into_iter::<Value>()
             .collect::<Result<Vec<Value>, _>>()
@@ -180,12 +185,11 @@ impl RowReader {
             return Err(Mismatch::NotJson("no value".into()));
         }
         let several = values.len() > 1;
-        let rows = values
+        values
             .iter()
             .enumerate()
             .map(|(i, v)| self.row_of(v).map_err(|e| if several { e.in_document(i + 1) } else { e }))
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(rows)
+            .collect()
     }
 
     /// The row of a parsed record.
@@ -227,20 +231,27 @@ impl RowReader {
     /// fold alike, in the object's order). Compared without allocating for ASCII keys:
     /// this runs for every column of every record.
     fn find<'v>(&self, object: &'v Map<String, Value>, folded: &str) -> Option<&'v Value> {
-        let dots = matches!(self.deserializer, Deserializer::OpenX { dots_to_underscores: true, .. });
-        let insensitive = self.case_insensitive();
-        let same = |key: &str| {
-            if key.is_ascii() && folded.is_ascii() {
-                key.len() == folded.len()
-                    && key.bytes().zip(folded.bytes()).all(|(a, b)| {
-                        let a = if dots && a == b'.' { b'_' } else { a };
-                        (if insensitive { a.to_ascii_lowercase() } else { a }) == b
-                    })
-            } else {
-                self.fold(key) == folded
-            }
-        };
-        object.iter().rev().find(|(k, _)| same(k)).map(|(_, v)| v)
+        object.iter().rev().find(|(k, _)| self.folds_to(k, folded)).map(|(_, v)| v)
+    }
+
+    /// Whether `key` folds to `folded` ([`RowReader::fold`]).
+    pub(super) fn folds_to(&self, key: &str, folded: &str) -> bool {
+        if key.is_ascii() && folded.is_ascii() {
+            let dots = matches!(self.deserializer, Deserializer::OpenX { dots_to_underscores: true, .. });
+            let insensitive = self.case_insensitive();
+            key.len() == folded.len()
+                && key.bytes().zip(folded.bytes()).all(|(a, b)| {
+                    let a = if dots && a == b'.' { b'_' } else { a };
+                    (if insensitive { a.to_ascii_lowercase() } else { a }) == b
+                })
+        } else {
+            self.fold(key) == folded
+        }
+    }
+
+    /// Each column's folded key.
+    pub(super) fn keys(&self) -> &[String] {
+        &self.keys
     }
 
     fn timestamp_formats(&self) -> &[TimestampFormat] {
@@ -251,7 +262,7 @@ impl RowReader {
     }
 
     /// The cell of `value` in a column (or member) of type `ty` at `path`.
-    fn cell(&self, ty: &ColumnType, value: &Value, path: &mut String) -> Result<Cell, Mismatch> {
+    pub(super) fn cell(&self, ty: &ColumnType, value: &Value, path: &mut String) -> Result<Cell, Mismatch> {
         if value.is_null() {
             return Ok(Cell::Null);
         }

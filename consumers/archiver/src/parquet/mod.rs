@@ -1,16 +1,19 @@
 //! Record format conversion to Apache Parquet (Firehose's
 //! `DataFormatConversionConfiguration` with `ParquetSerDe`).
 //!
-//! - **When a record is routed** to a data partition, [`ParquetFormat::check`] reads it
-//!   with the table's columns and deserialiser ([`deserialize`]). A record that does not
-//!   fit goes to the `format-conversion-failed` error output then, with the reason, so
-//!   an object is never refused at seal time for one record.
-//! - **While a partition fills** its buffer holds the records' JSON as they are, the
-//!   same bytes the other formats hold and count against `max_buffer_memory`: an open
-//!   partition costs its records' bytes, no Arrow builders and no Parquet writer.
-//! - **When the buffer is sealed** [`ParquetFormat::encode`] reads the records again
-//!   into rows, [`ENCODE_ROWS`] at a time, builds one Arrow batch of them
-//!   ([`arrays`]) and hands it to the arrow-rs Parquet writer. The writer starts a new
+//! - **When a record is routed** to a data partition, [`ParquetFormat::convert`] reads
+//!   it once, with the table's columns and deserialiser ([`deserialize`]), into rows
+//!   (one per JSON document in it). A record that does not fit goes to the
+//!   `format-conversion-failed` error output then, with the reason, so an object is
+//!   never refused at seal time for one record.
+//! - **While a partition fills** its buffer holds the converted rows as bytes
+//!   ([`rowcode`]), counted against `max_buffer_memory` and spilled like any other
+//!   buffer: an open partition costs its rows' bytes, no Arrow builders and no Parquet
+//!   writer.
+//! - **When the buffer is sealed** [`ParquetFormat::encode_rows`] reads the rows back,
+//!   [`ENCODE_ROWS`] at a time, builds one Arrow batch of them ([`arrays`]) and hands it
+//!   to the arrow-rs Parquet writer. [`ParquetFormat::encode`], from JSON straight to a
+//!   file, is the specification it is tested against (the same file, byte for byte). The writer starts a new
 //!   row group when the open one reaches `BlockSizeBytes`. Encoding one object holds at
 //!   most the object's records, one batch of rows, and the writer's open row group
 //!   (at most `BlockSizeBytes`, and never more than the object). Objects are encoded one
@@ -22,6 +25,8 @@ pub mod arrays;
 pub mod column_type;
 pub mod deserialize;
 pub mod json_lines;
+mod members;
+pub mod rowcode;
 pub mod timestamp;
 
 use std::sync::Arc;
@@ -31,8 +36,9 @@ use arrow_schema::{Field, Schema, SchemaRef};
 use bytes::Bytes;
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::arrow_writer::ArrowWriterOptions;
 use parquet::basic::{Compression, GzipLevel, ZstdLevel};
-use parquet::file::properties::{WriterProperties, WriterVersion};
+use parquet::file::properties::{EnabledStatistics, WriterProperties, WriterVersion};
 
 pub use column_type::ColumnType;
 pub use deserialize::{Column, Deserializer, Mismatch, RowReader};
@@ -89,6 +95,9 @@ pub enum ParquetError {
     /// A buffered record no longer reads (it was checked when routed: a bug).
     #[error("a buffered record does not fit the table: {0}")]
     Mismatch(#[from] Mismatch),
+    /// Buffered rows do not read back (a bug, or a damaged spill file).
+    #[error("{0}")]
+    Damaged(#[from] rowcode::Damaged),
     /// Arrow refused the arrays.
     #[error("arrow: {0}")]
     Arrow(#[from] arrow_schema::ArrowError),
@@ -129,6 +138,14 @@ impl ParquetFormat {
         self.reader.rows(record).map(|rows| rows.len())
     }
 
+    /// Converts `record` into rows appended to `out` (see [`rowcode`]); how many (one
+    /// per JSON document in it), if every document fits the table.
+    pub fn convert(&self, record: &[u8], out: &mut Vec<u8>) -> Result<usize, Mismatch> {
+        let rows = self.reader.rows(record)?;
+        rows.iter().for_each(|row| rowcode::put_row(row, out));
+        Ok(rows.len())
+    }
+
     fn properties(&self) -> WriterProperties {
         let o = &self.options;
         WriterProperties::builder()
@@ -142,11 +159,19 @@ impl ParquetFormat {
             .set_dictionary_enabled(o.dictionary)
             .set_writer_version(if o.writer_v2 { WriterVersion::PARQUET_2_0 } else { WriterVersion::PARQUET_1_0 })
             .set_created_by(format!("weir {}", env!("CARGO_PKG_VERSION")))
+            // Statistics per column chunk, no page index: what Firehose's parquet-mr
+            // writer gives readers, and per small object a third less footer to build.
+            .set_statistics_enabled(EnabledStatistics::Chunk)
+            .set_offset_index_disabled(true)
             .build()
     }
 
+    /// A writer of one file. Without arrow-rs's `ARROW:schema` metadata: the Parquet
+    /// schema is the table (Firehose's files carry none either), and encoding it took
+    /// a fifth of the time and a kilobyte of each small object.
     fn writer(&self) -> Result<ArrowWriter<Vec<u8>>, ParquetError> {
-        Ok(ArrowWriter::try_new(Vec::new(), self.schema.clone(), Some(self.properties()))?)
+        let options = ArrowWriterOptions::new().with_properties(self.properties()).with_skip_arrow_metadata(true);
+        Ok(ArrowWriter::try_new_with_options(Vec::new(), self.schema.clone(), options)?)
     }
 
     /// Writes `batch`, closing the row group once it reaches `BlockSizeBytes`.
@@ -158,34 +183,42 @@ impl ParquetFormat {
         Ok(())
     }
 
-    /// One Parquet file of `records`: JSON values one after another (each record was
-    /// [`ParquetFormat::check`]ed when routed), in order, one row per value.
+    /// One Parquet file of `records`: JSON values one after another, in order, one row
+    /// per value (the specification of [`ParquetFormat::encode_rows`]).
     pub fn encode(&self, records: &[u8]) -> Result<Vec<u8>, ParquetError> {
-        Ok(self.encode_records(records, &[])?.0)
-    }
-
-    /// [`ParquetFormat::encode`], also telling how many rows each record became when
-    /// `lens` (each record's length, in order, covering `records`) is given and a
-    /// record holds other than one document: then one count per record, otherwise
-    /// empty (one row each).
-    pub fn encode_records(&self, records: &[u8], lens: &[u32]) -> Result<(Vec<u8>, Vec<u32>), ParquetError> {
         let mut writer = self.writer()?;
         let mut values = serde_json::Deserializer::from_slice(records).into_iter::<serde_json::Value>();
-        // Where each record ends, and the rows each became (a value belongs to the
-        // record its last byte is in).
-        let (mut record, mut end, mut counts) = (0usize, lens.first().map_or(0, |l| *l as usize), Vec::new());
-        if !lens.is_empty() {
-            counts = vec![0u32; lens.len()];
-        }
         loop {
             let mut rows = Vec::with_capacity(ENCODE_ROWS.min(records.len() / 64 + 1));
-            while rows.len() < ENCODE_ROWS {
-                let Some(value) = values.next() else { break };
+            for value in values.by_ref().take(ENCODE_ROWS) {
                 let value = value.map_err(|e| Mismatch::NotJson(e.to_string()))?;
                 rows.push(self.reader.row_of(&value)?);
+            }
+            if rows.is_empty() {
+                break;
+            }
+            self.write(&mut writer, &self.batch(&rows)?)?;
+        }
+        Ok(writer.into_inner()?)
+    }
+
+    /// One Parquet file of `converted`: the records [`ParquetFormat::convert`] wrote,
+    /// one after another, whose lengths are `lens` (in order, covering `converted`, or
+    /// empty). Also, when `lens` is given and a record is other than one row, how
+    /// many rows each record is (otherwise empty: one each).
+    pub fn encode_rows(&self, converted: &[u8], lens: &[u32]) -> Result<(Vec<u8>, Vec<u32>), ParquetError> {
+        let mut writer = self.writer()?;
+        let mut reader = rowcode::Rows::new(converted, self.columns().len());
+        // Where the current record ends, and the rows each record is.
+        let (mut record, mut end) = (0usize, lens.first().map_or(0, |l| *l as usize));
+        let mut counts = vec![0u32; lens.len()];
+        loop {
+            let mut rows = Vec::with_capacity(ENCODE_ROWS.min(converted.len() / 16 + 1));
+            while rows.len() < ENCODE_ROWS {
+                let Some(row) = reader.next_row() else { break };
+                rows.push(row?);
                 if !counts.is_empty() {
-                    let last = values.byte_offset().saturating_sub(1);
-                    while last >= end && record + 1 < lens.len() {
+                    while reader.offset() > end && record + 1 < lens.len() {
                         record += 1;
                         end += lens[record] as usize;
                     }
@@ -195,8 +228,7 @@ impl ParquetFormat {
             if rows.is_empty() {
                 break;
             }
-            let batch = self.batch(&rows)?;
-            self.write(&mut writer, &batch)?;
+            self.write(&mut writer, &self.batch(&rows)?)?;
         }
         if counts.iter().all(|c| *c == 1) {
             counts.clear();
@@ -225,7 +257,7 @@ impl ParquetFormat {
 
     /// The same file with only the rows of the records whose `keep` is true (one per
     /// record, in order); `rows` is how many rows each record became, or empty when
-    /// one each (see [`ParquetFormat::encode_records`]).
+    /// one each (see [`ParquetFormat::encode_rows`]).
     pub fn keep_rows(&self, file: &Bytes, keep: &[bool], rows: &[u32]) -> Result<Vec<u8>, ParquetError> {
         let keep: Vec<bool> = if rows.is_empty() {
             keep.to_vec()
@@ -352,9 +384,15 @@ mod tests {
 
         let records: [&[u8]; 4] =
             [b"{\"n\":1}\n", b"{\"n\":2}{\"n\":3}\n", b"{\"n\":4}\n{\"n\":5}\n{\"n\":6}\n", b"{\"n\":7}\n"];
-        let lens: Vec<u32> = records.iter().map(|r| r.len() as u32).collect();
-        let (file, rows) = f.encode_records(&records.concat(), &lens).unwrap();
+        let (mut converted, mut lens) = (Vec::new(), Vec::new());
+        for r in records {
+            let before = converted.len();
+            f.convert(r, &mut converted).unwrap();
+            lens.push((converted.len() - before) as u32);
+        }
+        let (file, rows) = f.encode_rows(&converted, &lens).unwrap();
         assert_eq!(rows, vec![1, 2, 3, 1]);
+        assert_eq!(file, f.encode(&records.concat()).unwrap(), "the same file as from the JSON");
         let file = Bytes::from(file);
         assert_eq!(ParquetFormat::rows(&file).unwrap(), 7);
         let kept = Bytes::from(f.keep_rows(&file, &[false, true, false, true], &rows).unwrap());
@@ -363,7 +401,11 @@ mod tests {
         let n = batch.column(1).as_any().downcast_ref::<arrow_array::Int64Array>().unwrap();
         assert_eq!(n.values().to_vec(), vec![2, 3, 7], "the rows of records 2 and 4");
         // One row each: nothing to count.
-        let (_, rows) = f.encode_records(b"{\"n\":1}\n{\"n\":2}\n", &[8, 8]).unwrap();
+        let mut converted = Vec::new();
+        f.convert(b"{\"n\":1}", &mut converted).unwrap();
+        let one = converted.len() as u32;
+        f.convert(b"{\"n\":2}", &mut converted).unwrap();
+        let (_, rows) = f.encode_rows(&converted, &[one, one]).unwrap();
         assert!(rows.is_empty());
     }
 
@@ -409,6 +451,102 @@ mod tests {
         for (got, (physical, logical)) in got.iter().zip(want) {
             assert!(got.starts_with(physical) && got.contains(logical), "{got}");
         }
+    }
+
+    proptest::proptest! {
+        /// What the archiver writes (records converted when routed, encoded from their
+        /// rows when sealed) is the file the JSON specification writes, byte for byte,
+        /// with each record's rows counted.
+        #[test]
+        fn converted_rows_encode_to_the_file_the_json_does(
+            records in proptest::collection::vec(proptest::collection::vec(document(), 1..4), 0..40),
+        ) {
+            let col = |n: &str, t: &str| Column { name: n.into(), ty: ColumnType::parse(t).unwrap() };
+            let f = ParquetFormat::new(
+                vec![
+                    col("s", "string"), col("n", "bigint"), col("d", "decimal(12,3)"), col("ts", "timestamp"),
+                    col("tags", "array<string>"), col("m", "map<string,double>"),
+                    col("st", "struct<a:int,b:array<boolean>>"), col("blob", "binary"), col("day", "date"),
+                ],
+                Deserializer::default(),
+                ParquetOptions::default(),
+            );
+            let (mut json, mut converted, mut lens, mut want) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+            for docs in &records {
+                let text: String = docs.iter().map(|d| format!("{d}\n")).collect();
+                json.extend_from_slice(text.as_bytes());
+                let before = converted.len();
+                proptest::prop_assert_eq!(f.convert(text.as_bytes(), &mut converted), Ok(docs.len()));
+                lens.push((converted.len() - before) as u32);
+                want.push(docs.len() as u32);
+            }
+            let (file, rows) = f.encode_rows(&converted, &lens).unwrap();
+            proptest::prop_assert_eq!(file, f.encode(&json).unwrap());
+            if want.iter().any(|n| *n != 1) {
+                proptest::prop_assert_eq!(rows, want);
+            } else {
+                proptest::prop_assert!(rows.is_empty());
+            }
+        }
+    }
+
+    /// One JSON document for the table above, every column optional and of any form
+    /// its type takes.
+    fn document() -> impl proptest::strategy::Strategy<Value = serde_json::Value> {
+        use proptest::prelude::*;
+        use serde_json::json;
+        let s = prop_oneof![
+            any::<String>().prop_map(|s| json!(s)),
+            any::<i64>().prop_map(|n| json!(n)),
+            Just(json!({"nested": [1, "two", null]})),
+        ];
+        let n = prop_oneof![any::<i64>().prop_map(|n| json!(n)), any::<i32>().prop_map(|n| json!(n.to_string()))];
+        let d = (-999_999_999i64..999_999_999, 0u32..4)
+            .prop_map(|(v, p)| json!(format!("{}", v as f64 / 10f64.powi(p as i32))));
+        let ts = prop_oneof![
+            (0i64..4_000_000_000_000).prop_map(|v| json!(v)),
+            Just(json!("2024-02-29 23:59:59.5")),
+            Just(json!("2024-02-29T23:59:59+0200")),
+        ];
+        let tags = proptest::collection::vec(proptest::option::of("[a-z]{0,5}"), 0..4).prop_map(|v| json!(v));
+        let m = proptest::collection::btree_map("[a-zA-Z]{1,3}", proptest::option::of(-1e6f64..1e6), 0..3)
+            .prop_map(|v| json!(v));
+        let st =
+            (any::<i32>(), proptest::collection::vec(any::<bool>(), 0..3)).prop_map(|(a, b)| json!({"a": a, "B": b}));
+        let blob = proptest::collection::vec(any::<u8>(), 0..8)
+            .prop_map(|b| json!(base64::Engine::encode(&base64::engine::general_purpose::STANDARD, b)));
+        let day =
+            (0i64..3_000_000).prop_map(|d| json!(format!("{:04}-{:02}-{:02}", 1 + d % 9999, 1 + d % 12, 1 + d % 28)));
+        (
+            proptest::option::of(s),
+            proptest::option::of(n),
+            proptest::option::of(d),
+            proptest::option::of(ts),
+            proptest::option::of(tags),
+            proptest::option::of(m),
+            proptest::option::of(st),
+            proptest::option::of(blob),
+            proptest::option::of(day),
+        )
+            .prop_map(|(s, n, d, ts, tags, m, st, blob, day)| {
+                let mut o = serde_json::Map::new();
+                for (k, v) in [
+                    ("s", s),
+                    ("n", n),
+                    ("d", d),
+                    ("ts", ts),
+                    ("tags", tags),
+                    ("m", m),
+                    ("st", st),
+                    ("blob", blob),
+                    ("day", day),
+                ] {
+                    if let Some(v) = v {
+                        o.insert(k.into(), v);
+                    }
+                }
+                serde_json::Value::Object(o)
+            })
     }
 
     #[test]
