@@ -4,6 +4,11 @@
 //! that worker holds (the archiver mixes shards in one object, as Firehose does). The
 //! runtime calls the methods of one instance sequentially, never concurrently.
 //!
+//! A consumer whose work per shard is slow (a child process per shard, a remote call)
+//! need not hold the others up: from `on_batch` it may [`Acks::defer`] the batch, hand
+//! it to a task of its own for that shard with an owned [`Acks::shard`] handle, and
+//! return; the task finishes the batch later, and the shards' tasks run at once.
+//!
 //! A consumer reports progress with [`Acks::durable`]: "every record of this shard up
 //! to and including this position is done for me" - sent, written, or deliberately
 //! dropped or routed to an error output. The runtime persists only acknowledged
@@ -14,6 +19,8 @@
 //! about every [`YIELD_EVERY_BYTES`] of input (`tokio::task::yield_now`): a thread held
 //! for seconds delays renewals, and a lease not renewed within the failover time is
 //! lost, so the shard's work is thrown away and read again.
+
+use std::sync::Arc;
 
 use async_trait::async_trait;
 
@@ -88,6 +95,57 @@ pub trait Acks: Send + Sync {
     fn checkpointer(&self) -> Option<&dyn Checkpointer> {
         None
     }
+
+    /// An owned handle on `shard`'s acknowledgements and checkpoints, for a task of the
+    /// consumer's that acknowledges after the call returns; `None` when the shard is not
+    /// open for the consumer, or the runtime has no such handles. It speaks for this
+    /// opening of the shard only: once the shard closes for the consumer its
+    /// acknowledgements no longer count and its checkpoints are refused.
+    fn shard(&self, shard: &ShardId) -> Option<Arc<dyn ShardAcks>> {
+        let _ = shard;
+        None
+    }
+
+    /// Called in `on_batch`: the batch being delivered finishes later, when the returned
+    /// handle says so, not when `on_batch` returns. Until then it counts as queued for
+    /// the consumer (its shard's queue fills, and a consumer that falls behind is
+    /// detached from the shard as any slow one is). `None` outside `on_batch`, on a
+    /// second call for the same batch, or when the runtime does not support it (then
+    /// finish the batch before returning).
+    fn defer(&self) -> Option<Box<dyn DeferredBatch>> {
+        None
+    }
+}
+
+/// One shard's acknowledgements, owned (see [`Acks::shard`]).
+#[async_trait]
+pub trait ShardAcks: Send + Sync {
+    /// As [`Acks::durable`] for this shard.
+    fn durable(&self, position: &ExtendedSequenceNumber);
+
+    /// As [`Checkpointer::checkpoint`] for this shard: acknowledges, writes and waits.
+    async fn checkpoint(&self, position: &ExtendedSequenceNumber) -> Result<(), CheckpointError>;
+}
+
+/// A batch that `on_batch` accepted and a task of the consumer's finishes later
+/// ([`Acks::defer`]).
+///
+/// Finish a shard's deferred batches in the order they were delivered. A batch finished
+/// `done` while an earlier one of its shard is unfinished or failed counts as failed;
+/// one dropped unfinished counts as failed too, unless it was no longer
+/// [`wanted`](DeferredBatch::wanted).
+pub trait DeferredBatch: Send {
+    /// Whether the runtime still wants the batch processed: `false` once it will be
+    /// delivered again (an earlier batch of the shard failed, the consumer was detached
+    /// from the shard, the shard closed). Such a batch should be dropped unprocessed.
+    fn wanted(&self) -> bool;
+
+    /// The batch is processed, as when `on_batch` returns `Ok`.
+    fn done(self: Box<Self>);
+
+    /// The batch failed, as when `on_batch` returns this error: nothing of it counts as
+    /// delivered, and it is delivered again after the consumer's last finished batch.
+    fn failed(self: Box<Self>, error: ConsumerError);
 }
 
 /// Writes checkpoints now, as the KCL's checkpointer does.
@@ -188,7 +246,8 @@ pub trait Consumer: Send + 'static {
 
     /// Records of one shard, in order, all after this consumer's checkpoint and after
     /// every record delivered before. On error nothing of the batch may be kept: it is
-    /// delivered again later. Yield about every [`YIELD_EVERY_BYTES`] of records.
+    /// delivered again later. Yield about every [`YIELD_EVERY_BYTES`] of records. A
+    /// batch [deferred](Acks::defer) finishes when its handle says so.
     async fn on_batch(&mut self, batch: &RecordBatch, acks: &dyn Acks) -> Result<(), ConsumerError>;
 
     /// Time-driven work such as buffer interval flushes. Called periodically.
@@ -198,6 +257,9 @@ pub trait Consumer: Send + 'static {
     }
 
     /// The shard closes for this consumer; see [`CloseReason`] for the duty per reason.
+    /// Batches of the shard it [deferred](Acks::defer) are finished (or, on `LeaseLost`,
+    /// dropped) before it returns; a `ShardEnded` close after one of them failed is an
+    /// error (the failed records are delivered again before the shard can end).
     async fn on_shard_close(
         &mut self,
         shard: &ShardId,

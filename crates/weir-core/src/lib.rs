@@ -33,8 +33,8 @@ pub mod sequence;
 pub mod time;
 
 pub use consumer::{
-    Acks, CheckpointError, Checkpointer, CloseReason, Consumer, ConsumerError, IntentError, IntentLog, IntentWrite,
-    ShardContext, YIELD_EVERY_BYTES,
+    Acks, CheckpointError, Checkpointer, CloseReason, Consumer, ConsumerError, DeferredBatch, IntentError, IntentLog,
+    IntentWrite, ShardAcks, ShardContext, YIELD_EVERY_BYTES,
 };
 pub use ids::{ConsumerName, ShardId, WorkerId};
 pub use lease::{Intent, Lease, LeaseChange, LeaseError, LeaseMutation, NewLease, PartPosition, PartRun};

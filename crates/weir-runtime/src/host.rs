@@ -2,7 +2,9 @@
 //!
 //! It receives lanes from shard workers (control channel, handled first) and the
 //! batches on those lanes, ticks the consumer, catches failures and panics, and routes
-//! acknowledgements to the lane of the shard they name.
+//! acknowledgements to the lane of the shard they name. A batch finishes when
+//! `on_batch` returns, or, when the consumer deferred it, when the consumer's own task
+//! says so (`acks.rs`), so a consumer's shards can be processed at once.
 //!
 //! Every shard opened for the consumer is closed for it exactly once before its lane
 //! goes: by the close the shard worker queued on the lane, or, when the shard worker
@@ -13,7 +15,7 @@
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::FutureExt;
@@ -21,13 +23,9 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_stream::StreamExt;
 use tokio_stream::StreamMap;
 use tokio_stream::wrappers::UnboundedReceiverStream;
-use weir_core::{
-    Acks, Checkpoint, CheckpointError, Checkpointer, Clock, CloseReason, Consumer, ConsumerError, ConsumerName,
-    ExtendedSequenceNumber, Intent, IntentError, IntentLog, IntentWrite, LeaseChange, ShardContext, ShardId,
-};
+use weir_core::{Clock, CloseReason, Consumer, ConsumerError, ConsumerName, Intent, ShardContext, ShardId};
 
-use crate::held_lease::HeldLease;
-
+use crate::acks::{BatchAcks, BatchEnd, LaneAcks, failure};
 use crate::lane::{LaneMsg, LaneShared};
 use crate::stats::WorkerStats;
 
@@ -49,89 +47,6 @@ pub(crate) enum HostCtl {
 pub(crate) struct HostHandle {
     pub name: ConsumerName,
     pub ctl: mpsc::UnboundedSender<HostCtl>,
-}
-
-struct LaneAcks {
-    consumer: ConsumerName,
-    lanes: HashMap<ShardId, Arc<LaneShared>>,
-}
-
-#[async_trait::async_trait]
-impl IntentLog for LaneAcks {
-    async fn record(&self, writes: Vec<IntentWrite>) -> Result<(), IntentError> {
-        let mut missing = Vec::new();
-        let mut changes = Vec::new();
-        for IntentWrite { shard, add, replacing } in writes {
-            match self.lanes.get(&shard) {
-                Some(lane) => changes.push((
-                    lane.held.clone(),
-                    LeaseChange::RecordIntents { consumer: self.consumer.clone(), intents: add, replacing },
-                )),
-                None => missing.push(shard),
-            }
-        }
-        if !missing.is_empty() {
-            return Err(IntentError::NotHeld(missing));
-        }
-        if changes.is_empty() {
-            return Ok(());
-        }
-        metrics::counter!(crate::metrics::INTENT_WRITES).increment(1);
-        HeldLease::write_many(changes).await.map_err(|(lost, err)| match err {
-            Some(e) => IntentError::Store(e.to_string()),
-            None => IntentError::NotHeld(lost),
-        })
-    }
-}
-
-#[async_trait::async_trait]
-impl Checkpointer for LaneAcks {
-    async fn checkpoint(&self, shard: &ShardId, position: &ExtendedSequenceNumber) -> Result<(), CheckpointError> {
-        let Some(lane) = self.lanes.get(shard) else { return Err(CheckpointError::NotHeld(shard.clone())) };
-        let handed = lane.progress().handed.clone();
-        if handed.as_ref().is_none_or(|h| position > h) {
-            return Err(CheckpointError::Invalid(format!("{position} was not delivered")));
-        }
-        lane.ack(position);
-        if !lane.held.is_valid() {
-            return Err(CheckpointError::NotHeld(shard.clone()));
-        }
-        // The same write the shard worker makes every checkpoint_interval, now: it only
-        // moves forward, and the shard worker's next one finds nothing to change.
-        let lease = lane.held.snapshot().await;
-        let target = Checkpoint::At(position.clone());
-        let current = lease.checkpoint_for(&self.consumer);
-        if *current == target || !current.can_advance_to(&target) {
-            return Ok(());
-        }
-        let checkpoints = std::collections::BTreeMap::from([(self.consumer.clone(), target)]);
-        match lane.held.checkpoint(checkpoints, None).await {
-            Ok(_) => Ok(()),
-            Err(crate::held_lease::HeldError::Lost(_)) => Err(CheckpointError::NotHeld(shard.clone())),
-            // The shard worker's own write got there first with this position or later.
-            Err(crate::held_lease::HeldError::Store(weir_core::LeaseError::CheckpointBackwards { .. })) => Ok(()),
-            Err(e) => Err(CheckpointError::Store(e.to_string())),
-        }
-    }
-}
-
-impl Acks for LaneAcks {
-    fn durable(&self, shard: &ShardId, position: &ExtendedSequenceNumber) {
-        match self.lanes.get(shard) {
-            Some(lane) => lane.ack(position),
-            None => {
-                tracing::debug!(%shard, %position, "acknowledgement for a shard not held ignored")
-            }
-        }
-    }
-
-    fn intents(&self) -> Option<&dyn IntentLog> {
-        Some(self)
-    }
-
-    fn checkpointer(&self) -> Option<&dyn Checkpointer> {
-        Some(self)
-    }
 }
 
 async fn guarded<F>(fut: F) -> Result<(), ConsumerError>
@@ -184,7 +99,7 @@ pub(crate) async fn run_host(
                     lanes.remove(&shard);
                     if let Some(lane) = acks.lanes.remove(&shard) {
                         // Nothing more will be processed; wake any catch-up waiting on it.
-                        lane.bump_epoch();
+                        lane.close();
                     }
                     open.remove(&shard);
                     if let Err(e) = guarded(consumer.on_shard_close(&shard, CloseReason::LeaseLost, &acks)).await {
@@ -195,7 +110,7 @@ pub(crate) async fn run_host(
                 Some(HostCtl::Remove { shard }) => {
                     lanes.remove(&shard);
                     if let Some(lane) = acks.lanes.remove(&shard) {
-                        lane.bump_epoch();
+                        lane.close();
                     }
                     if open.remove(&shard) {
                         // The lease went without the consumer closing the shard (its close
@@ -219,31 +134,11 @@ pub(crate) async fn run_host(
                         lane.done_one();
                         continue;
                     }
-                    lane.progress().handed = batch.last_position().cloned();
-                    match guarded(consumer.on_batch(&batch, &acks)).await {
-                        Ok(()) => {
-                            let mut p = lane.progress();
-                            p.processed = p.handed.clone();
-                            drop(p);
-                            let n = batch.records.len() as u64;
-                            metrics::counter!(crate::metrics::RECORDS_DELIVERED, "consumer" => name.to_string()).increment(n);
-                            let last = batch.last_position().cloned();
-                            stats.lane(&shard, &name, |s| {
-                                s.records += n;
-                                s.last = last.or(s.last.take());
-                                s.failing_since = None;
-                            });
-                        }
-                        Err(e) => {
-                            // Nothing of the batch counts as delivered: it will be read again.
-                            let mut p = lane.progress();
-                            p.handed = p.processed.clone();
-                            drop(p);
-                            lane.mark_failed(epoch);
-                            failure(&name, &shard, &stats, &e, "on_batch");
-                        }
-                    }
-                    lane.done_one();
+                    // Finished when on_batch returns, or later if the consumer defers it.
+                    let end = BatchEnd::hand_over(lane, name.clone(), stats.clone(), epoch, &batch);
+                    let batch_acks = BatchAcks { acks: &acks, end: Arc::new(Mutex::new(Some(end))), deferred: false.into() };
+                    let result = guarded(consumer.on_batch(&batch, &batch_acks)).await;
+                    batch_acks.returned(result);
                 }
                 LaneMsg::Close { epoch, reason, done } => {
                     let stale = acks.lanes.get(&shard).is_none_or(|l| epoch != l.epoch() || l.failed());
@@ -269,15 +164,4 @@ pub(crate) async fn run_host(
             }
         }
     }
-}
-
-fn failure(name: &ConsumerName, shard: &ShardId, stats: &WorkerStats, e: &ConsumerError, call: &str) {
-    metrics::counter!(crate::metrics::CONSUMER_FAILURES, "consumer" => name.to_string()).increment(1);
-    let text: String = e.to_string().chars().take(500).collect();
-    stats.lane(shard, name, |s| {
-        s.failures += 1;
-        s.last_error = Some(format!("{call}: {text}"));
-        s.failing_since = s.failing_since.or_else(|| Some(tokio::time::Instant::now()));
-    });
-    tracing::warn!(consumer = %name, %shard, call, error = %e, "consumer call failed");
 }

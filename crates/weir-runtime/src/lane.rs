@@ -5,7 +5,7 @@
 //! the epoch, and the host skips every batch of an older epoch, so a catch-up read can
 //! restart cleanly after the last batch the consumer actually processed.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::held_lease::HeldLease;
@@ -50,6 +50,8 @@ pub(crate) struct LaneShared {
     inflight: AtomicUsize,
     drained: Notify,
     progress: Mutex<Progress>,
+    /// The host let the lane go: the consumer's handles on it no longer count.
+    closed: AtomicBool,
 }
 
 impl LaneShared {
@@ -63,6 +65,7 @@ impl LaneShared {
             inflight: AtomicUsize::new(0),
             drained: Notify::new(),
             progress: Mutex::new(Progress::default()),
+            closed: AtomicBool::new(false),
         })
     }
 
@@ -77,6 +80,17 @@ impl LaneShared {
     /// Starts a new epoch: queued batches of older epochs will be skipped.
     pub(crate) fn bump_epoch(&self) -> u64 {
         self.epoch.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    /// The host lets the lane go: nothing more is processed on it (a catch-up waiting
+    /// on it wakes), and the consumer's acknowledgements through it no longer count.
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        self.bump_epoch();
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
     }
 
     pub(crate) fn mark_failed(&self, epoch: u64) {

@@ -9,6 +9,8 @@
 //! - `host.rs`: one task per consumer; serialises calls into the consumer and routes
 //!   its acknowledgements to the shard it names.
 //! - `lane.rs`: the per-(shard, consumer) queue and progress shared by both sides.
+//! - `acks.rs`: what a consumer acknowledges with (per shard, owned handles) and how
+//!   a batch finishes, at once or later when the consumer deferred it.
 //! - `reader_task.rs`: a shard read that survives errors, expiry and throttling.
 //! - [`streams`]: several streams as one reader and catalog (multi-stream fleets).
 //! - [`WindowReader`]: a reader bounded by the end of a past window (replays).
@@ -18,6 +20,7 @@
 //! - [`metrics`]: every metric name, in one place.
 #![warn(missing_docs)]
 
+mod acks;
 pub mod archive;
 mod backoff;
 mod clock;
