@@ -3,8 +3,8 @@
 //! the last checkpoint, `weir replay` with the printed config), a Node.js processor on
 //! `aws-kcl`, processors that crash or hang (restarted at the last checkpoint, nothing
 //! skipped), one that logs JSON to stdout (the lines skipped, the processor kept), a
-//! checkpoint reply that means stored, and a resharding (parents before children, the
-//! `shardEnded` checkpoint).
+//! checkpoint reply that means stored, a resharding (parents before children, the
+//! `shardEnded` checkpoint), and shards' processors running at the same time.
 #![allow(clippy::unwrap_used, clippy::print_stdout)] // a test: a failed expectation is a failed test
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -508,4 +508,76 @@ async fn a_graceful_stop_sends_shutdown_requested_then_lease_lost() {
     let seen = std::fs::read_to_string(&actions).unwrap();
     let tail: Vec<&str> = seen.lines().rev().take(2).collect();
     assert_eq!(tail, ["leaseLost", "shutdownRequested"], "the last actions:\n{seen}");
+}
+
+/// A raw-protocol processor that, in its first `processRecords`, marks itself inside
+/// (`$OUT/inside-<shard>`) and waits for another shard's processor to be inside its
+/// first `processRecords` too; it writes `met-<shard>`, or `alone-<shard>` when none
+/// came within 30 s. It records and checkpoints every batch.
+const RAW_MEETING: &str = r#"
+import json, os, sys, time
+OUT = os.environ["OUT"]
+shard = None
+first = True
+def send(m):
+    sys.stdout.write(json.dumps(m) + "\n"); sys.stdout.flush()
+def inside():
+    return len([f for f in os.listdir(OUT) if f.startswith("inside-")])
+for line in sys.stdin:
+    m = json.loads(line)
+    a = m["action"]
+    if a == "initialize":
+        shard = m["shardId"]
+    elif a == "processRecords":
+        if first:
+            first = False
+            open(os.path.join(OUT, "inside-" + shard), "w").close()
+            deadline = time.time() + 30
+            while inside() < 2 and time.time() < deadline:
+                time.sleep(0.01)
+            open(os.path.join(OUT, ("met-" if inside() >= 2 else "alone-") + shard), "w").close()
+        records = m["records"]
+        with open(os.path.join(OUT, "records"), "a") as f:
+            f.write("".join("%s %s %s\n" % (shard, r["sequenceNumber"], r["partitionKey"]) for r in records))
+        send({"action": "checkpoint", "sequenceNumber": records[-1]["sequenceNumber"], "subSequenceNumber": None})
+        sys.stdin.readline()
+    elif a in ("shutdownRequested", "shardEnded"):
+        send({"action": "checkpoint", "sequenceNumber": None, "subSequenceNumber": None})
+        sys.stdin.readline()
+    send({"action": "status", "responseFor": a})
+"#;
+
+/// Each shard's processor runs at the same time as the others, as in the KCL: the first
+/// processor inside `processRecords` is still there when another shard's enters (with
+/// one batch at a time per worker it waits alone until its deadline). Every record is
+/// still processed once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shards_processors_run_at_the_same_time() {
+    let fk = Emulator::start("ferrokinesis", &[]);
+    let k = kinesis(&fk.endpoint).await;
+    let stream = "raw-concurrent";
+    create_stream(&k, stream, 4).await;
+    put_wave(&Producer::new(k.clone(), stream), "raw", 400).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = processor_config(dir.path(), &fk.endpoint, stream, "raw");
+    // A processor waiting for its peer is not hung.
+    let text = std::fs::read_to_string(&cfg).unwrap().replace("timeout = \"2s\"", "timeout = \"60s\"");
+    std::fs::write(&cfg, text).unwrap();
+    std::fs::write(dir.path().join("processor.py"), RAW_MEETING).unwrap();
+
+    let (out, _) = timed(weir(&["run", "--config", cfg.to_str().unwrap(), "--until-caught-up"]), LIMIT);
+    let stdout = ok(&out);
+    assert!(stdout.contains("(400 records processed)"), "{stdout}");
+    let marks: BTreeSet<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("met-") || n.starts_with("alone-"))
+        .collect();
+    let alone: Vec<&String> = marks.iter().filter(|n| n.starts_with("alone-")).collect();
+    assert!(alone.is_empty(), "processors that waited alone in processRecords: {alone:?} (all: {marks:?})");
+    assert_eq!(marks.len(), 4, "every shard's processor had a first batch: {marks:?}");
+    let keys: Vec<String> = processed(dir.path()).into_iter().map(|r| r.2).collect();
+    assert_eq!(keys.len(), 400, "every record once");
+    assert_eq!(keys.iter().collect::<BTreeSet<_>>().len(), 400);
 }
