@@ -36,6 +36,14 @@ pub struct RuntimeConfig {
     pub retry_initial: Duration,
     /// Longest delay between retries.
     pub retry_max: Duration,
+    /// A shard whose read ends with no child shards to follow (a replay's window end,
+    /// an archived object's end) is closed for its consumers only once every other shard
+    /// of this worker has been read to its end and its records handed to them, or once
+    /// they acknowledged all of it on their own (an interval flush). Consumers that buffer across shards, as the
+    /// archiver does, then write one object where each shard's close would have sealed
+    /// one each. For replays, whose shards end together; off by default (a live shard
+    /// ends with children, which wait for its close).
+    pub close_ends_together: bool,
 }
 
 /// A runtime setting that does not make sense.
@@ -68,6 +76,7 @@ impl RuntimeConfig {
             initial_position: Checkpoint::TrimHorizon,
             retry_initial: Duration::from_millis(100),
             retry_max: Duration::from_secs(10),
+            close_ends_together: false,
         }
     }
 

@@ -138,6 +138,7 @@ impl Worker {
             config: self.config.clone(),
             stats: self.stats.clone(),
             shard_ended: shard_ended.clone(),
+            reads: crate::shard::ActiveReads::new(),
         };
         let mut coordinator = Coordinator {
             instance: instance.clone(),

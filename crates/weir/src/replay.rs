@@ -227,6 +227,10 @@ pub async fn run(mut args: ReplayArgs, registry: &Registry) -> Result<()> {
     );
     let mut runtime = config.runtime(&worker_id);
     runtime.initial_position = initial;
+    // A replay's shards (archived objects, or the stream's shards at the window's end)
+    // end at about the same time, and nothing waits for them: closing each on its own
+    // would have the archiver write an object per partition at every shard's end.
+    runtime.close_ends_together = true;
     let worker = Worker::new(runtime, table.clone(), reader, catalog.clone(), built.consumers, clock)?;
     let stats = worker.stats();
     let stop = CancellationToken::new();

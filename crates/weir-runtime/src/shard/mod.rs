@@ -8,11 +8,15 @@
 //! any state ─renewal conflict or validity elapsed─▶ Done (LeaseLost: nothing checkpointed)
 //! ```
 //! One live read per shard is fanned out to every consumer's lane, starting at the
-//! lowest checkpoint; each lane receives only records after its own checkpoint.
+//! lowest checkpoint; each lane receives only records after its own checkpoint. With
+//! [`RuntimeConfig::close_ends_together`], a read that ends with no child shards waits
+//! in `Processing` to close its lanes until every other shard of the worker has been
+//! read to its end and handed to the consumers too (see [`reads`]).
 
 mod catchup;
 mod finish;
 mod lanes;
+mod reads;
 
 use std::sync::Arc;
 
@@ -30,6 +34,8 @@ use crate::reader_task::{ReadEvent, spawn_reader};
 use crate::stats::WorkerStats;
 use catchup::{CatchupMsg, CatchupPlan, run_catchup};
 use lanes::{DetachReason, Lane, LaneMode};
+pub(crate) use reads::ActiveReads;
+use reads::Reading;
 
 /// Lifecycle of a shard worker; see the module documentation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,6 +70,8 @@ pub(crate) struct ShardDeps {
     pub stats: WorkerStats,
     /// Notified when a shard ended, so leases of its children are created at once.
     pub shard_ended: Arc<Notify>,
+    /// This worker's shards with records left to read or deliver.
+    pub reads: ActiveReads,
 }
 
 pub(crate) struct ShardWorker {
@@ -77,6 +85,8 @@ pub(crate) struct ShardWorker {
     live_end: Option<Vec<ChildShard>>,
     catchup_tx: mpsc::UnboundedSender<CatchupMsg>,
     catchup_rx: mpsc::UnboundedReceiver<CatchupMsg>,
+    /// Counts this shard in [`ShardDeps::reads`] until its records are read and delivered.
+    reading: Reading,
 }
 
 enum Step {
@@ -88,6 +98,7 @@ enum Step {
 impl ShardWorker {
     pub(crate) fn new(held: Arc<HeldLease>, deps: ShardDeps, shutdown: CancellationToken) -> Self {
         let (catchup_tx, catchup_rx) = mpsc::unbounded_channel();
+        let reading = deps.reads.start();
         Self {
             held,
             deps,
@@ -99,6 +110,7 @@ impl ShardWorker {
             live_end: None,
             catchup_tx,
             catchup_rx,
+            reading,
         }
     }
 
@@ -216,10 +228,15 @@ impl ShardWorker {
         if handoff.borrow_and_update().is_some() {
             return Step::Drain(CloseReason::Handoff);
         }
+        let mut reads_idle = self.deps.reads.idle();
         loop {
             if self.shard_done() {
                 return Step::Drain(CloseReason::ShardEnded);
             }
+            if self.read_delivered() {
+                self.reading.finish();
+            }
+            let waits_for_reads = self.waits_for_reads();
             let valid_until = self.held.valid_until();
             let step = tokio::select! {
                 biased;
@@ -236,6 +253,12 @@ impl ShardWorker {
                     }
                 }
                 Some(msg) = self.catchup_rx.recv() => { self.on_catchup(msg); Step::Continue }
+                Ok(()) = reads_idle.changed(), if waits_for_reads => {
+                    if *reads_idle.borrow_and_update() {
+                        self.maintain_lanes();
+                    }
+                    Step::Continue
+                }
                 _ = checkpoint_tick.tick() => {
                     self.maintain_lanes();
                     match self.write_checkpoints(None).await {
@@ -312,9 +335,12 @@ impl ShardWorker {
     /// Periodic lane upkeep: detach failing lanes, start catch-ups, close lanes at end.
     fn maintain_lanes(&mut self) {
         let now = Instant::now();
+        let waits_for_reads = self.waits_for_reads();
         for idx in 0..self.lanes.len() {
             let lane = &mut self.lanes[idx];
             let failing = lane.shared.failed();
+            // What a lane's consumer acknowledged on its own needs no close to flush.
+            let close_waits = waits_for_reads && !lane.fully_acked();
             match &mut lane.mode {
                 LaneMode::Attached | LaneMode::AtEnd { .. } | LaneMode::Closing(_) if failing => {
                     lane.detach(DetachReason::Failing, now);
@@ -338,7 +364,7 @@ impl ShardWorker {
                     };
                     lane.mode = LaneMode::CatchingUp(tokio::spawn(run_catchup(plan)));
                 }
-                LaneMode::AtEnd { close_at } if *close_at <= now => {
+                LaneMode::AtEnd { close_at } if *close_at <= now && !close_waits => {
                     let (done, rx) = tokio::sync::oneshot::channel();
                     let epoch = lane.shared.epoch();
                     let msg = crate::lane::LaneMsg::Close { epoch, reason: CloseReason::ShardEnded, done };
@@ -392,6 +418,24 @@ impl ShardWorker {
                 self.deps.stats.lane(self.held.key(), &l.host.name, |s| s.detached = true);
             }
         }
+    }
+
+    /// Every record of the shard has been read and handed to its consumers (their
+    /// `on_batch` returned); a lane that is catching up has not.
+    fn read_delivered(&self) -> bool {
+        self.live_end.is_some()
+            && self.lanes.iter().all(|l| {
+                matches!(l.mode, LaneMode::AtEnd { .. } | LaneMode::Closing(_) | LaneMode::Closed)
+                    && l.shared.inflight() == 0
+            })
+    }
+
+    /// The read ended with no child shards, and the lanes' closes wait for the worker's
+    /// other shards to be read and delivered ([`RuntimeConfig::close_ends_together`]).
+    fn waits_for_reads(&self) -> bool {
+        self.deps.config.close_ends_together
+            && self.live_end.as_ref().is_some_and(Vec::is_empty)
+            && !self.deps.reads.is_idle()
     }
 
     /// The shard end was read and every lane closed with its records acknowledged.
