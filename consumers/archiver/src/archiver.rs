@@ -46,6 +46,8 @@ struct ShardState {
     resolving: Option<AbortOnDropHandle<Resolution>>,
     /// Records already durable in an earlier owner's objects.
     skip: SkipList,
+    /// A batch that ends the shard was buffered: no record of it comes any more.
+    read_to_end: bool,
     /// Parts of the shard handled so far (the next part's ordinal, see [`Origin`]).
     parts: u64,
     /// Since when batches of the shard have been tried again for an uncertain part.
@@ -698,7 +700,7 @@ impl Consumer for Archiver {
             )));
         }
         self.check_health()?;
-        self.shards.entry(shard.clone()).or_default();
+        self.shards.entry(shard.clone()).or_default().read_to_end |= batch.is_shard_end();
         self.ensure_resolved(shard).await?;
         let now = self.clock.now();
         let mut sealed = Vec::new();
@@ -759,10 +761,20 @@ impl Consumer for Archiver {
             return self.forget_shard(shard);
         }
         self.check_health()?;
+        // When every other shard open here has been read to its end too (a replay's
+        // last shards, closed together), every buffer goes now, in one round, rather
+        // than a round for each shard's close.
+        let keys = if reason == CloseReason::ShardEnded
+            && self.shards.iter().all(|(id, state)| id == shard || state.read_to_end)
+        {
+            self.buffers.keys()
+        } else {
+            self.buffers.holding(shard)
+        };
         // In chunks: with many partitions, sealing every buffer at once would hold all
         // their objects (and their delivery state) in memory together.
         let mut delivered = Ok(());
-        for keys in self.buffers.holding(shard).chunks(CLOSE_CHUNK) {
+        for keys in keys.chunks(CLOSE_CHUNK) {
             let sealed =
                 self.buffers.seal_keys(keys).map_err(|e| ConsumerError::with_source("cannot seal buffers", e))?;
             delivered = self.deliver(sealed, acks, BacklogRetry::Now).await;
@@ -902,6 +914,35 @@ mod tests {
             }
         }
         seen
+    }
+
+    /// A shard's end seals the buffers holding its records; when every other shard open
+    /// here has been read to its end too, every buffer, so that the shards of a replay,
+    /// closed together, are written in one round.
+    #[tokio::test(start_paused = true)]
+    async fn the_last_shard_end_seals_every_buffer() {
+        for other_ended in [false, true] {
+            let text = include_str!("../tests/fixtures/mcp-destination.json");
+            let mut o = ArchiverOptions::new("a", validate(&from_json(text).unwrap()).unwrap());
+            o.transformer = Transformer::McpNormalize;
+            let sink = Arc::new(MemoryObjectSink::new());
+            let mut a = Archiver::new(o, sink.clone(), Arc::new(ManualClock::new(Timestamp::from_millis(T0)))).unwrap();
+            let leases = SimLeases::new();
+            let acks = SimAcks::new(leases.clone(), 1, CrashSwitch::after(None));
+            let (first, second) = (ShardId::new("a"), ShardId::new("b"));
+            a.on_shard_open(&leases.take(&first, 1)).await.unwrap();
+            a.on_shard_open(&leases.take(&second, 1)).await.unwrap();
+            let ended = |mut b: RecordBatch, end: bool| {
+                b.child_shards = end.then(Vec::new);
+                b
+            };
+            // Ten tenants each, apart.
+            a.on_batch(&ended(batch(&first, 0, 10), true), &acks).await.unwrap();
+            a.on_batch(&ended(batch(&second, 10, 10), other_ended), &acks).await.unwrap();
+            a.on_shard_close(&first, CloseReason::ShardEnded, &acks).await.unwrap();
+            let objects = sink.snapshot().keys().filter(|k| !k.starts_with("_weir/")).count();
+            assert_eq!(objects, if other_ended { 20 } else { 10 }, "other shard read to its end: {other_ended}");
+        }
     }
 
     /// A batch that fails half way (an error, or a panic, while it is buffered, after

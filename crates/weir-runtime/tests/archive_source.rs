@@ -213,3 +213,18 @@ async fn parquet_objects_are_read_with_the_table_reader_given() {
     let err = failing.open(&ShardId::new(key), &StartingPosition::TrimHorizon, ReadMode::Polling).await.err().unwrap();
     assert!(err.to_string().contains(key) && err.to_string().contains("Time64"), "{err}");
 }
+
+#[tokio::test]
+async fn a_full_batch_that_takes_the_last_line_ends_the_object() {
+    let sink: Arc<dyn ObjectSink> = Arc::new(MemoryObjectSink::new());
+    let lines: String = (0..1_000).map(|i| format!("{{\"n\":{i}}}\n")).collect();
+    let key = "a/s-1-2026-11-29-10-00-00-aaaa.gz";
+    sink.put_if_absent(key, gz(&lines), &PutOptions::default()).await.unwrap();
+    let source =
+        ArchiveSource::open(sink, "a/", at("2026-11-29T10:00:00Z"), at("2026-11-29T11:00:00Z"), Tz::UTC).await.unwrap();
+    let mut sub = source.open(&ShardId::new(key), &StartingPosition::TrimHorizon, ReadMode::Polling).await.unwrap();
+    let batch = sub.next().await.unwrap().unwrap();
+    assert_eq!(batch.records.len(), 1_000);
+    assert_eq!(batch.child_shards, Some(vec![]), "the end comes with the last records, not in an empty batch");
+    assert!(sub.next().await.unwrap().is_none());
+}

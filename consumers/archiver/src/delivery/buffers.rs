@@ -644,6 +644,11 @@ impl Buffers {
         self.open.iter().filter(|(_, b)| b.holds(shard)).map(|(k, _)| k.clone()).collect()
     }
 
+    /// The route keys of every open buffer.
+    pub fn keys(&self) -> Vec<Box<[u8]>> {
+        self.open.keys().cloned().collect()
+    }
+
     /// Seals the buffers of `keys` that are still open.
     pub fn seal_keys(&mut self, keys: &[Box<[u8]>]) -> Result<Vec<Sealed>, BufferError> {
         let mut sealed = Vec::with_capacity(keys.len());
@@ -658,8 +663,7 @@ impl Buffers {
     /// Every buffer.
     #[cfg(test)]
     pub fn all(&mut self) -> Result<Vec<Sealed>, BufferError> {
-        let keys: Vec<Box<[u8]>> = self.open.keys().cloned().collect();
-        self.seal_keys(&keys)
+        self.seal_keys(&self.keys())
     }
 
     /// Removes the records of `shard` from every open buffer (its lease was lost: the

@@ -277,6 +277,18 @@ impl ShardSubscription for Lines {
                 data: Bytes::copy_from_slice(&buf),
             });
         }
+        // A full batch that happens to take the last line ends the shard itself: an
+        // empty batch after it would reach no consumer, and a consumer that sees the
+        // end can flush everything at once when every shard it holds has ended.
+        if !ended {
+            ended = self
+                .lines
+                .fill_buf()
+                .map_err(|e| {
+                    ReadError::Fatal(format!("{}: cannot decompress after line {}: {e}", self.key, self.line))
+                })?
+                .is_empty();
+        }
         self.done = ended;
         Ok(Some(RecordBatch {
             shard_id: self.shard.clone(),
