@@ -1,10 +1,18 @@
-//! The cost of a KCL MultiLang processor on weir: `weir run --until-caught-up` over the
-//! same ferrokinesis stream (4 shards, 1 KB records, polling) with a Python processor on
-//! `amazon_kclpy` that only checkpoints each batch, and with weir's no-op Rust `count`
-//! consumer, in the same run. Prints records/s and CPU-seconds per 100k records of the
-//! whole process tree (weir and its Python children), start to exit.
+//! The cost of a KCL MultiLang processor on weir: `weir run --until-caught-up` over
+//! ferrokinesis streams of 1 KB records read by polling, the whole process tree (weir
+//! and its children), start to exit; each case on a 4-shard and a 1-shard stream:
 //!
-//! cargo bench -p weir-e2e --bench multilang        (100,000 records)
+//! - weir's no-op Rust `count` consumer (4 shards only);
+//! - a Python processor on `amazon_kclpy` that only checkpoints each batch (its cost is
+//!   CPU: JSON and base64 on both sides of the pipe, and Python);
+//! - a raw-protocol Python processor that sleeps per batch (as one waiting on I/O) and
+//!   checkpoints it: 5 ms, and 250 ms, where the processor and not the read is the
+//!   bottleneck (a shard is read at most 5 calls a second). One worker runs each
+//!   shard's processor at the same time, so there 4 shards go several times as fast
+//!   as 1 (3.1× on 2026-12-04); with one batch at a time per worker they could go no
+//!   faster than 1.
+//!
+//! cargo build --release -p weir && cargo bench -p weir-e2e --bench multilang   (100,000 records)
 //! Under `cargo test` it runs once with 2,000 records as a smoke test.
 #![allow(clippy::unwrap_used, clippy::print_stdout)] // a test: a failed expectation is a failed test
 
@@ -16,17 +24,48 @@ use weir_e2e::{
 };
 use weir_testkit::Emulator;
 
-/// Runs `weir run --until-caught-up` with `consumer` (a `[[consumers]]` table); returns
-/// wall and CPU seconds of weir and its children.
-fn run(dir: &Path, endpoint: &str, name: &str, consumer: &str, n: u64) -> (f64, f64) {
-    let cfg = dir.join(format!("{name}.toml"));
+/// A processor on the raw MultiLang protocol (standard library only) that sleeps
+/// `$SLEEP_MS` per batch, as one waiting on I/O would, then checkpoints at its last
+/// record.
+const SLEEPER: &str = r#"
+import json, os, sys, time
+SLEEP = int(os.environ["SLEEP_MS"]) / 1000
+def send(m):
+    sys.stdout.write(json.dumps(m) + "\n"); sys.stdout.flush()
+for line in sys.stdin:
+    m = json.loads(line)
+    a = m["action"]
+    if a == "processRecords" and m["records"]:
+        time.sleep(SLEEP)
+        send({"action": "checkpoint", "sequenceNumber": m["records"][-1]["sequenceNumber"], "subSequenceNumber": None})
+        sys.stdin.readline()
+    elif a in ("shutdownRequested", "shardEnded"):
+        send({"action": "checkpoint", "sequenceNumber": None, "subSequenceNumber": None})
+        sys.stdin.readline()
+    send({"action": "status", "responseFor": a})
+"#;
+
+/// One measured run: `consumer` (a `[[consumers]]` table) over `stream`.
+struct Case<'a> {
+    name: &'a str,
+    stream: &'a str,
+    consumer: String,
+}
+
+/// Runs `weir run --until-caught-up`; returns wall and CPU seconds of weir and its
+/// children.
+fn run(dir: &Path, endpoint: &str, case: &Case<'_>, n: u64) -> (f64, f64) {
+    let file = case.name.replace(|c: char| !c.is_ascii_alphanumeric(), "-");
+    let cfg = dir.join(format!("{file}.toml"));
     std::fs::write(
         &cfg,
         format!(
-            "[worker]\ninitial_position = \"TRIM_HORIZON\"\n[stream]\nkind = \"kinesis\"\nname = \"bench\"\n\
+            "[worker]\ninitial_position = \"TRIM_HORIZON\"\n[stream]\nkind = \"kinesis\"\nname = \"{}\"\n\
              [leases]\npath = \"{}\"\n[aws]\nkinesis_endpoint_url = \"{endpoint}\"\n[http]\nlisten = \"\"\n\
-             [[consumers]]\n{consumer}\n",
-            dir.join(format!("{name}.db")).display()
+             [[consumers]]\n{}\n",
+            case.stream,
+            dir.join(format!("{file}.db")).display(),
+            case.consumer,
         ),
     )
     .unwrap();
@@ -37,8 +76,18 @@ fn run(dir: &Path, endpoint: &str, name: &str, consumer: &str, n: u64) -> (f64, 
     let cpu = cpu_seconds(true) - c0;
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    assert!(stdout.contains(&format!("({n} records processed)")), "{name}: {stdout}");
+    assert!(stdout.contains(&format!("({n} records processed)")), "{}: {stdout}", case.name);
     (wall.as_secs_f64(), cpu)
+}
+
+/// A `multilang` consumer running `script` in `dir`, with `env` (TOML inline-table
+/// entries).
+fn multilang(dir: &Path, script: &str, env: &str) -> String {
+    format!(
+        "type = \"multilang\"\nname = \"py\"\ncommand = [\"python3\", \"{script}\"]\ncwd = \"{}\"\n\
+         env = {{ {env} }}",
+        dir.display(),
+    )
 }
 
 #[tokio::main]
@@ -47,31 +96,50 @@ async fn main() {
     let n: u64 = if full { 100_000 } else { 2_000 };
     let emu = Emulator::start("ferrokinesis", &[]);
     let client = kinesis(&emu.endpoint).await;
-    create_stream(&client, "bench", 4).await;
-    put_kilobyte_records(&client, "bench", n).await;
+    for (stream, shards) in [("kb4", 4), ("kb1", 1)] {
+        create_stream(&client, stream, shards).await;
+        put_kilobyte_records(&client, stream, n).await;
+    }
 
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("processor.py"), KCLPY_CHECKPOINTER).unwrap();
-    let kclpy = emulators_home().join("amazon_kclpy-3.2.0");
-    let rust = run(dir.path(), &emu.endpoint, "rust", "type = \"count\"\nname = \"count\"", n);
-    let python = run(
-        dir.path(),
-        &emu.endpoint,
-        "python",
-        &format!(
-            "type = \"multilang\"\nname = \"py\"\ncommand = [\"python3\", \"processor.py\"]\ncwd = \"{}\"\n\
-             env = {{ PYTHONPATH = \"{}\" }}",
-            dir.path().display(),
-            kclpy.display()
-        ),
-        n,
-    );
-    println!("\n`weir run --until-caught-up` over {n} records of 1 KB, ferrokinesis, 4 shards, polling");
-    println!("(emulator-bound; whole process tree, start to exit)");
-    println!("{:<40} {:>9} {:>11} {:>22}", "consumer", "seconds", "records/s", "CPU-s per 100k records");
-    for (name, (wall, cpu)) in [("count (no-op Rust)", rust), ("multilang (Python, checkpoint per batch)", python)] {
+    std::fs::write(dir.path().join("kclpy.py"), KCLPY_CHECKPOINTER).unwrap();
+    std::fs::write(dir.path().join("sleeper.py"), SLEEPER).unwrap();
+    let kclpy = format!("PYTHONPATH = \"{}\"", emulators_home().join("amazon_kclpy-3.2.0").display());
+    let count = "type = \"count\"\nname = \"count\"".to_owned();
+    let cases = [
+        Case { name: "count (no-op Rust), 4 shards", stream: "kb4", consumer: count },
+        Case { name: "amazon_kclpy, 4 shards", stream: "kb4", consumer: multilang(dir.path(), "kclpy.py", &kclpy) },
+        Case { name: "amazon_kclpy, 1 shard", stream: "kb1", consumer: multilang(dir.path(), "kclpy.py", &kclpy) },
+        Case {
+            name: "sleep 5 ms/batch, 4 shards",
+            stream: "kb4",
+            consumer: multilang(dir.path(), "sleeper.py", "SLEEP_MS = \"5\""),
+        },
+        Case {
+            name: "sleep 5 ms/batch, 1 shard",
+            stream: "kb1",
+            consumer: multilang(dir.path(), "sleeper.py", "SLEEP_MS = \"5\""),
+        },
+        Case {
+            name: "sleep 250 ms/batch, 4 shards",
+            stream: "kb4",
+            consumer: multilang(dir.path(), "sleeper.py", "SLEEP_MS = \"250\""),
+        },
+        Case {
+            name: "sleep 250 ms/batch, 1 shard",
+            stream: "kb1",
+            consumer: multilang(dir.path(), "sleeper.py", "SLEEP_MS = \"250\""),
+        },
+    ];
+    let rows: Vec<(&str, (f64, f64))> = cases.iter().map(|c| (c.name, run(dir.path(), &emu.endpoint, c, n))).collect();
+    println!("\n`weir run --until-caught-up` over {n} records of 1 KB, ferrokinesis, polling");
+    println!("(whole process tree, start to exit)");
+    println!("{:<30} {:>9} {:>11} {:>22}", "consumer", "seconds", "records/s", "CPU-s per 100k records");
+    for (name, (wall, cpu)) in &rows {
         let rate = n as f64 / wall;
-        println!("{name:<40} {wall:>9.2} {rate:>11.0} {:>22.2}", cpu * 100_000.0 / n as f64);
+        println!("{name:<30} {wall:>9.2} {rate:>11.0} {:>22.2}", cpu * 100_000.0 / n as f64);
     }
-    println!("Python/Rust ratios: wall {:.2}, CPU {:.2}", python.0 / rust.0, python.1 / rust.1);
+    let speedup = |four: usize, one: usize| rows[one].1.0 / rows[four].1.0;
+    println!("records/s, 4 shards against 1:");
+    println!("  amazon_kclpy {:.2}, sleep 5 ms {:.2}, sleep 250 ms {:.2}", speedup(1, 2), speedup(3, 4), speedup(5, 6));
 }
