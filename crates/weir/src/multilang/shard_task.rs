@@ -230,10 +230,19 @@ impl ShardTask {
         let Some(mut child) = self.child.take() else { return Ok(false) };
         let mut ended = false;
         let at = &mut self.at;
+        // The last checkpoint stored during this exchange: only a stored one becomes
+        // the child's checkpoint (where a restarted child starts, and what later
+        // requests are judged against), as the KCL advances its checkpointer only once
+        // the lease table write returns.
+        let stored = std::sync::Mutex::new(None::<ExtendedSequenceNumber>);
+        let stored = &stored;
         // The reply waits for the checkpoint to be stored, as the KCL's does
         // (`ShardRecordProcessorCheckpointer` answers after the lease table write):
         // a processor told "saved" is never started again before that position.
         let mut judged = |request: CheckpointRequest| -> Verdict<'_> {
+            if let Some(p) = stored.lock().ok().and_then(|mut s| s.take()) {
+                at.checkpoint = Checkpoint::At(p);
+            }
             match judge(&request, at, phase) {
                 Err(name) => Box::pin(std::future::ready(Some(name.to_owned()))),
                 Ok(position) => {
@@ -241,11 +250,15 @@ impl ShardTask {
                         ended = true;
                     }
                     let Some(p) = position else { return Box::pin(std::future::ready(None)) };
-                    at.checkpoint = Checkpoint::At(p.clone());
                     Box::pin(async move {
                         let Some(acks) = acks else { return Some("ShutdownException".to_owned()) };
                         match acks.checkpoint(&p).await {
-                            Ok(()) => None,
+                            Ok(()) => {
+                                if let Ok(mut s) = stored.lock() {
+                                    *s = Some(p);
+                                }
+                                None
+                            }
                             Err(CheckpointError::NotHeld(_)) => Some("ShutdownException".to_owned()),
                             Err(CheckpointError::Invalid(_)) => Some("IllegalArgumentException".to_owned()),
                             Err(CheckpointError::Store(_)) => Some("KinesisClientLibDependencyException".to_owned()),
@@ -254,7 +267,11 @@ impl ShardTask {
                 }
             }
         };
-        match child.exchange(&message, timeout, &mut judged).await {
+        let exchanged = child.exchange(&message, timeout, &mut judged).await;
+        if let Some(p) = stored.lock().ok().and_then(|mut s| s.take()) {
+            self.at.checkpoint = Checkpoint::At(p);
+        }
+        match exchanged {
             Ok(()) => {
                 self.child = Some(child);
                 Ok(ended)
@@ -324,6 +341,75 @@ mod tests {
 
     fn at(n: u128) -> ExtendedSequenceNumber {
         ExtendedSequenceNumber::new(SequenceNumber::from_u128(n), 0)
+    }
+
+    /// Fails its first checkpoint as a lease table that is down does, then stores.
+    struct FlakyStore(std::sync::Mutex<Vec<ExtendedSequenceNumber>>);
+
+    #[async_trait::async_trait]
+    impl ShardAcks for FlakyStore {
+        fn durable(&self, _: &ExtendedSequenceNumber) {}
+        async fn checkpoint(&self, p: &ExtendedSequenceNumber) -> Result<(), CheckpointError> {
+            let mut calls = self.0.lock().unwrap();
+            calls.push(p.clone());
+            if calls.len() == 1 { Err(CheckpointError::Store("the table is down".into())) } else { Ok(()) }
+        }
+    }
+
+    /// A checkpoint the store refused is not the child's checkpoint: a child started
+    /// again starts where the last stored one is (here, where the shard began), as the
+    /// KCL's checkpointer advances only once the write returns.
+    #[tokio::test]
+    async fn a_refused_checkpoint_is_not_where_a_new_child_starts() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = r#"
+import json, os, sys
+def send(m):
+    sys.stdout.write(json.dumps(m) + "\n"); sys.stdout.flush()
+for line in sys.stdin:
+    m = json.loads(line)
+    a = m["action"]
+    if a == "initialize":
+        with open(os.environ["OUT"], "a") as f:
+            f.write(str(m.get("sequenceNumber")) + "\n")
+    elif a == "processRecords":
+        send({"action": "checkpoint", "sequenceNumber": m["records"][-1]["sequenceNumber"], "subSequenceNumber": None})
+        reply = json.loads(sys.stdin.readline())
+        if reply.get("error"):
+            sys.exit(3)
+    send({"action": "status", "responseFor": a})
+"#;
+        let out = dir.path().join("inits");
+        let settings = Arc::new(Settings {
+            name: "py".into(),
+            command: vec!["python3".into(), "-c".into(), script.into()],
+            cwd: None,
+            env: vec![("OUT".into(), out.display().to_string())],
+            timeout: Duration::from_secs(60),
+            shutdown_grace: Duration::from_secs(5),
+        });
+        let mut task = ShardTask::new(settings, ShardId::new("shardId-000000000000"), Checkpoint::TrimHorizon);
+        let acks = FlakyStore(std::sync::Mutex::new(Vec::new()));
+        let batch = |n: u128| RecordBatch {
+            shard_id: ShardId::new("shardId-000000000000"),
+            records: vec![weir_core::Record {
+                partition_key: "pk".into(),
+                position: at(n),
+                approximate_arrival: weir_core::Timestamp::from_millis(0),
+                data: bytes::Bytes::from_static(b"{}"),
+            }],
+            millis_behind_latest: None,
+            child_shards: None,
+        };
+        assert!(task.process(&batch(5), &acks).await.is_err(), "the child exits when its checkpoint is refused");
+        task.process(&batch(5), &acks).await.unwrap();
+        task.stop_child().await;
+        let inits = std::fs::read_to_string(&out).unwrap();
+        assert_eq!(
+            inits, "TRIM_HORIZON\nTRIM_HORIZON\n",
+            "the refused checkpoint is not where the second child starts"
+        );
+        assert_eq!(acks.0.lock().unwrap().len(), 2);
     }
 
     #[test]
