@@ -8,10 +8,20 @@
 //!
 //! Prints records/s (wall) and CPU-seconds of the `weir` process per 100k records.
 //!
+//! Then the objects a backfill writes ([`backfill`]): 300,000 events replayed into the
+//! design note's archiver (tenant × tool × hour, 120 or 12,000 partitions) from 1, 15,
+//! 150 and 2,000 archived objects, and from an 8-shard stream window; objects written
+//! against partitions × hours present, CPU-seconds and peak RSS of the `weir` process.
+//!
 //! cargo build --release -p weir && cargo bench -p weir-e2e --bench replay
-//!     (1,000,000 archived records; 200,000 in ferrokinesis)
-//! Under `cargo test` it runs once with 5,000 / 2,000 records as a smoke test.
+//!     (1,000,000 archived records; 200,000 in ferrokinesis; the backfills as above)
+//! Under `cargo test` it runs once with 5,000 / 2,000 records as a smoke test, and the
+//! backfills with 3,000 events at 120 partitions from 1, 15 and 150 objects and a
+//! 4-shard window; every backfill must write at most 1.1 objects a partition-hour.
 #![allow(clippy::unwrap_used, clippy::print_stdout)] // a test: a failed expectation is a failed test
+
+#[path = "replay/backfill.rs"]
+mod backfill;
 
 use std::io::Write;
 use std::path::Path;
@@ -208,4 +218,25 @@ async fn main() {
         );
     }
     println!("(wall time includes process start, lease set-up and the end-of-window wait of 1 s for the stream)");
+
+    // Backfills: objects a partition-hour, whatever the input's cut.
+    let (n, sizes, inputs, shards): (u64, &[(u64, u64)], &[u64], i32) = if full {
+        (300_000, &[(12, 10), (300, 40)], &[1, 15, 150, 2_000], 8)
+    } else {
+        (3_000, &[(12, 10)], &[1, 15, 150], 4)
+    };
+    let mut rows = Vec::new();
+    for &(tenants, tools) in sizes {
+        for &k in inputs {
+            rows.push(backfill::from_archive(n, k, tenants, tools));
+            backfill::print(&rows[rows.len() - 1..]);
+        }
+    }
+    let (tenants, tools) = sizes[0];
+    drop(emu);
+    rows.push(backfill::from_stream(n.min(60_000), shards, tenants, tools).await);
+    backfill::print(&rows);
+    for r in &rows {
+        assert!(r.ratio() <= 1.1, "{}: {} objects for {} partition-hours", r.source, r.objects, r.partition_hours);
+    }
 }
