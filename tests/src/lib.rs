@@ -467,3 +467,39 @@ pub fn metric_samples(page: &str, metric: &str) -> Vec<(std::collections::BTreeM
         })
         .collect()
 }
+
+/// A replay config with the design note's archiver (tenant × tool × hour, GZIP, jq
+/// partitioning) writing under `<dir>/out`, weir's defaults for what the note leaves
+/// out, SQLite leases in `dir`, and `stream_section` as its `[stream]`.
+pub fn backfill_config(dir: &Path, stream_section: &str) -> std::path::PathBuf {
+    let path = dir.join("backfill.toml");
+    let prefix = "tool-events/tenant=!{partitionKeyFromQuery:tenantId}/tool=!{partitionKeyFromQuery:toolName}/year=!{timestamp:yyyy}/month=!{timestamp:MM}/day=!{timestamp:dd}/hour=!{timestamp:HH}/";
+    std::fs::write(
+        &path,
+        format!(
+            r#"[leases]
+path = "{leases}"
+namespace = "backfill"
+[stream]
+{stream_section}
+[[consumers]]
+type = "archiver"
+name = "backfill"
+directory = "{out}"
+[consumers.destination]
+Prefix = "{prefix}"
+ErrorOutputPrefix = "errors/!{{firehose:error-output-type}}/"
+CompressionFormat = "GZIP"
+DynamicPartitioningConfiguration = {{ Enabled = true }}
+[consumers.destination.ProcessingConfiguration]
+Enabled = true
+Processors = {processors}
+"#,
+            leases = dir.join("leases.db").display(),
+            out = dir.join("out").display(),
+            processors = metadata_extraction("{tenantId: .tenant_id, toolName: .tool_name}", true),
+        ),
+    )
+    .expect("the config is written");
+    path
+}

@@ -17,7 +17,7 @@ use flate2::Compression;
 use flate2::write::GzEncoder;
 use weir_aws::kinesis::producer::{Outgoing, Producer};
 use weir_core::{Clock, SystemClock};
-use weir_e2e::{create_stream, duckdb, kinesis, metadata_extraction, weir_command};
+use weir_e2e::{create_stream, duckdb, kinesis, weir_command};
 use weir_testkit::Emulator;
 
 const TENANTS: u64 = 4;
@@ -32,36 +32,7 @@ fn event(i: u64) -> String {
 }
 
 fn config(dir: &Path, stream_section: &str) -> PathBuf {
-    let path = dir.join("backfill.toml");
-    let prefix = "tool-events/tenant=!{partitionKeyFromQuery:tenantId}/tool=!{partitionKeyFromQuery:toolName}/year=!{timestamp:yyyy}/month=!{timestamp:MM}/day=!{timestamp:dd}/hour=!{timestamp:HH}/";
-    std::fs::write(
-        &path,
-        format!(
-            r#"[leases]
-path = "{leases}"
-namespace = "backfill"
-[stream]
-{stream_section}
-[[consumers]]
-type = "archiver"
-name = "backfill"
-directory = "{out}"
-[consumers.destination]
-Prefix = "{prefix}"
-ErrorOutputPrefix = "errors/!{{firehose:error-output-type}}/"
-CompressionFormat = "GZIP"
-DynamicPartitioningConfiguration = {{ Enabled = true }}
-[consumers.destination.ProcessingConfiguration]
-Enabled = true
-Processors = {processors}
-"#,
-            leases = dir.join("leases.db").display(),
-            out = dir.join("out").display(),
-            processors = metadata_extraction("{tenantId: .tenant_id, toolName: .tool_name}", true),
-        ),
-    )
-    .unwrap();
-    path
+    weir_e2e::backfill_config(dir, stream_section)
 }
 
 fn replay(config: &Path, args: &[&str]) -> Output {

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use flate2::Compression;
 use flate2::write::GzEncoder;
-use weir_e2e::{cpu_seconds, files, gz_lines, metadata_extraction, weir_binary};
+use weir_e2e::{cpu_seconds, files, gz_lines, weir_binary};
 
 /// One replay's figures.
 pub struct Row {
@@ -66,37 +66,8 @@ pub fn write_inputs(root: &Path, n: u64, inputs: u64, tenants: u64, tools: u64) 
 
 /// A replay config with the design note's archiver writing under `<dir>/out`, with
 /// weir's defaults for what the note leaves out (`BufferingHints`, `max_buffer_memory`).
-pub fn config(dir: &Path, stream_section: &str) -> PathBuf {
-    let path = dir.join("backfill.toml");
-    let prefix = "tool-events/tenant=!{partitionKeyFromQuery:tenantId}/tool=!{partitionKeyFromQuery:toolName}/year=!{timestamp:yyyy}/month=!{timestamp:MM}/day=!{timestamp:dd}/hour=!{timestamp:HH}/";
-    let processors = metadata_extraction("{tenantId: .tenant_id, toolName: .tool_name}", true);
-    std::fs::write(
-        &path,
-        format!(
-            r#"[leases]
-path = "{leases}"
-namespace = "bench"
-[stream]
-{stream_section}
-[[consumers]]
-type = "archiver"
-name = "backfill"
-directory = "{out}"
-[consumers.destination]
-Prefix = "{prefix}"
-ErrorOutputPrefix = "errors/!{{firehose:error-output-type}}/"
-CompressionFormat = "GZIP"
-DynamicPartitioningConfiguration = {{ Enabled = true }}
-[consumers.destination.ProcessingConfiguration]
-Enabled = true
-Processors = {processors}
-"#,
-            leases = dir.join("leases.db").display(),
-            out = dir.join("out").display(),
-        ),
-    )
-    .unwrap();
-    path
+fn config(dir: &Path, stream_section: &str) -> PathBuf {
+    weir_e2e::backfill_config(dir, stream_section)
 }
 
 /// Runs `weir replay` with `args` to its end: CPU seconds and peak RSS (MiB, `VmHWM`
