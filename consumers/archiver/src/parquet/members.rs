@@ -20,9 +20,10 @@ pub(super) fn rows(reader: &RowReader, record: &[u8]) -> Result<Vec<Vec<Cell>>, 
     let mut rows = Vec::with_capacity(1);
     for members in serde_json::Deserializer::from_slice(record).into_iter::<Members<'_>>() {
         match members {
-            Ok(m) => rows.push(row(reader, &m.0)),
+            // A number past f64's range is valid JSON the specification's parser refuses.
+            Ok(m) if m.0.iter().all(|(_, v)| numbers_in_range(v.get())) => rows.push(row(reader, &m.0)),
             // Not JSON, or a document that is not an object: the specification says how.
-            Err(_) => return reader.rows_of_values(record),
+            _ => return reader.rows_of_values(record),
         }
     }
     if rows.is_empty() {
@@ -60,6 +61,42 @@ fn find<'a>(reader: &RowReader, members: &'a [(Cow<'_, str>, &'a RawValue)], fol
         }
     }
     best.map(|(_, v)| v)
+}
+
+/// Whether every number in `json` (valid JSON text) is one `serde_json` reads into a
+/// `Value`: none whose magnitude passes `f64::MAX` (`1e400`, or an integer of 400
+/// digits), which it refuses as "number out of range". Strings are skipped unread.
+fn numbers_in_range(json: &str) -> bool {
+    let bytes = json.as_bytes();
+    if bytes.first() == Some(&b'"') {
+        return true;
+    }
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'"' => {
+                i += 1;
+                while i < bytes.len() && bytes[i] != b'"' {
+                    i += if bytes[i] == b'\\' { 2 } else { 1 };
+                }
+                i += 1;
+            }
+            b'-' | b'0'..=b'9' => {
+                let start = i;
+                while i < bytes.len() && matches!(bytes[i], b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E') {
+                    i += 1;
+                }
+                let number = &json[start..i];
+                // An integer of 20 digits or fewer is in range whatever it is.
+                let could_overflow = number.len() > 20 || number.contains(['e', 'E']);
+                if could_overflow && !number.parse::<f64>().is_ok_and(f64::is_finite) {
+                    return false;
+                }
+            }
+            _ => i += 1,
+        }
+    }
+    true
 }
 
 /// A JSON object's members, keys borrowed where they have no escapes.
@@ -151,6 +188,11 @@ mod tests {
             Just("{\"k\":1,\"K\":\"3\"}"),
             Just("[1,{\"deep\":[true]}]"),
             Just("99999999999"),
+            Just("1e388"),
+            Just("-2E+400"),
+            Just("1e-400"),
+            Just("[0.5e308,{\"x\":\"1e999\"}]"),
+            Just("{\"e\\\"1e999\":[1.7976931348623157e308]}"),
         ];
         (key, value).prop_map(|(k, v)| format!("\"{k}\":{v}"))
     }
@@ -175,8 +217,20 @@ mod tests {
     #[test]
     fn errors_are_the_specifications() {
         let r = reader(true, false);
-        for record in ["", "  ", "[1]", "{\"n\":\"x\"}", "{\"n\":1}{\"n\":[]}", "{\"n\":1} 2", "{\"n\":", "{\"n\":1}}"]
-        {
+        let huge = format!("{{\"other\":{}}}", "9".repeat(400));
+        for record in [
+            huge.as_str(),
+            "{\"other\":1e388}",
+            "{\"n\":1}{\"x\":[-1E309]}",
+            "",
+            "  ",
+            "[1]",
+            "{\"n\":\"x\"}",
+            "{\"n\":1}{\"n\":[]}",
+            "{\"n\":1} 2",
+            "{\"n\":",
+            "{\"n\":1}}",
+        ] {
             assert_eq!(rows(&r, record.as_bytes()), r.rows_of_values(record.as_bytes()), "{record}");
             assert!(rows(&r, record.as_bytes()).is_err(), "{record}");
         }
