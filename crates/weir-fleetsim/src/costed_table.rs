@@ -1,0 +1,363 @@
+//! A lease table that charges every call as the DynamoDB adapter's requests would be
+//! charged, and throttles them as DynamoDB would.
+//!
+//! The state and the rules live in weir-testkit's [`MemoryLeaseTable`] (with
+//! DynamoDB's size limits); this wrapper issues, per call, the requests of
+//! `weir-aws/src/dynamodb.rs`, each charged to the namespace's partition-key value in
+//! the shared [`Meter`]:
+//!
+//! | call | requests |
+//! |---|---|
+//! | `list` | `Query` `lease#*`, strongly consistent, one per 1 MB page |
+//! | `list_workers` | `Query` `worker#*`, strongly consistent, paged |
+//! | `get`, `namespace_meta` | `GetItem`, strongly consistent |
+//! | `mutate` | `GetItem` (strong) + conditional `PutItem`; again while the condition fails (at most 16 rounds) |
+//! | `mutate_all` | one `GetItem` (strong) per lease + `TransactWriteItems` (double units) |
+//! | `create_if_absent`, `put_namespace_meta` | conditional `PutItem` |
+//! | `heartbeat` | conditional `UpdateItem` (+ `GetItem` when the record is another process's) |
+//! | `claim_worker` | conditional `UpdateItem` |
+//! | `delete`, `delete_ended`, `remove_worker` | `DeleteItem` |
+//!
+//! A write whose condition fails still consumes its units. A throttled request is
+//! retried as the SDK retries it ([`SdkRetry`], delays in tokio time); when the last
+//! attempt is throttled too, the call fails with the error the adapter returns for it:
+//! a retryable [`LeaseError::Store`] naming `ProvisionedThroughputExceededException`.
+//! Earlier requests of the call (the pages already read, the read before a write)
+//! stay charged. Item sizes: see [`crate::items`].
+//!
+//! It also counts the leases that moved: writes that gave a lease an owner other than
+//! its last one (a take of a free lease that nobody held before does not count).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use tokio::time::Instant;
+use weir_core::ports::{
+    LeaseTable, MAX_LEASE_ITEM_BYTES, MAX_TRANSACTION_BYTES, NamespaceMeta, WorkerHeartbeat, lease_item_bytes,
+};
+use weir_core::{Lease, LeaseError, LeaseMutation, NewLease, ShardId, WorkerId};
+use weir_testkit::MemoryLeaseTable;
+
+use crate::items::{meta_item_bytes, worker_item_bytes};
+use crate::meter::{Charge, Meter, Op};
+use crate::sdk_retry::SdkRetry;
+use crate::units::{Consistency, query_pages, read_half_units, write_units};
+
+/// Read-apply-write rounds of one mutation, as in the adapter.
+const CONTENTION_RETRIES: usize = 16;
+
+#[derive(Debug, Default)]
+struct Sizes {
+    /// Item bytes per lease, in sort-key order (`lease#<shard>` sorts as the shard id).
+    leases: BTreeMap<ShardId, usize>,
+    workers: BTreeMap<WorkerId, usize>,
+    meta: Option<usize>,
+    /// The last owner each lease had, for counting moves.
+    last_owner: HashMap<ShardId, WorkerId>,
+    moves: u64,
+}
+
+/// One namespace of a DynamoDB lease table, costed. See the module documentation.
+pub struct CostedLeaseTable {
+    namespace: String,
+    table: String,
+    inner: MemoryLeaseTable,
+    meter: Arc<Meter>,
+    retry: SdkRetry,
+    sizes: Mutex<Sizes>,
+}
+
+impl std::fmt::Debug for CostedLeaseTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CostedLeaseTable").field("namespace", &self.namespace).finish()
+    }
+}
+
+fn unchanged(a: &Lease, b: &Lease) -> bool {
+    a.counter == b.counter && a.owner == b.owner && a.handoff_to == b.handoff_to
+}
+
+fn too_large(message: String) -> LeaseError {
+    LeaseError::Store { message, retryable: false, source: None }
+}
+
+impl CostedLeaseTable {
+    /// The namespace `namespace` of table `table`, charged to `meter`.
+    pub fn new(table: &str, namespace: &str, meter: Arc<Meter>, retry: SdkRetry) -> Self {
+        Self {
+            namespace: namespace.to_owned(),
+            table: table.to_owned(),
+            inner: MemoryLeaseTable::with_dynamodb_limits(),
+            meter,
+            retry,
+            sizes: Mutex::default(),
+        }
+    }
+
+    /// The partition-key value of every item of this namespace.
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// Leases that got an owner other than their last one, since the last reset.
+    pub fn moves(&self) -> u64 {
+        self.sizes().moves
+    }
+
+    /// Starts counting moves from zero.
+    pub fn reset_moves(&self) {
+        self.sizes().moves = 0;
+    }
+
+    /// Keys of the leases not ended, read without a charge (the simulator's view).
+    pub async fn active_keys(&self) -> Vec<ShardId> {
+        let all = self.inner.list().await.unwrap_or_default();
+        all.into_iter().filter(|l| !l.ended).map(|l| l.key).collect()
+    }
+
+    fn sizes(&self) -> std::sync::MutexGuard<'_, Sizes> {
+        self.sizes.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn lease_size(&self, key: &ShardId) -> Option<usize> {
+        self.sizes().leases.get(key).copied()
+    }
+
+    /// Issues one request: charged, or retried as the SDK retries a throttled request,
+    /// and failed as the adapter fails when every attempt was throttled.
+    async fn request(&self, what: &str, charge: Charge) -> Result<(), LeaseError> {
+        let mut attempt = 1;
+        loop {
+            if self.meter.charge(&self.namespace, charge, Instant::now()).is_ok() {
+                return Ok(());
+            }
+            if attempt >= self.retry.max_attempts {
+                return Err(LeaseError::Store {
+                    message: format!(
+                        "dynamodb {what} on table {}: ProvisionedThroughputExceededException: throughput exceeds the current throughput limit of partition key {}",
+                        self.table, self.namespace
+                    ),
+                    retryable: true,
+                    source: None,
+                });
+            }
+            tokio::time::sleep(self.retry.delay(attempt)).await;
+            attempt += 1;
+        }
+    }
+
+    async fn read(&self, op: Op, what: &str, bytes: usize) -> Result<(), LeaseError> {
+        let charge = Charge { op, read_halves: read_half_units(bytes, Consistency::Strong), write_units: 0 };
+        self.request(what, charge).await
+    }
+
+    async fn write(&self, op: Op, what: &str, bytes: usize, transactional: bool) -> Result<(), LeaseError> {
+        let charge = Charge { op, read_halves: 0, write_units: write_units(bytes, transactional) };
+        self.request(what, charge).await
+    }
+
+    /// A strongly consistent Query over items of `sizes`, page by page.
+    async fn query(&self, sizes: Vec<usize>) -> Result<(), LeaseError> {
+        for page in query_pages(sizes) {
+            self.read(Op::Query, "query", page.bytes).await?;
+        }
+        Ok(())
+    }
+
+    /// Refuses an item DynamoDB would refuse for its size (`ValidationException`, no
+    /// capacity consumed).
+    fn check_item(lease: &Lease) -> Result<usize, LeaseError> {
+        let bytes = lease_item_bytes(lease);
+        if bytes > MAX_LEASE_ITEM_BYTES {
+            return Err(too_large(format!(
+                "ValidationException: Item size has exceeded the maximum allowed size (lease {}: {bytes} bytes)",
+                lease.key
+            )));
+        }
+        Ok(bytes)
+    }
+
+    /// Notes a stored lease: its size, and whether it moved to another owner.
+    fn stored(&self, lease: &Lease, bytes: usize) {
+        let mut s = self.sizes();
+        s.leases.insert(lease.key.clone(), bytes);
+        if let Some(owner) = &lease.owner {
+            match s.last_owner.insert(lease.key.clone(), owner.clone()) {
+                Some(previous) if previous != *owner => s.moves += 1,
+                _ => {}
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl LeaseTable for CostedLeaseTable {
+    async fn create_if_absent(&self, lease: NewLease) -> Result<bool, LeaseError> {
+        let new = lease.clone().into_lease();
+        let bytes = Self::check_item(&new)?;
+        let existing = self.lease_size(&new.key).unwrap_or(0);
+        self.write(Op::PutItem, "put (create lease)", bytes.max(existing), false).await?;
+        let created = self.inner.create_if_absent(lease).await?;
+        if created {
+            self.sizes().leases.insert(new.key, bytes);
+        }
+        Ok(created)
+    }
+
+    async fn list(&self) -> Result<Vec<Lease>, LeaseError> {
+        let sizes: Vec<usize> = self.sizes().leases.values().copied().collect();
+        self.query(sizes).await?;
+        self.inner.list().await
+    }
+
+    async fn get(&self, key: &ShardId) -> Result<Option<Lease>, LeaseError> {
+        self.read(Op::GetItem, "get", self.lease_size(key).unwrap_or(0)).await?;
+        self.inner.get(key).await
+    }
+
+    async fn mutate(&self, mutation: &LeaseMutation) -> Result<Lease, LeaseError> {
+        for _ in 0..CONTENTION_RETRIES {
+            let stored = self.get(&mutation.key).await?.ok_or_else(|| LeaseError::NotFound(mutation.key.clone()))?;
+            let next = mutation.apply(&stored)?;
+            let bytes = Self::check_item(&next)?;
+            let before = self.lease_size(&mutation.key).unwrap_or(0);
+            self.write(Op::PutItem, "put (mutate lease)", bytes.max(before), false).await?;
+            // The condition: the item still has the counter, owner and handoff request
+            // it was read with (the SDK's retries may have slept in between).
+            let current = self.inner.get(&mutation.key).await?;
+            if !current.as_ref().is_some_and(|c| unchanged(c, &stored)) {
+                continue;
+            }
+            let written = self.inner.mutate(mutation).await?;
+            self.stored(&written, bytes);
+            return Ok(written);
+        }
+        Err(LeaseError::Store {
+            message: format!("lease {} under heavy contention", mutation.key),
+            retryable: true,
+            source: None,
+        })
+    }
+
+    async fn mutate_all(&self, mutations: &[LeaseMutation]) -> Result<Vec<Lease>, LeaseError> {
+        weir_core::lease::check_batch(mutations)?;
+        for _ in 0..CONTENTION_RETRIES {
+            let mut seen = Vec::with_capacity(mutations.len());
+            let mut units = 0;
+            let mut total = 0;
+            for m in mutations {
+                let stored = self.get(&m.key).await?.ok_or_else(|| LeaseError::NotFound(m.key.clone()))?;
+                let next = m.apply(&stored)?;
+                let bytes = Self::check_item(&next)?;
+                total += bytes;
+                units += write_units(bytes.max(self.lease_size(&m.key).unwrap_or(0)), true);
+                seen.push((stored, bytes));
+            }
+            if total > MAX_TRANSACTION_BYTES {
+                return Err(too_large(format!(
+                    "ValidationException: Transaction request cannot be larger than 4 MB ({total} bytes)"
+                )));
+            }
+            let charge = Charge { op: Op::TransactWriteItems, read_halves: 0, write_units: units };
+            self.request("transact write (mutate leases)", charge).await?;
+            let mut all_unchanged = true;
+            for (stored, _) in &seen {
+                let current = self.inner.get(&stored.key).await?;
+                all_unchanged &= current.as_ref().is_some_and(|c| unchanged(c, stored));
+            }
+            if !all_unchanged {
+                // TransactionCanceledException: read again and re-judge all.
+                continue;
+            }
+            let written = self.inner.mutate_all(mutations).await?;
+            for (lease, (_, bytes)) in written.iter().zip(&seen) {
+                self.stored(lease, *bytes);
+            }
+            return Ok(written);
+        }
+        Err(LeaseError::Store {
+            message: format!("lease {} under heavy contention", mutations[0].key),
+            retryable: true,
+            source: None,
+        })
+    }
+
+    async fn delete(&self, key: &ShardId) -> Result<(), LeaseError> {
+        self.write(Op::DeleteItem, "delete", self.lease_size(key).unwrap_or(0), false).await?;
+        self.inner.delete(key).await?;
+        self.sizes().leases.remove(key);
+        Ok(())
+    }
+
+    async fn delete_ended(&self, seen: &Lease) -> Result<bool, LeaseError> {
+        let bytes = self.lease_size(&seen.key).unwrap_or(0);
+        self.write(Op::DeleteItem, "delete (ended lease)", bytes, false).await?;
+        let deleted = self.inner.delete_ended(seen).await?;
+        if deleted {
+            self.sizes().leases.remove(&seen.key);
+        }
+        Ok(deleted)
+    }
+
+    async fn heartbeat(&self, worker: &WorkerId, instance: &str) -> Result<(), LeaseError> {
+        let bytes = worker_item_bytes(&self.namespace, worker);
+        self.write(Op::UpdateItem, "update (heartbeat)", bytes, false).await?;
+        match self.inner.heartbeat(worker, instance).await {
+            Err(LeaseError::WorkerIdInUse { .. }) => {
+                // The adapter reads the record to name the process that has it.
+                self.read(Op::GetItem, "get (worker)", bytes).await?;
+                self.inner.heartbeat(worker, instance).await
+            }
+            Ok(()) => {
+                self.sizes().workers.insert(worker.clone(), bytes);
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn claim_worker(&self, seen: &WorkerHeartbeat, instance: &str) -> Result<bool, LeaseError> {
+        let bytes = worker_item_bytes(&self.namespace, &seen.worker);
+        self.write(Op::UpdateItem, "update (claim worker)", bytes, false).await?;
+        self.inner.claim_worker(seen, instance).await
+    }
+
+    async fn namespace_meta(&self) -> Result<Option<NamespaceMeta>, LeaseError> {
+        let bytes = self.sizes().meta.unwrap_or(0);
+        self.read(Op::GetItem, "get (namespace)", bytes).await?;
+        self.inner.namespace_meta().await
+    }
+
+    async fn put_namespace_meta(
+        &self,
+        meta: &NamespaceMeta,
+        expected: Option<&NamespaceMeta>,
+    ) -> Result<bool, LeaseError> {
+        let bytes = meta_item_bytes(&self.namespace, &meta.stream);
+        self.write(Op::PutItem, "put (namespace)", bytes, false).await?;
+        let put = self.inner.put_namespace_meta(meta, expected).await?;
+        if put {
+            self.sizes().meta = Some(bytes);
+        }
+        Ok(put)
+    }
+
+    async fn list_workers(&self) -> Result<Vec<WorkerHeartbeat>, LeaseError> {
+        let sizes: Vec<usize> = self.sizes().workers.values().copied().collect();
+        self.query(sizes).await?;
+        self.inner.list_workers().await
+    }
+
+    async fn remove_worker(&self, worker: &WorkerId, instance: &str) -> Result<(), LeaseError> {
+        let bytes = worker_item_bytes(&self.namespace, worker);
+        self.write(Op::DeleteItem, "delete (worker)", bytes, false).await?;
+        self.inner.remove_worker(worker, instance).await?;
+        // Gone unless another process holds the id (its record stays, same size).
+        let still = self.inner.list_workers().await?.iter().any(|w| w.worker == *worker);
+        if !still {
+            self.sizes().workers.remove(worker);
+        }
+        Ok(())
+    }
+}
