@@ -404,8 +404,8 @@ mod tests {
         assert!(rows.is_empty());
     }
 
-    /// The physical types the README lists beside Firehose's (Hive's `ParquetHiveSerDe`
-    /// writes timestamps as INT96 and decimals as FIXED_LEN_BYTE_ARRAY).
+    /// The physical types docs/archiver.md lists beside Firehose's (Hive's
+    /// `ParquetHiveSerDe` writes timestamps as INT96 and decimals as FIXED_LEN_BYTE_ARRAY).
     #[test]
     fn physical_types_are_the_documented_ones() {
         let col = |n: &str, t: &str| Column { name: n.into(), ty: ColumnType::parse(t).unwrap() };
