@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the image the README tells users to build (deploy/Dockerfile) with podman, on
+# Builds the image docs/deploying.md tells users to build (deploy/Dockerfile) with podman, on
 # its own base image, then runs and checks it (deploy/container/check-image.sh):
 #   1. installs podman, runc and mmdebstrap (Debian) when missing;
 #   2. the runtime base is the Dockerfile's, gcr.io/distroless/cc-debian12:nonroot,

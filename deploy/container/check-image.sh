@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Runs weir's image the way the README and the templates run it, and checks what they
-# promise (build-image.sh calls it after each build):
+# Runs weir's image the way docs/deploying.md and the templates run it, and checks what
+# they promise (build-image.sh calls it after each build):
 #   - the image: ENTRYPOINT weir, CMD run --config /etc/weir/weir.toml, user
 #     65532:65532, EXPOSE 9090, WEIR_HTTP_LISTEN=0.0.0.0:9090, STOPSIGNAL SIGTERM, a
 #     HEALTHCHECK running `weir health`;
-#   - `docker run -v weir.toml:/etc/weir/weir.toml:ro -p 9090:9090` as the README has it
+#   - `docker run -v weir.toml:/etc/weir/weir.toml:ro -p 9090:9090` as docs/deploying.md
+#     has it
 #     (the port published on loopback only, at a free port), with a read-only root
 #     filesystem as the ECS task has, and a config that names no [http] listen:
 #     /healthz and /readyz answer 200 through the published port;
