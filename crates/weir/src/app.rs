@@ -47,6 +47,20 @@ impl App {
         &self.registry
     }
 
+    /// Parses a command line (the program's name first) as [`App::run`] would, and runs
+    /// nothing: `Err` holds clap's message (an unknown command or flag, a missing or
+    /// malformed value). Not part of the plugin API's promise: `crates/weir/tests/docs.rs`
+    /// checks the commands the docs show with it.
+    #[doc(hidden)]
+    pub fn check_args<I, T>(&self, args: I) -> std::result::Result<(), String>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        let matches = Cli::command().try_get_matches_from(args).map_err(|e| e.to_string())?;
+        Cli::from_arg_matches(&matches).map(|_| ()).map_err(|e| e.to_string())
+    }
+
     /// Parses the process's arguments and runs the command; the exit code says how it
     /// went (errors are printed to stderr).
     pub fn run(self) -> ExitCode {
