@@ -1,4 +1,4 @@
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use weir_core::{ConsumerName, ExtendedSequenceNumber, RecordBatch, ShardId, Timestamp};
@@ -139,8 +139,11 @@ impl WorkerStats {
     }
 
     pub(crate) fn set_held(&self, held: Vec<ShardId>) {
+        // A set, not `held.contains`: a worker holding thousands of leases (the first
+        // one of a fleet's cold start takes them all) publishes after every change.
+        let keep: HashSet<ShardId> = held.iter().cloned().collect();
         self.with(|s| {
-            s.live.retain(|k, _| held.contains(k));
+            s.live.retain(|k, _| keep.contains(k));
             s.held = held;
         });
     }
