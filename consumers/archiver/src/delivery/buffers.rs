@@ -149,6 +149,10 @@ pub(crate) struct Open {
     /// each tick: one field, not a walk through the spans).
     pub(crate) oldest_arrival: Option<Timestamp>,
     pub(crate) slots: Vec<ShardId>,
+    /// Where each shard is in `slots`, once they are more than [`SCAN_SLOTS`]: a
+    /// backfill of 2,000 archived objects feeds every partition from 2,000 "shards",
+    /// and scanning for the slot of each record was most of its CPU.
+    pub(crate) slot_index: Option<HashMap<ShardId, u32>>,
     pub(crate) entries: Vec<(u32, u32)>,
     /// The records of `slots[i]` (`None`: none left after a rebuild).
     pub(crate) spans: Vec<Option<Span>>,
@@ -181,9 +185,36 @@ impl Open {
 
     /// Whether the buffer holds records of `shard`.
     fn holds(&self, shard: &ShardId) -> bool {
-        self.slots.iter().zip(&self.spans).any(|(s, span)| s == shard && span.is_some())
+        self.slot(shard).is_some_and(|i| self.spans[i].is_some())
+    }
+
+    /// The slot of `shard` (a shard has at most one).
+    fn slot(&self, shard: &ShardId) -> Option<usize> {
+        match &self.slot_index {
+            Some(index) => index.get(shard).map(|i| *i as usize),
+            // Few: the last one is almost always the one appending.
+            None => self.slots.iter().rposition(|s| s == shard),
+        }
+    }
+
+    /// A slot for `shard`, which has none yet.
+    fn push_slot(&mut self, shard: &ShardId) -> usize {
+        let slot = self.slots.len();
+        self.slots.push(shard.clone());
+        self.spans.push(None);
+        match &mut self.slot_index {
+            Some(index) => drop(index.insert(shard.clone(), slot as u32)),
+            None if self.slots.len() > SCAN_SLOTS => {
+                self.slot_index = Some(self.slots.iter().enumerate().map(|(i, s)| (s.clone(), i as u32)).collect());
+            }
+            None => {}
+        }
+        slot
     }
 }
+
+/// Slots of a buffer searched by a scan; past this many, through an index.
+const SCAN_SLOTS: usize = 8;
 
 /// The record could not be buffered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -368,7 +399,7 @@ impl Buffers {
             touched: Vec::new(),
         });
         if let Before::Held { slots, touched, .. } = before
-            && let Some(i) = b.slots.iter().rposition(|s| s == shard).filter(|i| i < slots)
+            && let Some(i) = b.slot(shard).filter(|i| i < slots)
             && !touched.iter().any(|(t, _)| *t == i)
         {
             touched.push((i, b.spans[i].clone()));
@@ -593,6 +624,7 @@ impl Buffers {
                 opened: now,
                 oldest_arrival: None,
                 slots: Vec::new(),
+                slot_index: None,
                 entries: Vec::new(),
                 spans: Vec::new(),
                 spilled: Vec::new(),
@@ -628,14 +660,9 @@ impl Buffers {
             exact.push((ordinal, PartPosition { position: position.clone(), part }));
         }
         buffer.raw_bytes += data.len() as u64;
-        // Shards of a buffer are few; the last one is almost always the one appending.
-        let slot = match buffer.slots.iter().rposition(|s| s == shard) {
+        let slot = match buffer.slot(shard) {
             Some(i) => i,
-            None => {
-                buffer.slots.push(shard.clone());
-                buffer.spans.push(None);
-                buffer.slots.len() - 1
-            }
+            None => buffer.push_slot(shard),
         };
         buffer.entries.push((slot as u32, data.len() as u32));
         buffer.oldest_arrival = Some(buffer.oldest_arrival.map_or(arrival, |t| t.min(arrival)));
@@ -731,6 +758,8 @@ impl Buffers {
                 opened,
                 oldest_arrival: Some(sealed.oldest_arrival),
                 spans: sealed.spans,
+                slot_index: (sealed.slots.len() > SCAN_SLOTS)
+                    .then(|| sealed.slots.iter().enumerate().map(|(i, s)| (s.clone(), i as u32)).collect()),
                 slots: sealed.slots,
                 entries: sealed.entries,
                 spilled: Vec::new(),
