@@ -481,7 +481,9 @@ impl Archiver {
         let (buffers, ledger, delivery) = (&mut self.buffers, &mut self.ledger, &mut self.delivery);
         let r = delivery.deliver(sealed, now, ledger, acks, buffers.deflater(), backlog).await;
         // Parts sent elsewhere and acknowledged are behind every object still to come.
-        for (shard, state) in &mut self.shards {
+        // (Only shards that have some: a backfill holds thousands of shards, and this
+        // runs after every batch.)
+        for (shard, state) in self.shards.iter_mut().filter(|(_, s)| !s.elsewhere.is_empty()) {
             if let Some(acked) = self.ledger.acked(shard) {
                 state.elsewhere.retain(|(_, p)| p.position > *acked);
             }

@@ -8,7 +8,7 @@
 //! record when no generation holding it is pending, else the remembered position of
 //! the pending generation with the smallest first record.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 
 use weir_core::{ExtendedSequenceNumber, ShardId};
 
@@ -40,6 +40,8 @@ struct ShardLedger {
     opened: u64,
     /// Last position acknowledged.
     acked: Option<ExtendedSequenceNumber>,
+    /// Listed in [`Ledger::touched`].
+    touched: bool,
 }
 
 impl ShardLedger {
@@ -79,7 +81,22 @@ impl ShardLedger {
 /// Durable positions per shard.
 #[derive(Debug, Default)]
 pub struct Ledger {
-    shards: BTreeMap<ShardId, ShardLedger>,
+    shards: HashMap<ShardId, ShardLedger, crate::hashing::FastHash>,
+    /// The shards whose durable position may have moved since [`Ledger::advance_all`]
+    /// last looked (a batch or a settle changed them), each once: a backfill holds
+    /// thousands of shards and delivers after every batch, and walking them all each
+    /// time grew its CPU per record with the number of input objects.
+    touched: Vec<ShardId>,
+}
+
+impl Ledger {
+    /// Lists `shard` for the next [`Ledger::advance_all`].
+    fn touch(touched: &mut Vec<ShardId>, shard: &ShardId, l: &mut ShardLedger) {
+        if !l.touched {
+            l.touched = true;
+            touched.push(shard.clone());
+        }
+    }
 }
 
 impl Ledger {
@@ -88,14 +105,18 @@ impl Ledger {
     /// [`Ledger::batch`], which the archiver uses.
     #[cfg(test)]
     pub fn buffered(&mut self, shard: &ShardId, _position: &ExtendedSequenceNumber, generation: u64) {
-        self.shards.entry(shard.clone()).or_default().open(generation, None);
+        let l = self.shards.entry(shard.clone()).or_default();
+        l.open(generation, None);
+        Self::touch(&mut self.touched, shard, l);
     }
 
     /// Every part of the record at `position` is routed (with `buffered`, the
     /// reference model of [`Ledger::batch`]).
     #[cfg(test)]
     pub fn finished(&mut self, shard: &ShardId, position: &ExtendedSequenceNumber) {
-        self.shards.entry(shard.clone()).or_default().finished = Some(position.clone());
+        let l = self.shards.entry(shard.clone()).or_default();
+        l.finished = Some(position.clone());
+        Self::touch(&mut self.touched, shard, l);
     }
 
     /// A whole batch of `shard` at once, the same as `buffered` and `finished` called
@@ -109,6 +130,7 @@ impl Ledger {
         placed: &[(usize, u64)],
     ) {
         let l = self.shards.entry(shard.clone()).or_default();
+        Self::touch(&mut self.touched, shard, l);
         let mut placed = placed.iter().peekable();
         let mut previous: Option<&ExtendedSequenceNumber> = None;
         for (i, position) in positions.into_iter().enumerate() {
@@ -129,6 +151,7 @@ impl Ledger {
     pub fn settle(&mut self, shard: &ShardId, generation: u64) {
         if let Some(l) = self.shards.get_mut(shard) {
             l.settle(generation);
+            Self::touch(&mut self.touched, shard, l);
         }
     }
 
@@ -152,14 +175,20 @@ impl Ledger {
         Self::advance_shard(self.shards.get_mut(shard)?)
     }
 
-    /// [`Ledger::advance`] for every shard: the shards whose durable position moved.
+    /// [`Ledger::advance`] for every shard: the shards whose durable position moved,
+    /// in shard order. Looks only at the shards touched since its last call; the
+    /// durable position of any other is where it was.
     pub fn advance_all(&mut self) -> Vec<(ShardId, ExtendedSequenceNumber)> {
         let mut moved = Vec::new();
-        for (shard, l) in &mut self.shards {
+        for shard in std::mem::take(&mut self.touched) {
+            // A shard forgotten since (and perhaps opened again, and listed again).
+            let Some(l) = self.shards.get_mut(&shard).filter(|l| l.touched) else { continue };
+            l.touched = false;
             if let Some(position) = Self::advance_shard(l) {
-                moved.push((shard.clone(), position));
+                moved.push((shard, position));
             }
         }
+        moved.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         moved
     }
 
@@ -274,6 +303,34 @@ mod tests {
                 }
                 proptest::prop_assert_eq!(ledger.advance(&s), expected.map(p));
                 proptest::prop_assert_eq!(ledger.has_pending(&s), !model.is_empty());
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// `advance_all`, which looks only at the shards touched since it last ran, moves
+        /// what advancing every shard one by one moves.
+        #[test]
+        fn advance_all_is_every_shard_advanced(
+            steps in proptest::collection::vec((0u8..4, 0u8..3, 1u64..5, proptest::bool::ANY), 1..60),
+        ) {
+            let shards: Vec<ShardId> = (0..3).map(|i| ShardId::new(format!("s{i}"))).collect();
+            let (mut all, mut each) = (Ledger::default(), Ledger::default());
+            for (n, (op, s, g, advance)) in steps.into_iter().enumerate() {
+                let (shard, position) = (&shards[s as usize], p(n as u128 + 1));
+                for l in [&mut all, &mut each] {
+                    match op {
+                        0 => l.buffered(shard, &position, g),
+                        1 => l.finished(shard, &position),
+                        2 => l.settle(shard, g),
+                        _ => l.forget(shard),
+                    }
+                }
+                if advance {
+                    let expected: Vec<_> =
+                        shards.iter().filter_map(|s| each.advance(s).map(|p| (s.clone(), p))).collect();
+                    proptest::prop_assert_eq!(all.advance_all(), expected);
+                }
             }
         }
     }
