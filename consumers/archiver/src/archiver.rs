@@ -813,8 +813,8 @@ impl Consumer for Archiver {
         let doomed = self.delivery.intents_passed(shard, intents);
         let delivery = &self.delivery;
         futures::stream::iter(doomed)
-            .for_each_concurrent(RESOLVE_CONCURRENCY, |key| async move {
-                delivery.delete_manifest(&key).await;
+            .for_each_concurrent(RESOLVE_CONCURRENCY, |doomed| async move {
+                delivery.delete_manifest(doomed).await;
             })
             .await;
         Ok(())

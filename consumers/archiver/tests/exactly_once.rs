@@ -521,7 +521,7 @@ async fn the_parts_of_a_record_stay_in_one_object() {
 /// bound (about 34 KB per archiver).
 #[tokio::test(start_paused = true)]
 async fn intents_stay_within_a_bound_of_bytes_per_lease() {
-    let store = Arc::new(MemoryObjectSink::new());
+    let store = Arc::new(ManifestReads::default());
     let leases = SimLeases::new();
     let clock = ManualClock::new(Timestamp::from_millis(T0));
     let shard = ShardId::new("shard-0");
@@ -556,4 +556,54 @@ async fn intents_stay_within_a_bound_of_bytes_per_lease() {
     assert!(archive.count.values().all(|c| *c == 1));
     let left: Vec<String> = store.snapshot().into_keys().filter(|k| k.starts_with("_weir/")).collect();
     assert!(left.is_empty(), "every manifest, absorbed ones too, is deleted once passed: {} left", left.len());
+    let reads = store.reads.load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(reads, 0, "the manifests this archiver wrote are deleted without reading them back");
+}
+
+/// A memory store that counts the reads of intent manifests.
+#[derive(Default)]
+struct ManifestReads {
+    inner: MemoryObjectSink,
+    reads: std::sync::atomic::AtomicUsize,
+}
+
+impl ManifestReads {
+    fn snapshot(&self) -> std::collections::BTreeMap<String, bytes::Bytes> {
+        self.inner.snapshot()
+    }
+}
+
+#[async_trait::async_trait]
+impl ObjectSink for ManifestReads {
+    async fn put_if_absent(
+        &self,
+        key: &str,
+        body: bytes::Bytes,
+        options: &weir_core::ports::PutOptions,
+    ) -> Result<weir_core::ports::PutOutcome, weir_core::ports::SinkError> {
+        self.inner.put_if_absent(key, body, options).await
+    }
+
+    async fn get(&self, key: &str) -> Result<Option<bytes::Bytes>, weir_core::ports::SinkError> {
+        if key.starts_with("_weir/") {
+            self.reads.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        self.inner.get(key).await
+    }
+
+    async fn stat(&self, key: &str) -> Result<Option<weir_core::ports::ObjectMeta>, weir_core::ports::SinkError> {
+        self.inner.stat(key).await
+    }
+
+    async fn list(&self, prefix: &str) -> Result<Vec<weir_core::ports::ObjectMeta>, weir_core::ports::SinkError> {
+        self.inner.list(prefix).await
+    }
+
+    async fn delete(&self, key: &str) -> Result<(), weir_core::ports::SinkError> {
+        self.inner.delete(key).await
+    }
+
+    fn location(&self) -> String {
+        self.inner.location()
+    }
 }

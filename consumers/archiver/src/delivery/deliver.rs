@@ -140,8 +140,18 @@ pub struct Delivery {
     consumer: String,
     /// Inline intents per shard lease.
     inline: LeaseBudget,
-    /// The manifests each manifest this process wrote absorbed (deleted with it).
+    /// Every manifest this process wrote and has not doomed yet, with the manifests it
+    /// absorbed (deleted with it): deleting it needs no read of it.
     absorbed: std::collections::HashMap<String, Vec<String>>,
+}
+
+/// A manifest no lease names any more (see [`Delivery::intents_passed`]).
+#[derive(Debug, PartialEq, Eq)]
+pub struct DoomedManifest {
+    key: String,
+    /// Written by another process: read it to find the manifests it absorbed. (Those
+    /// this process wrote come with their absorbed ones listed, and are not read.)
+    read: bool,
 }
 
 /// Keys this process wrote, remembered so that reopening a shard does not claim them.
@@ -202,10 +212,24 @@ impl Delivery {
     }
 
     /// A checkpoint passed these intents of `shard`: returns the manifests to delete
-    /// (with [`Delivery::delete_manifest`], which deletes what they absorbed too).
-    pub fn intents_passed(&mut self, shard: &ShardId, intents: &[Intent]) -> Vec<String> {
+    /// (with [`Delivery::delete_manifest`]), with those they absorbed when this process
+    /// wrote them.
+    pub fn intents_passed(&mut self, shard: &ShardId, intents: &[Intent]) -> Vec<DoomedManifest> {
         self.inline.passed(shard, intents);
-        intents.iter().filter(|i| manifest::is_manifest(i)).map(|i| i.target.clone()).collect()
+        let mut doomed = Vec::new();
+        let mut keys: Vec<String> =
+            intents.iter().filter(|i| manifest::is_manifest(i)).map(|i| i.target.clone()).collect();
+        while let Some(key) = keys.pop() {
+            let read = match self.absorbed.remove(&key) {
+                Some(absorbed) => {
+                    keys.extend(absorbed);
+                    false
+                }
+                None => true,
+            };
+            doomed.push(DoomedManifest { key, read });
+        }
+        doomed
     }
 
     /// The empty objects that claim keys.
@@ -577,9 +601,7 @@ impl Delivery {
                 }
                 for m in manifests {
                     self.inline.recorded_manifest(&m.shard, m.intent, &m.absorbing);
-                    if !m.absorbing.is_empty() {
-                        self.absorbed.insert(m.key, m.absorbing.into_iter().map(|a| a.target).collect());
-                    }
+                    self.absorbed.insert(m.key, m.absorbing.into_iter().map(|a| a.target).collect());
                 }
                 Ok(())
             }
@@ -644,20 +666,21 @@ impl Delivery {
         Ok(())
     }
 
-    /// Deletes a manifest no lease names, and the manifests it absorbed (best effort: a
-    /// leftover is only clutter).
-    pub async fn delete_manifest(&self, key: &str) {
-        let mut doomed = vec![key.to_owned()];
-        while let Some(key) = doomed.pop() {
-            let absorbed = match self.absorbed.get(&key) {
-                Some(known) => known.clone(),
-                // Written by another process: it says what it absorbed.
-                None => match self.sink.get(&key).await {
-                    Ok(Some(body)) => manifest::absorbed_by(&body),
-                    _ => Vec::new(),
-                },
-            };
-            doomed.extend(absorbed);
+    /// Deletes a manifest no lease names, and (when it was written by another process)
+    /// the manifests it says it absorbed (best effort: a leftover is only clutter).
+    pub async fn delete_manifest(&self, doomed: DoomedManifest) {
+        let mut doomed = vec![doomed];
+        while let Some(DoomedManifest { key, read }) = doomed.pop() {
+            if read {
+                let absorbed = match self.absorbed.get(&key) {
+                    Some(known) => known.clone(),
+                    None => match self.sink.get(&key).await {
+                        Ok(Some(body)) => manifest::absorbed_by(&body),
+                        _ => Vec::new(),
+                    },
+                };
+                doomed.extend(absorbed.into_iter().map(|key| DoomedManifest { key, read: true }));
+            }
             self.delete_one(&key).await;
         }
     }
