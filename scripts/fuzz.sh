@@ -6,29 +6,60 @@
 # RUSTC_BOOTSTRAP=1 gives a stable toolchain. No sanitizer: weir forbids unsafe code
 # (workspace lint), so what the targets look for is panics, aborts, hangs and broken
 # contracts, not memory errors.
-#   scripts/fuzz.sh [SECONDS] [TARGET...]
+#   scripts/fuzz.sh [--build-only | --no-build] [SECONDS] [TARGET...]
+# --build-only builds the targets and stops (CI builds them beside the workspace tests,
+# at low priority); --no-build fuzzes what is built. Targets fuzz $FUZZ_JOBS at a time
+# (default: one per core), each libFuzzer process single-threaded.
 set -euo pipefail
 cd "$(dirname "$0")/../fuzz"
+build=1
+fuzz=1
+case "${1:-}" in
+  --build-only) fuzz=0; shift ;;
+  --no-build) build=0; shift ;;
+esac
 seconds=${1:-30}
 shift || true
+jobs=${FUZZ_JOBS:-$(nproc)}
 export RUSTC_BOOTSTRAP=1
 if ! command -v cargo-fuzz >/dev/null 2>&1; then
   cargo install cargo-fuzz --locked --version 0.13.2
 fi
-cargo fuzz build --sanitizer none
+if [ "$build" -eq 1 ]; then
+  cargo fuzz build --sanitizer none
+fi
+[ "$fuzz" -eq 1 ] || exit 0
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
   mapfile -t targets < <(cargo fuzz list)
 fi
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
-printf '| target | seconds | executions | corpus (seeds + found) | findings |\n|---|---|---|---|---|\n' > "$scratch/table"
-for t in "${targets[@]}"; do
+
+# One target: fuzz it, its exit status into $scratch/<target>.status.
+fuzz_one() {
+  local t=$1 status=0
   mkdir -p "corpus/$t" "$scratch/$t"
-  log="$scratch/$t.log"
-  status=0
   cargo fuzz run --sanitizer none "$t" "$scratch/$t" "corpus/$t" -- \
-    -max_total_time="$seconds" -print_final_stats=1 -timeout=10 -rss_limit_mb=2048 >"$log" 2>&1 || status=$?
+    -max_total_time="$seconds" -print_final_stats=1 -timeout=10 -rss_limit_mb=2048 >"$scratch/$t.log" 2>&1 || status=$?
+  echo "$status" >"$scratch/$t.status"
+}
+running=0
+for t in "${targets[@]}"; do
+  if [ "$running" -ge "$jobs" ]; then
+    wait -n || true
+    running=$((running - 1))
+  fi
+  fuzz_one "$t" &
+  running=$((running + 1))
+done
+wait
+
+printf '| target | seconds | executions | corpus (seeds + found) | findings |\n|---|---|---|---|---|\n' > "$scratch/table"
+failed=0
+for t in "${targets[@]}"; do
+  log="$scratch/$t.log"
+  status=$(cat "$scratch/$t.status" 2>/dev/null || echo 1)
   runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
   found=$(find "$scratch/$t" -type f | wc -l)
   seeds=$(find "corpus/$t" -type f | wc -l)
@@ -36,10 +67,11 @@ for t in "${targets[@]}"; do
     echo "fuzz target $t failed:" >&2
     tail -40 "$log" >&2
     finding="CRASH (see fuzz/artifacts/$t)"
+    failed=1
   else
     finding="none"
   fi
   printf '| %s | %s | %s | %s + %s | %s |\n' "$t" "$seconds" "$runs" "$seeds" "$found" "$finding" >> "$scratch/table"
-  [ "$status" -eq 0 ] || { cat "$scratch/table"; exit 1; }
 done
 cat "$scratch/table"
+exit "$failed"
