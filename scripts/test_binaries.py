@@ -37,6 +37,10 @@ def build(cargo_args):
             msg = json.loads(line)
         except json.JSONDecodeError:
             continue
+        if msg.get("reason") == "compiler-message":
+            # Errors and warnings, as cargo would have printed them.
+            print(msg["message"].get("rendered", ""), end="", file=sys.stderr, flush=True)
+            continue
         if msg.get("reason") != "compiler-artifact" or not msg.get("executable"):
             continue
         target = msg["target"]
@@ -55,7 +59,7 @@ def build(cargo_args):
 
 
 def main():
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(allow_abbrev=False)
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     args, cargo_args = parser.parse_known_args()
     binaries = build([a for a in cargo_args if a != "--"])
