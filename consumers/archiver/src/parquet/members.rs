@@ -87,9 +87,10 @@ fn numbers_in_range(json: &str) -> bool {
                     i += 1;
                 }
                 let number = &json[start..i];
-                // An integer of 20 digits or fewer is in range whatever it is.
+                // An integer of 20 digits or fewer is in range whatever it is; any other
+                // is put to serde_json itself (as `fast::scan` does with a scalar).
                 let could_overflow = number.len() > 20 || number.contains(['e', 'E']);
-                if could_overflow && !number.parse::<f64>().is_ok_and(f64::is_finite) {
+                if could_overflow && serde_json::from_str::<serde_json::Number>(number).is_err() {
                     return false;
                 }
             }
