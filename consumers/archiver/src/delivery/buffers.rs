@@ -204,10 +204,7 @@ impl Open {
         self.spans.push(None);
         match &mut self.slot_index {
             Some(index) => drop(index.insert(shard.clone(), slot as u32)),
-            None if self.slots.len() > SCAN_SLOTS => {
-                self.slot_index = Some(self.slots.iter().enumerate().map(|(i, s)| (s.clone(), i as u32)).collect());
-            }
-            None => {}
+            None => self.slot_index = slot_index(&self.slots),
         }
         slot
     }
@@ -215,6 +212,11 @@ impl Open {
 
 /// Slots of a buffer searched by a scan; past this many, through an index.
 const SCAN_SLOTS: usize = 8;
+
+/// The index of `slots`, once they are more than [`SCAN_SLOTS`].
+fn slot_index(slots: &[ShardId]) -> Option<HashMap<ShardId, u32>> {
+    (slots.len() > SCAN_SLOTS).then(|| slots.iter().enumerate().map(|(i, s)| (s.clone(), i as u32)).collect())
+}
 
 /// The record could not be buffered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -758,8 +760,7 @@ impl Buffers {
                 opened,
                 oldest_arrival: Some(sealed.oldest_arrival),
                 spans: sealed.spans,
-                slot_index: (sealed.slots.len() > SCAN_SLOTS)
-                    .then(|| sealed.slots.iter().enumerate().map(|(i, s)| (s.clone(), i as u32)).collect()),
+                slot_index: slot_index(&sealed.slots),
                 slots: sealed.slots,
                 entries: sealed.entries,
                 spilled: Vec::new(),
