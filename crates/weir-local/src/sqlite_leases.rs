@@ -18,6 +18,7 @@
 //! syncs once. No caller is answered before that commit is on disk.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -34,7 +35,7 @@ pub struct SqliteLeaseTable {
     /// Mutations waiting for the next group commit (see the module documentation).
     queued: Arc<Mutex<Vec<Queued>>>,
     /// Group commits made (tests).
-    commits: Arc<std::sync::atomic::AtomicU64>,
+    commits: Arc<AtomicU64>,
     namespace: Arc<str>,
     path: PathBuf,
 }
@@ -131,18 +132,14 @@ fn encode(lease: &Lease) -> Result<String, LeaseError> {
 
 /// Judges and writes every queued batch in one immediate transaction (each batch all
 /// or nothing under its own savepoint), commits once and answers each caller.
-fn commit_queued(c: &mut Connection, ns: &str, queued: &Mutex<Vec<Queued>>, commits: &std::sync::atomic::AtomicU64) {
+fn commit_queued(c: &mut Connection, ns: &str, queued: &Mutex<Vec<Queued>>, commits: &AtomicU64) {
     let batches = std::mem::take(&mut *queued.lock().unwrap_or_else(|p| p.into_inner()));
     if batches.is_empty() {
         return;
     }
     let mut tx = match c.transaction_with_behavior(TransactionBehavior::Immediate) {
         Ok(tx) => tx,
-        Err(e) => {
-            let e = std::sync::Arc::new(e);
-            batches.into_iter().for_each(|q| drop(q.reply.send(Err(store_err("begin", SharedError(e.clone()))))));
-            return;
-        }
+        Err(e) => return fail_all(batches.into_iter().map(|q| q.reply), "begin", e),
     };
     let mut answers = Vec::with_capacity(batches.len());
     for q in batches {
@@ -156,16 +153,21 @@ fn commit_queued(c: &mut Connection, ns: &str, queued: &Mutex<Vec<Queued>>, comm
     }
     match tx.commit() {
         Ok(()) => {
-            commits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            commits.fetch_add(1, Ordering::Relaxed);
             answers.into_iter().for_each(|(reply, result)| drop(reply.send(result)));
         }
-        Err(e) => {
-            let e = std::sync::Arc::new(e);
-            answers
-                .into_iter()
-                .for_each(|(reply, _)| drop(reply.send(Err(store_err("commit", SharedError(e.clone()))))));
-        }
+        Err(e) => fail_all(answers.into_iter().map(|(reply, _)| reply), "commit", e),
     }
+}
+
+/// Answers every caller of a group commit that failed at `what` with its error.
+fn fail_all(
+    replies: impl Iterator<Item = oneshot::Sender<Result<Vec<Lease>, LeaseError>>>,
+    what: &str,
+    e: rusqlite::Error,
+) {
+    let e = Arc::new(e);
+    replies.for_each(|reply| drop(reply.send(Err(store_err(what, SharedError(e.clone()))))));
 }
 
 /// Judges and writes one batch on `tx` (a savepoint); an error leaves the caller to
@@ -202,7 +204,7 @@ fn apply_batch(tx: &Connection, ns: &str, batch: &[LeaseMutation]) -> Result<Vec
 
 /// One SQLite error given to every caller of a failed group commit.
 #[derive(Debug)]
-struct SharedError(std::sync::Arc<rusqlite::Error>);
+struct SharedError(Arc<rusqlite::Error>);
 
 impl std::fmt::Display for SharedError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -448,7 +450,6 @@ mod tests {
     /// before the commit.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn queued_writes_share_one_commit_and_keep_their_own_outcome() {
-        use std::sync::atomic::Ordering;
         use weir_testkit::fixtures::taken_lease;
         let dir = tempfile::tempdir().unwrap();
         let t = SqliteLeaseTable::open(dir.path().join("leases.db"), "app").unwrap();
