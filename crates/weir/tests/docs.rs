@@ -119,17 +119,10 @@ fn shell_commands(line: &str) -> Vec<Vec<String>> {
         let Some(&c) = chars.peek() else { break };
         match c {
             '#' => break,
-            '|' | ';' => {
+            // `|`, `||`, `;`, `&`, `&&`: the next command starts.
+            '|' | ';' | '&' => {
                 chars.next();
-                if chars.peek() == Some(&'|') {
-                    chars.next();
-                }
-                commands.push(Vec::new());
-                continue;
-            }
-            '&' => {
-                chars.next();
-                if chars.peek() == Some(&'&') {
+                if chars.peek() == Some(&c) {
                     chars.next();
                 }
                 commands.push(Vec::new());
