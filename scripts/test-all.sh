@@ -50,4 +50,6 @@ stage "fuzz (30 s per target, two at a time)"
 stage "deploy lint"
 ./deploy/lint.sh
 stage "fleet test"
-./tests/fleet/run.sh
+# The image holds the debug binary the tests above built (a cold `--profile dist`
+# build took longer than all the tests); WEIR_IMAGE_PROFILE=dist tests the shipped one.
+WEIR_IMAGE_PROFILE="${WEIR_IMAGE_PROFILE:-dev}" ./tests/fleet/run.sh

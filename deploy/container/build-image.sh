@@ -15,6 +15,9 @@
 #                          copied by the Dockerfile (BINARY=prebuilt): the runtime stage
 #                          users build, with the binary their build stage would make
 #                          (same profile, same locked dependencies, same Rust 1.95);
+#                          with WEIR_IMAGE_PROFILE=dev, the debug build instead
+#                          (target/debug/weir): CI's fleet test, whose tests built
+#                          it already, so that CI does not compile weir a third time;
 #      build               the Dockerfile's `build` stage as users run it, on
 #                          docker.io/library/rust:1.95-slim-bookworm, or where that
 #                          cannot be pulled on localhost/rust:1.95-slim-bookworm (Debian
@@ -30,6 +33,8 @@ export CONTAINERS_CONF="$PWD/deploy/container/containers.conf"
 image="${WEIR_IMAGE:-localhost/weir:dev}"
 binary="${WEIR_IMAGE_BINARY:-prebuilt}"
 case "$binary" in prebuilt | build) ;; *) echo "WEIR_IMAGE_BINARY: prebuilt or build, not $binary" >&2; exit 2 ;; esac
+profile="${WEIR_IMAGE_PROFILE:-dist}"
+case "$profile" in dist) binary_dir=dist ;; dev) binary_dir=debug ;; *) echo "WEIR_IMAGE_PROFILE: dist or dev, not $profile" >&2; exit 2 ;; esac
 # The Dockerfile's defaults, so that the stand-ins follow it.
 arg_default() { sed -n "s/^ARG $1=//p" deploy/Dockerfile; }
 base_image="$(arg_default BASE_IMAGE)"
@@ -172,13 +177,16 @@ if [ "$binary" = build ]; then
   fi
   # The build stage fetches crates from crates.io.
   args+=(--network host)
-elif [ "${WEIR_SKIP_CARGO:-0}" != 1 ]; then
-  cargo build --locked --profile dist -p weir
+else
+  if [ "${WEIR_SKIP_CARGO:-0}" != 1 ]; then
+    cargo build --locked --profile "$profile" -p weir
+  fi
+  args+=(--build-arg "PREBUILT=target/$binary_dir/weir")
 fi
 bases=$SECONDS
 podman build --quiet --pull=never --format docker "${args[@]}" -f deploy/Dockerfile -t "$image" . >/dev/null
 size=$(podman image inspect "$image" --format '{{.Size}}')
-echo "built $image (BINARY=$binary): $((size / 1000000)) MB uncompressed; bases and binary $((bases - started)) s, podman build $((SECONDS - bases)) s"
+echo "built $image (BINARY=$binary, profile $profile): $((size / 1000000)) MB uncompressed; bases and binary $((bases - started)) s, podman build $((SECONDS - bases)) s"
 if [ "${WEIR_SKIP_IMAGE_CHECK:-0}" != 1 ]; then
   ./deploy/container/check-image.sh "$image"
 fi
