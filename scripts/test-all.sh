@@ -26,15 +26,16 @@ stage "emulators"
 stage "deploy tools"
 # kubectl and promtool for crates/weir/tests/kubernetes.rs (and the lint stage below).
 ./deploy/lint.sh --install
-stage "build"
-cargo build --locked -p weir -p weir-example-tool-minutes
+# No separate `cargo build`: `cargo test --workspace` builds the binaries the end-to-end
+# tests run (target/debug/weir, target/debug/weir-tool-minutes) with the tests' feature
+# set; a `cargo build -p weir` first compiled most dependencies a second time.
 # The fuzz targets build beside the tests, at low priority: the tests spend much of
 # their time waiting on emulators and child processes, and the build took 18 minutes
 # of the fuzz stage when it ran alone.
 fuzz_build_log="$(mktemp)"
 nice -n 19 ./scripts/fuzz.sh --build-only >"$fuzz_build_log" 2>&1 &
 fuzz_build=$!
-stage "workspace tests (fuzz targets building beside them)"
+stage "workspace build and tests (fuzz targets building beside them)"
 # `cargo test --workspace --all-targets`, its test binaries run two at a time.
 tests_status=0
 ./scripts/test_binaries.py --locked --workspace --all-targets || tests_status=$?
@@ -52,4 +53,8 @@ stage "deploy lint"
 stage "fleet test"
 # The image holds the debug binary the tests above built (a cold `--profile dist`
 # build took longer than all the tests); WEIR_IMAGE_PROFILE=dist tests the shipped one.
-WEIR_IMAGE_PROFILE="${WEIR_IMAGE_PROFILE:-dev}" ./tests/fleet/run.sh
+if [ "${WEIR_IMAGE_PROFILE:-dev}" = dev ]; then
+  WEIR_IMAGE_PROFILE=dev WEIR_SKIP_CARGO=1 ./tests/fleet/run.sh
+else
+  ./tests/fleet/run.sh
+fi

@@ -25,6 +25,7 @@
 #                          1.95 toolchain, which is what that image holds); crates come
 #                          from crates.io. A full release build: 21 minutes measured on
 #                          2 cores, so CI builds `prebuilt`;
+#      WEIR_SKIP_CARGO=1 uses the prebuilt binary as it is, without a `cargo build`;
 #   4. tags $WEIR_IMAGE (default localhost/weir:dev) and prints its size and the times;
 #   5. runs deploy/container/check-image.sh on it (WEIR_SKIP_IMAGE_CHECK=1 skips).
 set -euo pipefail

@@ -9,4 +9,5 @@ cd "$(dirname "$0")/../.."
 export WEIR_IMAGE="${WEIR_IMAGE:-localhost/weir:dev}"
 ./deploy/container/build-image.sh
 ./tests/emulators/install.sh
-WEIR_FLEET_IMAGE="$WEIR_IMAGE" cargo test --locked -p weir-e2e --test fleet -- --ignored --nocapture
+# --workspace: the feature set of scripts/test-all.sh's build, so nothing recompiles.
+WEIR_FLEET_IMAGE="$WEIR_IMAGE" cargo test --locked --workspace --test fleet -- --ignored --nocapture
