@@ -51,8 +51,35 @@ const TABLE: &str = "weir-fleet-leases";
 /// target is 5 s; above this bound the test fails.
 const ROLLING_PAUSE_BOUND: f64 = 10.0;
 
-/// The metrics the CloudFormation alarms read from the workers' EMF lines.
-const ALARM_METRICS: &[&str] = &["ArchiveDataFreshness", "ArchiveBacklogBytes", "MillisBehindLatest", "ReadFailures"];
+/// Every `MALFORMED`-th event (index `MALFORMED - 1`, `2 * MALFORMED - 1`, ...) is not
+/// JSON: the archive's error output must hold each of them once, and the data none.
+const MALFORMED: u64 = 997;
+
+/// The metrics in namespace `weir` that the CloudFormation template's alarms and
+/// scaling policies read (every `MetricName:` after a `Namespace: weir`), so that an
+/// alarm added to the template is checked here too.
+fn alarm_metrics() -> BTreeSet<String> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/cloudformation/weir.yaml");
+    let template = std::fs::read_to_string(&path).unwrap();
+    let mut metrics = BTreeSet::new();
+    let mut in_weir = false;
+    for line in template.lines().map(str::trim) {
+        if let Some(ns) = line.strip_prefix("Namespace:") {
+            in_weir = ns.trim() == "weir";
+        } else if let Some(name) = line.strip_prefix("MetricName:")
+            && in_weir
+        {
+            metrics.insert(name.trim().to_owned());
+            in_weir = false;
+        }
+    }
+    assert!(metrics.len() >= 5, "alarm metrics of {}: {metrics:?}", path.display());
+    metrics
+}
+
+fn is_malformed(i: u64) -> bool {
+    i % MALFORMED == MALFORMED - 1
+}
 
 fn env_or<T: std::str::FromStr>(key: &str, default: T) -> T {
     std::env::var(key).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
@@ -243,8 +270,12 @@ name = "latency"
     path
 }
 
-/// One MCP tool-call event, as an MCP server would log it.
+/// One MCP tool-call event, as an MCP server would log it; a line that is not JSON
+/// where [`is_malformed`].
 fn event(i: u64) -> Bytes {
+    if is_malformed(i) {
+        return Bytes::from(format!("not json {i}"));
+    }
     let tools = ["search_docs", "read_file", "run_query", "create_issue", "send_email", "fetch_url"];
     Bytes::from(format!(
         r#"{{"tenantId":"t-{:02}","toolName":"{}","sessionId":"fleet-{i}","ts":{},"durationMs":{},"success":{},"errorCode":{},"arguments":{{"query":"q {i}","limit":{}}}}}"#,
@@ -507,8 +538,18 @@ async fn a_fleet_of_containers_deploys_loses_workers_and_scales_without_losing_a
         local.display()
     ));
     let got: Vec<u64> = rows[0].iter().map(|v| v.as_u64().unwrap()).collect();
-    assert_eq!(got, vec![produced, produced, 0], "rows, distinct events, misplaced");
+    let malformed = (0..produced).filter(|i| is_malformed(*i)).count() as u64;
+    let valid = produced - malformed;
+    assert_eq!(got, vec![valid, valid, 0], "rows, distinct events, misplaced");
     assert!(produced >= min_events);
+    // The error output: each malformed line once, as Firehose's error records.
+    download(&s3c, BUCKET, "errors/", &local).await;
+    let errors = duckdb(&format!(
+        "select count(*), count(distinct rawData) from read_json_auto('{}/errors/**/*.gz', format = 'newline_delimited')",
+        local.display()
+    ));
+    let got: Vec<u64> = errors[0].iter().map(|v| v.as_u64().unwrap()).collect();
+    assert_eq!(got, vec![malformed, malformed], "error records, distinct");
 
     let lines: Vec<BatchLine> = fleet.workers.keys().flat_map(|id| batch_lines(&fleet.logs(id))).collect();
     assert!(!lines.is_empty(), "no batch lines from the log consumer");
@@ -520,7 +561,7 @@ async fn a_fleet_of_containers_deploys_loses_workers_and_scales_without_losing_a
         "\nfleet: {produced} events at {rate}/s over {:.0} s, 4 shards (one split), 9 containers",
         (t_produced - t_start) as f64 / 1000.0
     );
-    println!("archive: {objects} objects, {produced} rows, {produced} distinct, exactly once");
+    println!("archive: {objects} objects, {valid} rows, {valid} distinct, {malformed} error records, exactly once");
     println!("| phase | longest arrival-to-processed delay of any shard | shard |");
     println!("|---|---|---|");
     println!("| steady state (3 workers) | {steady:.1} s | {steady_shard} |");
@@ -552,9 +593,10 @@ async fn a_fleet_of_containers_deploys_loses_workers_and_scales_without_losing_a
         assert_eq!(namespace, "weir");
         assert_eq!(doc["Application"], "fleet");
     }
-    for metric in ALARM_METRICS {
+    let alarm_metrics = alarm_metrics();
+    for metric in &alarm_metrics {
         assert!(
-            app.iter().any(|(_, _, names, _)| names.contains(*metric)),
+            app.iter().any(|(_, _, names, _)| names.contains(metric)),
             "no EMF {metric} with dimension Application"
         );
     }
@@ -566,5 +608,9 @@ async fn a_fleet_of_containers_deploys_loses_workers_and_scales_without_losing_a
     assert!(per_archiver, "no EMF line of the archiver with dimensions Application, Archiver");
     let read_failures: f64 = app.iter().filter_map(|(_, _, _, doc)| doc["ReadFailures"].as_f64()).sum();
     assert_eq!(read_failures, 0.0, "reads failed in a healthy fleet");
-    println!("EMF: {} lines with dimension Application carry {ALARM_METRICS:?}", app.len());
+    let errors: f64 = app.iter().filter_map(|(_, _, _, doc)| doc["ArchiveErrorRecords"].as_f64()).sum();
+    // Counted by whoever buffered them: a SIGKILLed worker's last counts are never
+    // emitted and its successor counts again, so only "some" is exact here.
+    assert!(malformed == 0 || errors > 0.0, "ArchiveErrorRecords never moved ({malformed} error records)");
+    println!("EMF: {} lines with dimension Application carry {alarm_metrics:?}", app.len());
 }
