@@ -54,7 +54,8 @@ fn find_tool(tool: &str, args: &[&str], ok: impl Fn(&str) -> bool) -> Option<Pat
 fn require(tool: Option<PathBuf>, what: &str) -> Option<PathBuf> {
     if tool.is_none() {
         let why = format!("{what} not found: run deploy/lint.sh --install (scripts/test-all.sh does)");
-        let required = std::env::var_os("CI").is_some() || std::env::var_os("WEIR_REQUIRE_TOOLS").is_some_and(|v| v == "1");
+        let required =
+            std::env::var_os("CI").is_some() || std::env::var_os("WEIR_REQUIRE_TOOLS").is_some_and(|v| v == "1");
         assert!(!required, "{why}");
         eprintln!("SKIPPED: {why}");
     }
