@@ -97,6 +97,34 @@ struct StatsInner {
     live: BTreeMap<ShardId, LiveRead>,
     /// Since when lease cycles fail (heartbeat or listing), with the last error.
     lease_table_failing: Option<(tokio::time::Instant, String)>,
+    /// Since when lease renewals fail in the store (or, while the worker holds no
+    /// lease, its takes do), with the last error.
+    renewals_failing: Option<(tokio::time::Instant, String)>,
+}
+
+/// What one round of lease writes came to: a renewal tick, or the takes of a lease
+/// cycle.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum LeaseWrites {
+    /// No write was made.
+    None,
+    /// Every write made was answered: it landed, or it met a lease that moved on (a
+    /// lease lost or a take lost to another worker is churn, not a failing store).
+    Answered,
+    /// At least one failed in the store (this is one of its errors).
+    Failed(String),
+}
+
+impl LeaseWrites {
+    /// Adds one write to the round: `failed` is its store error, `None` when it was
+    /// answered.
+    pub(crate) fn add(&mut self, failed: Option<String>) {
+        match failed {
+            Some(error) => *self = LeaseWrites::Failed(error),
+            None if *self == LeaseWrites::None => *self = LeaseWrites::Answered,
+            None => {}
+        }
+    }
 }
 
 /// Records `error` as the latest of a failure, keeping when it began (now, if it had
@@ -191,15 +219,38 @@ impl WorkerStats {
         });
     }
 
+    /// A renewal tick's writes. Renewals failing keep the failure's start; one tick
+    /// whose renewals all land ends it; a tick with nothing to renew changes nothing
+    /// (the leases may have gone because their renewals failed).
+    pub(crate) fn renewals(&self, writes: LeaseWrites) {
+        self.with(|s| match writes {
+            LeaseWrites::None => {}
+            LeaseWrites::Answered => s.renewals_failing = None,
+            LeaseWrites::Failed(error) => still_failing(&mut s.renewals_failing, error),
+        });
+    }
+
+    /// The writes (takes, adoptions, handoff requests) of a lease cycle that began with
+    /// no lease held. Such a worker renews nothing, and one whose renewals failed until
+    /// its leases lapsed is as stuck when it cannot take them back: a failing take
+    /// keeps (or starts) the failure. A take that lands, or a cycle with nothing to
+    /// take (the worker is not needed), ends it.
+    pub(crate) fn takes_holding_nothing(&self, writes: LeaseWrites) {
+        self.with(|s| match writes {
+            LeaseWrites::None | LeaseWrites::Answered => s.renewals_failing = None,
+            LeaseWrites::Failed(error) => still_failing(&mut s.renewals_failing, error),
+        });
+    }
+
     /// The live reads of the shards this worker reads now.
     pub fn live_reads(&self) -> BTreeMap<ShardId, LiveRead> {
         self.with(|s| s.live.clone())
     }
 
     /// Whether the worker works at `now`: it completed a lease cycle, and no lease
-    /// cycle, live read or consumer of a held shard has been failing (or a read
-    /// silent, when `silence` counts: see [`LiveRead::problem`]) for `bound` or
-    /// longer. A problem shorter than `bound` (a throttled read, a lease table blip, a
+    /// cycle, lease renewal (see [`Self::renewals`]), live read or consumer of a held
+    /// shard has been failing (or a read silent, when `silence` counts: see
+    /// [`LiveRead::problem`]) for `bound` or longer. A problem shorter than `bound` (a throttled read, a lease table blip, a
     /// consumer retrying) does not count.
     pub fn health(&self, now: tokio::time::Instant, bound: std::time::Duration, silence: bool) -> Health {
         self.with(|s| {
@@ -211,6 +262,12 @@ impl WorkerStats {
                 let for_ = now.saturating_duration_since(*since);
                 if for_ >= bound {
                     problems.push(format!("lease table failing for {}s: {error}", for_.as_secs()));
+                }
+            }
+            if let Some((since, error)) = &s.renewals_failing {
+                let for_ = now.saturating_duration_since(*since);
+                if for_ >= bound {
+                    problems.push(format!("lease renewals failing for {}s: {error}", for_.as_secs()));
                 }
             }
             for (shard, live) in &s.live {
@@ -259,5 +316,55 @@ impl WorkerStats {
     /// whether it works).
     pub fn is_ready(&self) -> bool {
         self.with(|s| s.ready)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    const BOUND: Duration = Duration::from_secs(60);
+
+    fn renewal_problem(stats: &WorkerStats) -> Option<String> {
+        let health = stats.health(tokio::time::Instant::now(), BOUND, false);
+        health.problems.into_iter().find(|p| p.starts_with("lease renewals failing"))
+    }
+
+    /// Renewals failing count from the first failure until one tick's renewals all land;
+    /// ticks with nothing to renew (the leases lapsed) change nothing; a lease cycle of
+    /// a worker holding nothing ends the failure when its takes land or it has nothing
+    /// to take, and keeps it when they fail.
+    #[tokio::test(start_paused = true)]
+    async fn renewal_failures_last_until_a_write_lands_or_nothing_is_wanted() {
+        let stats = WorkerStats::default();
+        stats.lease_cycle(Ok(()));
+        stats.renewals(LeaseWrites::Failed("shard s-1: refused".into()));
+        tokio::time::advance(BOUND / 2).await;
+        stats.renewals(LeaseWrites::None);
+        stats.takes_holding_nothing(LeaseWrites::Failed("taking shard s-1: refused".into()));
+        assert_eq!(renewal_problem(&stats), None, "not before the bound");
+        tokio::time::advance(BOUND / 2).await;
+        let problem = renewal_problem(&stats).expect("counted from the first failure");
+        assert_eq!(problem, "lease renewals failing for 60s: taking shard s-1: refused", "with the last error");
+
+        stats.renewals(LeaseWrites::Answered);
+        assert_eq!(renewal_problem(&stats), None, "a tick whose renewals all land ends it");
+
+        stats.renewals(LeaseWrites::Failed("shard s-1: refused".into()));
+        tokio::time::advance(BOUND).await;
+        assert!(renewal_problem(&stats).is_some());
+        stats.takes_holding_nothing(LeaseWrites::None);
+        assert_eq!(renewal_problem(&stats), None, "a worker with nothing to take is not stuck");
+    }
+
+    #[test]
+    fn one_failed_write_fails_the_round() {
+        let mut writes = LeaseWrites::None;
+        writes.add(None);
+        assert_eq!(writes, LeaseWrites::Answered);
+        writes.add(Some("refused".into()));
+        writes.add(None);
+        assert_eq!(writes, LeaseWrites::Failed("refused".into()));
     }
 }

@@ -34,10 +34,10 @@ use weir_core::ports::{LeaseTable, ShardReader, StreamCatalog};
 use weir_core::{Clock, Consumer, ConsumerName, LeaseChange, LeaseError, LeaseMutation, ShardId, WorkerId};
 
 use crate::config::{ConfigError, RuntimeConfig};
-use crate::held_lease::HeldLease;
+use crate::held_lease::{HeldError, HeldLease};
 use crate::host::{HostHandle, run_host};
 use crate::shard::{ShardDeps, ShardOutcome, ShardWorker};
-use crate::stats::WorkerStats;
+use crate::stats::{LeaseWrites, WorkerStats};
 
 /// Why a worker cannot start or run.
 #[derive(Debug, thiserror::Error)]
@@ -128,7 +128,7 @@ impl Worker {
         let held: HeldMap = Arc::default();
         let renewer_stop = CancellationToken::new();
         let mut renewer = JoinSet::new();
-        renewer.spawn(renew_loop(held.clone(), self.config.renew_interval, renewer_stop.clone()));
+        renewer.spawn(renew_loop(held.clone(), self.config.renew_interval, self.stats.clone(), renewer_stop.clone()));
         let shard_stop = CancellationToken::new();
         let shard_ended = Arc::new(Notify::new());
         let deps = ShardDeps {
@@ -150,6 +150,7 @@ impl Worker {
             seen: Observations::default(),
             pending_steals: HashMap::new(),
             cycle_error: None,
+            takes_holding_nothing: None,
             underloaded: false,
         };
         let mut shards: JoinSet<(ShardId, ShardOutcome)> = JoinSet::new();
@@ -212,6 +213,9 @@ impl Worker {
                         });
                     }
                     publish_held(&held, &self.stats);
+                    if let Some(writes) = coordinator.takes_holding_nothing.take() {
+                        self.stats.takes_holding_nothing(writes);
+                    }
                     self.stats.lease_cycle(coordinator.cycle_error.take().map_or(Ok(()), Err));
                 }
             }
@@ -248,7 +252,9 @@ fn publish_held(held: &HeldMap, stats: &WorkerStats) {
     stats.set_held(keys);
 }
 
-async fn renew_loop(held: HeldMap, every: std::time::Duration, stop: CancellationToken) {
+/// Renews every valid held lease each `every`, and tells `stats` how the renewals of
+/// each tick went (see [`WorkerStats::renewals`]).
+async fn renew_loop(held: HeldMap, every: std::time::Duration, stats: WorkerStats, stop: CancellationToken) {
     let mut tick = tokio::time::interval(every);
     loop {
         tokio::select! {
@@ -256,14 +262,32 @@ async fn renew_loop(held: HeldMap, every: std::time::Duration, stop: Cancellatio
             _ = tick.tick() => {
                 let leases: Vec<Arc<HeldLease>> = held.lock().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
                 let renewals = leases.iter().filter(|l| l.is_valid()).map(|l| async move {
-                    if let Err(e) = l.renew().await {
+                    let renewed = l.renew().await;
+                    if let Err(e) = &renewed {
                         tracing::debug!(shard = %l.key(), error = %e, "renewal failed");
                     }
+                    (l.key().clone(), renewed)
                 });
-                futures::future::join_all(renewals).await;
+                let mut writes = LeaseWrites::None;
+                for (key, renewed) in futures::future::join_all(renewals).await {
+                    match renewed {
+                        Ok(()) => writes.add(None),
+                        Err(HeldError::Store(e)) => writes.add(Some(format!("shard {key}: {e}"))),
+                        // Lost: the store answered (another worker has it) or the lease
+                        // lapsed; either way there is nothing left to renew.
+                        Err(HeldError::Lost(_)) => {}
+                    }
+                }
+                stats.renewals(writes);
             }
         }
     }
+}
+
+/// The error of a lease write that failed in the store; `None` when the store
+/// answered (a conflict or a missing lease: the lease moved on, which is churn).
+fn store_failure(e: &LeaseError) -> Option<String> {
+    (!matches!(e, LeaseError::Conflict { .. } | LeaseError::NotFound(_))).then(|| e.to_string())
 }
 
 /// Makes the heartbeat record of `me` this process's (see the module documentation).
@@ -316,6 +340,9 @@ struct Coordinator {
     pending_steals: HashMap<ShardId, Instant>,
     /// Why the last lease cycle could not heartbeat or list (`None`: it could).
     cycle_error: Option<String>,
+    /// How the lease writes of the last cycle went, when it began with no lease held
+    /// and got as far as its takes (see [`WorkerStats::takes_holding_nothing`]).
+    takes_holding_nothing: Option<LeaseWrites>,
     /// After the last cycle, this worker held fewer leases than its target: it looks
     /// again at the renewal interval.
     underloaded: bool,
@@ -356,6 +383,7 @@ impl Coordinator {
     async fn cycle(&mut self, held: &HeldMap) -> Vec<Arc<HeldLease>> {
         let me = self.config.worker_id.clone();
         let now = self.clock.now();
+        self.takes_holding_nothing = None;
         match self.table.heartbeat(&me, &self.instance).await {
             Ok(()) => {}
             Err(LeaseError::WorkerIdInUse { instance, .. }) => {
@@ -380,6 +408,7 @@ impl Coordinator {
         self.seen.observe(&leases, &workers, now);
         let held_keys: HashSet<ShardId> = held.lock().unwrap_or_else(|p| p.into_inner()).keys().cloned().collect();
         let mut out = Vec::new();
+        let mut writes = LeaseWrites::None;
         let adopt = |lease: weir_core::Lease, since: Instant, out: &mut Vec<Arc<HeldLease>>| {
             out.push(HeldLease::new(lease, since, self.table.clone(), self.config.failover));
         };
@@ -396,9 +425,13 @@ impl Coordinator {
                 match self.table.mutate(&LeaseMutation::on(l, LeaseChange::Renew)).await {
                     Ok(renewed) => {
                         tracing::info!(shard = %l.key, "lease adopted");
+                        writes.add(None);
                         adopt(renewed, since, &mut out);
                     }
-                    Err(e) => tracing::debug!(shard = %l.key, error = %e, "adopting a lease failed; next cycle"),
+                    Err(e) => {
+                        tracing::debug!(shard = %l.key, error = %e, "adopting a lease failed; next cycle");
+                        writes.add(store_failure(&e).map(|e| format!("adopting shard {}: {e}", l.key)));
+                    }
                 }
             }
         }
@@ -419,9 +452,13 @@ impl Coordinator {
                 match self.table.mutate(&LeaseMutation::on(l, LeaseChange::Take { owner: me.clone() })).await {
                     Ok(taken) => {
                         tracing::warn!(shard = %key, "handoff not completed in time; lease taken");
+                        writes.add(None);
                         adopt(taken, since, &mut out);
                     }
-                    Err(e) => tracing::debug!(shard = %key, error = %e, "forced take lost a race"),
+                    Err(e) => {
+                        tracing::debug!(shard = %key, error = %e, "forced take lost a race");
+                        writes.add(store_failure(&e).map(|e| format!("taking shard {key}: {e}")));
+                    }
                 }
             }
         }
@@ -437,9 +474,13 @@ impl Coordinator {
                 Ok(taken) => {
                     metrics::counter!(crate::metrics::LEASES_TAKEN).increment(1);
                     tracing::info!(shard = %l.key, previous = ?l.owner, "lease taken");
+                    writes.add(None);
                     adopt(taken, since, &mut out);
                 }
-                Err(e) => tracing::debug!(shard = %l.key, error = %e, "take lost a race"),
+                Err(e) => {
+                    tracing::debug!(shard = %l.key, error = %e, "take lost a race");
+                    writes.add(store_failure(&e).map(|e| format!("taking shard {}: {e}", l.key)));
+                }
             }
         }
         if let Some(l) = plan.steal
@@ -447,17 +488,22 @@ impl Coordinator {
         {
             match self.table.mutate(&LeaseMutation::on(&l, LeaseChange::RequestHandoff { to: me.clone() })).await {
                 Ok(_) => {
+                    writes.add(None);
                     metrics::counter!(crate::metrics::LEASE_STEALS).increment(1);
                     tracing::info!(shard = %l.key, from = ?l.owner, "handoff requested");
                     let deadline = Instant::now() + self.config.handoff_timeout + self.config.failover;
                     self.pending_steals.insert(l.key.clone(), deadline);
                 }
                 Err(e) => {
-                    tracing::debug!(shard = %l.key, error = %e, "handoff request refused")
+                    tracing::debug!(shard = %l.key, error = %e, "handoff request refused");
+                    writes.add(store_failure(&e).map(|e| format!("requesting shard {}: {e}", l.key)));
                 }
             }
         }
         self.underloaded = held_keys.len() + out.len() < target;
+        if held_keys.is_empty() {
+            self.takes_holding_nothing = Some(writes);
+        }
         out
     }
 }
@@ -490,6 +536,7 @@ mod tests {
             seen: Observations::default(),
             pending_steals: HashMap::new(),
             cycle_error: None,
+            takes_holding_nothing: None,
             underloaded: false,
         };
         let held = c.cycle(&HeldMap::default()).await;

@@ -1,6 +1,6 @@
 //! What a worker reports about itself: a shard's lag goes with its lease, and failing
-//! reads or a failing lease table make it unhealthy once they last the bound (and
-//! healthy again when they stop).
+//! reads, a failing lease table or failing lease renewals make it unhealthy once they
+//! last the bound (and healthy again when they stop).
 #![allow(clippy::unwrap_used, clippy::print_stdout)] // a test: a failed expectation is a failed test
 mod common;
 
@@ -113,6 +113,86 @@ async fn a_failing_lease_table_makes_the_worker_unhealthy_and_a_down_one_never_r
     assert!(!health.ready && !stats.is_ready(), "{health:?}");
     assert!(health.problems.iter().any(|p| p.starts_with("starting")), "{:?}", health.problems);
     fleet.kill("w2");
+}
+
+/// Renewals the store refuses while the rest of the table answers (heartbeat, lists):
+/// the leases lapse and cannot be taken back. A short failure does not count; one
+/// that lasts the bound does, though nothing is held by then; the worker is healthy
+/// again once it holds its shards again.
+#[tokio::test(start_paused = true)]
+async fn failing_lease_renewals_make_the_worker_unhealthy_after_the_bound_and_healthy_again() {
+    let mut fleet = Fleet::new(2, 100, &[("count", AckMode::Immediately)]);
+    fleet.start("w1");
+    let stats = fleet.workers["w1"].stats.clone();
+    let table = fleet.workers["w1"].table.clone();
+    let holding_both = || stats.health(Instant::now(), BOUND, false).ready && stats.held().len() == 2;
+    eventually("healthy and holding both shards", Duration::from_secs(120), || async { holding_both() }).await;
+
+    // Shorter than the leases' validity: seen (a zero bound shows it), not counted
+    // against the real bound, and over at the next renewal that lands.
+    let renewals_failing =
+        || stats.health(Instant::now(), Duration::ZERO, false).problems.iter().any(|p| p.contains("lease renewals"));
+    table.set_writes_failing(true);
+    let blip = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < blip {
+        assert!(stats.health(Instant::now(), BOUND, false).ready, "a short failure does not count");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(renewals_failing(), "renewals failed during the blip");
+    table.set_writes_failing(false);
+    eventually("renewals land again", Duration::from_secs(30), || async { !renewals_failing() && holding_both() })
+        .await;
+
+    table.set_writes_failing(true);
+    let failing_at = Instant::now();
+    eventually("unhealthy: renewals fail", Duration::from_secs(300), || async {
+        !stats.health(Instant::now(), BOUND, false).ready
+    })
+    .await;
+    assert!(failing_at.elapsed() >= BOUND, "not before the bound: {:?}", failing_at.elapsed());
+    let health = stats.health(Instant::now(), BOUND, false);
+    assert_eq!(health.problems.len(), 1, "{:?}", health.problems);
+    assert!(
+        health.problems[0].starts_with("lease renewals failing for")
+            && health.problems[0].contains("injected: lease writes refused"),
+        "the reason is given: {:?}",
+        health.problems
+    );
+    assert!(stats.held().is_empty(), "the leases lapsed: {:?}", stats.held());
+
+    table.set_writes_failing(false);
+    eventually("healthy again, holding its shards again", Duration::from_secs(300), || async { holding_both() }).await;
+    fleet.stop("w1").await;
+}
+
+/// A worker whose lease writes fail from the start lists the table (its first lease
+/// cycle completes) but can take no lease: it renews nothing, and its failing takes
+/// make it unhealthy after the bound all the same.
+#[tokio::test(start_paused = true)]
+async fn a_worker_that_cannot_take_a_lease_is_unhealthy_after_the_bound() {
+    let mut fleet = Fleet::new(1, 100, &[("count", AckMode::Immediately)]);
+    fleet.start("w1");
+    fleet.workers["w1"].table.set_writes_failing(true);
+    let stats = fleet.workers["w1"].stats.clone();
+    let started = Instant::now();
+    eventually("unhealthy: takes fail", Duration::from_secs(300), || async {
+        stats.is_ready() && !stats.health(Instant::now(), BOUND, false).ready
+    })
+    .await;
+    assert!(started.elapsed() >= BOUND, "not before the bound: {:?}", started.elapsed());
+    let health = stats.health(Instant::now(), BOUND, false);
+    assert!(
+        health.problems.len() == 1 && health.problems[0].contains("taking shard"),
+        "the reason is given: {:?}",
+        health.problems
+    );
+    assert!(stats.held().is_empty());
+    fleet.workers["w1"].table.set_writes_failing(false);
+    eventually("healthy once it holds the shard", Duration::from_secs(300), || async {
+        stats.health(Instant::now(), BOUND, false).ready && stats.held().len() == 1
+    })
+    .await;
+    fleet.stop("w1").await;
 }
 
 #[tokio::test(start_paused = true)]

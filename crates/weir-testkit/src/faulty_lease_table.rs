@@ -13,6 +13,7 @@ use weir_core::{Lease, LeaseError, LeaseMutation, NewLease, ShardId, WorkerId};
 pub struct FaultyLeaseTable {
     inner: Arc<dyn LeaseTable>,
     down: Arc<AtomicBool>,
+    writes_down: Arc<AtomicBool>,
     hung: Arc<AtomicBool>,
     latency_ms: Arc<AtomicU64>,
 }
@@ -20,7 +21,13 @@ pub struct FaultyLeaseTable {
 impl FaultyLeaseTable {
     /// Wraps `inner`.
     pub fn new(inner: Arc<dyn LeaseTable>) -> Self {
-        Self { inner, down: Arc::default(), hung: Arc::default(), latency_ms: Arc::default() }
+        Self {
+            inner,
+            down: Arc::default(),
+            writes_down: Arc::default(),
+            hung: Arc::default(),
+            latency_ms: Arc::default(),
+        }
     }
 
     /// Delays every call by `latency` (a slow network; tokio time, so paused tests
@@ -39,6 +46,26 @@ impl FaultyLeaseTable {
     /// Cuts this view off (or restores it).
     pub fn set_down(&self, down: bool) {
         self.down.store(down, Ordering::SeqCst);
+    }
+
+    /// Makes writes to leases fail (or succeed again) while every other call answers:
+    /// `mutate` and `mutate_all` (renewals, takes, checkpoints) fail with a retryable
+    /// store error, as a table whose writes are throttled or refused (a revoked
+    /// `dynamodb:UpdateItem`) while its reads, the heartbeat and lease creation work.
+    pub fn set_writes_failing(&self, failing: bool) {
+        self.writes_down.store(failing, Ordering::SeqCst);
+    }
+
+    async fn check_write(&self) -> Result<(), LeaseError> {
+        self.check().await?;
+        if self.writes_down.load(Ordering::SeqCst) {
+            return Err(LeaseError::Store {
+                message: "injected: lease writes refused".into(),
+                retryable: true,
+                source: None,
+            });
+        }
+        Ok(())
     }
 
     async fn check(&self) -> Result<(), LeaseError> {
@@ -75,11 +102,11 @@ impl LeaseTable for FaultyLeaseTable {
         self.inner.get(key).await
     }
     async fn mutate(&self, mutation: &LeaseMutation) -> Result<Lease, LeaseError> {
-        self.check().await?;
+        self.check_write().await?;
         self.inner.mutate(mutation).await
     }
     async fn mutate_all(&self, mutations: &[LeaseMutation]) -> Result<Vec<Lease>, LeaseError> {
-        self.check().await?;
+        self.check_write().await?;
         self.inner.mutate_all(mutations).await
     }
     async fn delete(&self, key: &ShardId) -> Result<(), LeaseError> {

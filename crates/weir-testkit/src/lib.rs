@@ -10,7 +10,8 @@
 //!   delays, throttling and resource-in-use.
 //! - [`FaultProxy`]: a TCP proxy between weir and an endpoint that takes the link down,
 //!   black-holes it, adds latency or resets responses, changed while traffic flows.
-//! - [`FaultyLeaseTable`]: one worker's view of a shared table, partitionable.
+//! - [`FaultyLeaseTable`]: one worker's view of a shared table, partitionable, or
+//!   with its lease writes refused.
 //! - [`RecordingConsumer`]: a consumer that records what it got, with acknowledgement
 //!   lag, stalls and failures on demand.
 //! - [`CrashSwitch`], [`CrashingSink`], [`SimLeases`], [`SimAcks`]: crash points for

@@ -1,7 +1,7 @@
 //! `/metrics` (Prometheus), `/healthz` (the process is up), `/readyz` (every worker
 //! completed a lease cycle and nothing has been failing for `[worker] unhealthy_after`:
-//! no shard's reads, no lease cycle, no consumer of a held shard; 503 with the problems
-//! otherwise; the body also shows each archiver's backlog) and
+//! no shard's reads, no lease cycle, no lease renewal, no consumer of a held shard; 503
+//! with the problems otherwise; the body also shows each archiver's backlog) and
 //! `/status` (JSON for `weir doctor`: held shards, reads, detached consumers, errors).
 
 use std::net::SocketAddr;

@@ -96,9 +96,10 @@ pub struct WorkerSection {
     pub initial_position: InitialPosition,
     /// `/readyz` (and so `weir health`, the image's health check) answers 503 once a
     /// failure has lasted this long: a shard's reads failing or not answering, the
-    /// lease table's heartbeat or listing failing, or a consumer's calls failing on a
-    /// held shard. At least twice `taker_interval`; shorter failures (a throttled read,
-    /// a retried call) do not count.
+    /// lease table's heartbeat or listing failing, lease renewals failing (for a worker
+    /// holding no lease, its takes), or a consumer's calls failing on a held shard. At
+    /// least twice `taker_interval`; shorter failures (a throttled read, a retried
+    /// call) do not count.
     #[serde(with = "humantime_serde")]
     pub unhealthy_after: Duration,
 }
