@@ -1,6 +1,6 @@
 //! What a worker reports about itself: a shard's lag goes with its lease, and failing
-//! reads, a failing lease table or failing lease renewals make it unhealthy once they
-//! last the bound (and healthy again when they stop).
+//! reads, a failing lease table, failing lease renewals or a consumer failing on a held
+//! shard make it unhealthy once they last the bound (and healthy again when they stop).
 #![allow(clippy::unwrap_used, clippy::print_stdout)] // a test: a failed expectation is a failed test
 mod common;
 
@@ -192,6 +192,48 @@ async fn a_worker_that_cannot_take_a_lease_is_unhealthy_after_the_bound() {
         stats.health(Instant::now(), BOUND, false).ready && stats.held().len() == 1
     })
     .await;
+    fleet.stop("w1").await;
+}
+
+/// A consumer whose every batch fails on a held shard makes the worker unhealthy once
+/// that lasts the bound (the worker's other consumer works on); healthy again once its
+/// batches go through.
+#[tokio::test(start_paused = true)]
+async fn a_consumer_failing_on_a_held_shard_makes_the_worker_unhealthy_after_the_bound_and_healthy_again() {
+    let mut fleet = Fleet::new(1, 100, &[("count", AckMode::Immediately), ("flaky", AckMode::Immediately)]);
+    let producer = fleet.produce(50_000, Duration::from_millis(10));
+    fleet.start("w1");
+    let stats = fleet.workers["w1"].stats.clone();
+    let flaky = fleet.control("w1", "flaky");
+    eventually("healthy and delivering", Duration::from_secs(120), || async {
+        stats.health(Instant::now(), BOUND, false).ready && !flaky.recorded().records.is_empty()
+    })
+    .await;
+
+    flaky.fail_next(u32::MAX, false);
+    let failing_at = Instant::now();
+    eventually("unhealthy: the consumer fails", Duration::from_secs(300), || async {
+        !stats.health(Instant::now(), BOUND, false).ready
+    })
+    .await;
+    assert!(failing_at.elapsed() >= BOUND, "not before the bound: {:?}", failing_at.elapsed());
+    let health = stats.health(Instant::now(), BOUND, false);
+    assert_eq!(health.problems.len(), 1, "only the failing consumer: {:?}", health.problems);
+    assert!(
+        health.problems[0].starts_with("consumer flaky on ")
+            && health.problems[0].contains("injected consumer failure"),
+        "the reason is given: {:?}",
+        health.problems
+    );
+    assert!(flaky.recorded().injected_failures > 1, "its batches were retried and failed again");
+
+    flaky.fail_next(0, false);
+    let delivered = flaky.recorded().records.len();
+    eventually("healthy again once its batches go through", Duration::from_secs(300), || async {
+        stats.health(Instant::now(), BOUND, false).ready && flaky.recorded().records.len() > delivered
+    })
+    .await;
+    producer.abort();
     fleet.stop("w1").await;
 }
 
