@@ -176,3 +176,144 @@ async fn a_shard_is_not_closed_behind_a_failed_batch() {
     assert_eq!(control.recorded().injected_failures, 1);
     common::assert_exactly_once_in_order(&fleet.stream, &control.recorded(), "after a failed end");
 }
+
+/// Holds back a consumer's acknowledgements past a position (`cap`) until released;
+/// held ones go out on the first tick after the release. What it wraps acknowledges as
+/// usual, at its close too: held acknowledgements of a shard arrive after the close
+/// returned, which the runtime must wait for before it ends the shard.
+#[derive(Default)]
+struct AckGate {
+    cap: Mutex<Option<weir_core::ExtendedSequenceNumber>>,
+    held: Mutex<std::collections::BTreeMap<ShardId, weir_core::ExtendedSequenceNumber>>,
+}
+
+struct GatedAcks<'a> {
+    inner: &'a dyn Acks,
+    gate: &'a AckGate,
+}
+
+impl Acks for GatedAcks<'_> {
+    fn durable(&self, shard: &ShardId, position: &weir_core::ExtendedSequenceNumber) {
+        if self.gate.cap.lock().unwrap().as_ref().is_some_and(|cap| position > cap) {
+            let mut held = self.gate.held.lock().unwrap();
+            let slot = held.entry(shard.clone()).or_insert_with(|| position.clone());
+            *slot = slot.clone().max(position.clone());
+            return;
+        }
+        self.inner.durable(shard, position);
+    }
+}
+
+struct LateAcks {
+    inner: weir_testkit::RecordingConsumer,
+    gate: Arc<AckGate>,
+}
+
+#[async_trait]
+impl Consumer for LateAcks {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    async fn on_shard_open(&mut self, shard: &ShardContext) -> Result<(), ConsumerError> {
+        self.inner.on_shard_open(shard).await
+    }
+    async fn on_batch(&mut self, batch: &RecordBatch, acks: &dyn Acks) -> Result<(), ConsumerError> {
+        self.inner.on_batch(batch, &GatedAcks { inner: acks, gate: &self.gate }).await
+    }
+    async fn on_tick(&mut self, now: weir_core::Timestamp, acks: &dyn Acks) -> Result<(), ConsumerError> {
+        if self.gate.cap.lock().unwrap().is_none() {
+            let held = std::mem::take(&mut *self.gate.held.lock().unwrap());
+            for (shard, position) in held {
+                acks.durable(&shard, &position);
+            }
+        }
+        self.inner.on_tick(now, &GatedAcks { inner: acks, gate: &self.gate }).await
+    }
+    async fn on_shard_close(
+        &mut self,
+        shard: &ShardId,
+        reason: CloseReason,
+        acks: &dyn Acks,
+    ) -> Result<(), ConsumerError> {
+        self.inner.on_shard_close(shard, reason, &GatedAcks { inner: acks, gate: &self.gate }).await
+    }
+}
+
+/// A lane detached as backed up catches up by itself and reads to the shard end (the
+/// live read has read the end meanwhile, so it never rejoins). The consumer closes the
+/// shard and acknowledges the catch-up's last records only later: the shard end must
+/// not be checkpointed before they are acknowledged. (Before the fix the shard counted
+/// as done once the position the live read had sent before the detach was
+/// acknowledged, and the shard end passed records nobody had acknowledged.)
+#[tokio::test(start_paused = true)]
+async fn a_catch_up_to_the_shard_end_is_acknowledged_before_the_end_is_checkpointed() {
+    let fleet = Fleet::new(1, 10, &[]);
+    let (recording, control) = weir_testkit::RecordingConsumer::new("a", AckMode::Immediately);
+    let gate = Arc::new(AckGate::default());
+    let mut c = config("w1");
+    // Four batches in flight detach the lane at once.
+    c.queue_capacity = 2;
+    let worker = Worker::new(
+        c,
+        fleet.table.clone(),
+        fleet.reader.clone(),
+        Arc::new(fleet.stream.clone()),
+        vec![Box::new(LateAcks { inner: recording, gate: gate.clone() })],
+        Arc::new(TokioClock::new()),
+    )
+    .unwrap();
+    let stats = worker.stats();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let token = stop.clone();
+    let handle = tokio::spawn(async move { worker.run(token).await.unwrap() });
+
+    fleet.produce(20, Duration::ZERO).await.unwrap();
+    eventually("records flow", Duration::from_secs(60), || async { control.recorded().records.len() >= 20 }).await;
+    let parent = fleet.stream.open_shards()[0].clone();
+    let lane = (parent.clone(), weir_core::ConsumerName::new("a"));
+    // Stuck on the next batch, the consumer backs up and is detached; the rest of the
+    // shard, its end included, is read by the live read without it.
+    control.stall();
+    fleet.produce(100, Duration::ZERO).await.unwrap();
+    eventually("the lane is detached", Duration::from_secs(60), || async {
+        stats.lanes().get(&lane).is_some_and(|l| l.detached)
+    })
+    .await;
+    fleet.stream.split(&parent).unwrap();
+    eventually("the live read reads every record", Duration::from_secs(60), || async {
+        stats.reads().get(&parent).is_some_and(|r| r.records >= 120)
+    })
+    .await;
+    // A few more polls of the live read, which returns the end after the last records.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+
+    // Acknowledgements past the 110th record wait: the catch-up's last batches are
+    // processed, and the shard closed, before they are acknowledged.
+    let cap = fleet.stream.all_records()[109].1.position.clone();
+    *gate.cap.lock().unwrap() = Some(cap.clone());
+    control.resume();
+    eventually("the consumer closes the shard", Duration::from_secs(120), || async {
+        control.recorded().closes.contains(&(parent.clone(), CloseReason::ShardEnded))
+    })
+    .await;
+    assert!(stats.lanes()[&lane].detached, "the catch-up, not the live read, took the consumer to the end");
+    assert!(!gate.held.lock().unwrap().is_empty(), "the last acknowledgements are held");
+    // Checkpoint ticks every second: five pass with the acknowledgements still held.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let lease = fleet.table.get(&parent).await.unwrap().unwrap();
+    assert!(!lease.ended, "the shard ended before its last records were acknowledged: {lease:?}");
+    match lease.checkpoint_for(&"a".into()) {
+        Checkpoint::At(p) => assert!(p <= &cap, "checkpoint {p} passes the acknowledged {cap}"),
+        other => panic!("checkpoint {other:?} passes the acknowledged {cap}"),
+    }
+
+    *gate.cap.lock().unwrap() = None;
+    eventually("the shard ends once acknowledged", Duration::from_secs(60), || async {
+        let lease = fleet.table.get(&parent).await.unwrap().unwrap();
+        lease.ended && lease.checkpoint_for(&"a".into()) == &Checkpoint::ShardEnd
+    })
+    .await;
+    common::assert_exactly_once_in_order(&fleet.stream, &control.recorded(), "after a catch-up to the end");
+    stop.cancel();
+    handle.await.unwrap();
+}
