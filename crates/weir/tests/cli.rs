@@ -701,6 +701,75 @@ interval = "1s"
     assert_eq!(last["ArchiveDataFreshness"], 0.0, "the drain wrote every buffer: nothing waits");
 }
 
+/// The `archiver` label values of a metric's series in a Prometheus text page; `None`
+/// for a series without the label.
+fn archiver_labels(page: &str, metric: &str) -> std::collections::BTreeSet<Option<String>> {
+    page.lines()
+        .filter_map(|l| l.strip_prefix(metric))
+        .filter(|rest| rest.starts_with('{') || rest.starts_with(' '))
+        .map(|rest| {
+            let labels = rest.strip_prefix('{').and_then(|r| r.split_once('}')).map_or("", |(l, _)| l);
+            labels.split(',').find_map(|kv| kv.strip_prefix("archiver=\"")?.strip_suffix('"').map(str::to_owned))
+        })
+        .collect()
+}
+
+/// Two archivers in one worker (the backup archiver that `S3BackupMode = "Enabled"`
+/// adds is the second) are two series of each archiver gauge (freshness, backlog) and
+/// of its object counters on `/metrics`, told apart by the `archiver` label, not one
+/// series that each overwrites.
+#[test]
+fn metrics_carry_one_series_per_archiver() {
+    use weir_archiver::metrics as am;
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let out = dir.path().join("out");
+    let cfg = write_config(
+        dir.path(),
+        &format!(
+            "[worker]\nrenew_interval = \"300ms\"\ntaker_interval = \"300ms\"\ntick_interval = \"200ms\"\n\
+             [stream]\nshards = 1\n[generator]\nrate = 200\n[leases]\npath = \"{0}/leases.db\"\n\
+             [[consumers]]\ntype = \"archiver\"\nname = \"archive\"\ndirectory = \"{1}\"\n\
+             [consumers.destination]\nPrefix = \"d/\"\nErrorOutputPrefix = \"e/\"\nS3BackupMode = \"Enabled\"\n\
+             BufferingHints = {{ SizeInMBs = 1, IntervalInSeconds = 0 }}\n\
+             [consumers.destination.S3BackupConfiguration]\nPrefix = \"source/\"\nErrorOutputPrefix = \"source-errors/\"\n\
+             BufferingHints = {{ SizeInMBs = 1, IntervalInSeconds = 0 }}\n\
+             [http]\nlisten = \"127.0.0.1:{2}\"\n",
+            dir.path().display(),
+            out.display(),
+            port
+        ),
+    );
+    let log = dir.path().join("run.log");
+    let _child = KillOnDrop(
+        weir()
+            .args(["run", "--config", cfg.to_str().unwrap()])
+            .stderr(Stdio::from(std::fs::File::create(&log).unwrap()))
+            .spawn()
+            .unwrap(),
+    );
+    let both: std::collections::BTreeSet<Option<String>> =
+        [Some("archive".to_owned()), Some("archive-backup".to_owned())].into();
+    let gauges = [am::DATA_FRESHNESS, am::BACKLOG_BYTES, am::OBJECTS, am::RECORDS_ARCHIVED, am::OBJECT_BYTES];
+    // Both archivers wrote objects (so both set their backlog), and the page shows it.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let page = loop {
+        let written = |d: &str| std::fs::read_dir(out.join(d)).map(|d| d.count()).unwrap_or(0) > 0;
+        let page = get(port, "/metrics").map(|(_, p)| p).unwrap_or_default();
+        if written("d") && written("source") && gauges.iter().all(|g| archiver_labels(&page, g).is_superset(&both)) {
+            break page;
+        }
+        if Instant::now() > deadline {
+            let found: Vec<_> = gauges.iter().map(|g| (g, archiver_labels(&page, g))).collect();
+            panic!("no series of both archivers: {found:?}\n{}", std::fs::read_to_string(&log).unwrap());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    for gauge in gauges {
+        assert_eq!(archiver_labels(&page, gauge), both, "{gauge}: one series per archiver, each named\n{page}");
+    }
+}
+
 /// `http.listen = ""` and `WEIR_HTTP__LISTEN=` disable the endpoints, as documented.
 #[test]
 fn an_empty_listen_address_disables_the_http_endpoints() {

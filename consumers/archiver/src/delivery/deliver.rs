@@ -782,7 +782,7 @@ impl Durable {
             }
         }
         if self.bytes > 0 {
-            metrics::counter!(m::OBJECT_BYTES).increment(self.bytes);
+            metrics::counter!(m::OBJECT_BYTES, m::ARCHIVER => archiver.to_owned()).increment(self.bytes);
         }
     }
 }
