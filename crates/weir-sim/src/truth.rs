@@ -4,6 +4,8 @@
 //!   consumer's checkpoint passes a record a part of which is in no object yet.
 //! - **At every lease write**: no item over DynamoDB's 400 KB, no transaction over 4 MB
 //!   (the world's table refuses them as DynamoDB would, and the refusal is a violation).
+//! - **At every object put**: no part of a record already in another object of the same
+//!   archiver (twice in the data, or in both the data and the error output).
 //! - **At the end**: every part of every record is in exactly one object of each
 //!   archiver, data or error output, never both and never neither.
 //!
@@ -98,33 +100,53 @@ impl Truth {
         self.records.iter().filter_map(|(s, r)| Some((s.clone(), r.last()?.0.clone()))).collect()
     }
 
-    /// An object was created at `key`: the parts it holds are durable.
-    pub fn put(&mut self, at_ms: u64, key: &str, body: &[u8]) {
+    /// An object was created at `key`: the parts it holds are durable. A part already in
+    /// another object of the same archiver (duplicated, or in both the data and the error
+    /// output) is a violation at this step, so a failing seed's trace shows the put that
+    /// made it; the end's check counts it again. Returns the violations found here.
+    #[must_use = "the violations go into the trace too"]
+    pub fn put(&mut self, at_ms: u64, key: &str, body: &[u8]) -> Vec<String> {
         if key.starts_with("_weir/") {
             self.counts.manifests += 1;
-            return;
+            return Vec::new();
         }
         let Some(consumer) = self.consumers.iter().find(|c| key.starts_with(&format!("{c}/"))).cloned() else {
-            self.violate(at_ms, format!("object {key} is outside every archiver's prefix"));
-            return;
+            let what = format!("object {key} is outside every archiver's prefix");
+            self.violate(at_ms, what.clone());
+            return vec![what];
         };
         let error = key.starts_with(&format!("{consumer}/errors/"));
         let ids = match object_ids(body, error) {
             Ok(ids) => ids,
             Err(e) => {
-                self.violate(at_ms, format!("object {key} cannot be read: {e}"));
-                return;
+                let what = format!("object {key} cannot be read: {e}");
+                self.violate(at_ms, what.clone());
+                return vec![what];
             }
         };
         if ids.is_empty() {
             self.counts.claims += 1;
-            return;
+            return Vec::new();
         }
         self.counts.objects += 1;
-        let found = self.found.entry(consumer).or_default();
+        let found = self.found.entry(consumer.clone()).or_default();
+        let mut again = Vec::new();
         for id in ids {
-            found.entry(id).or_default().push(Place { key: key.to_owned(), error });
+            let places = found.entry(id).or_default();
+            if let Some(other) = places.iter().find(|p| p.error != error).or(places.first()) {
+                let how = if other.error == error { "twice" } else { "in both the data and the error output" };
+                again.push(format!("{id} {how} (also in {})", other.key));
+            }
+            places.push(Place { key: key.to_owned(), error });
         }
+        if again.is_empty() {
+            return Vec::new();
+        }
+        let n = again.len();
+        let shown: Vec<String> = again.into_iter().take(4).collect();
+        let what = format!("{consumer}: object {key} puts {n} part(s) a second time: {}", shown.join("; "));
+        self.violate(at_ms, what.clone());
+        vec![what]
     }
 
     /// An object was deleted (only intent manifests may be).
@@ -281,4 +303,46 @@ fn parquet_ids(body: &[u8]) -> Result<Vec<PartId>, String> {
         out.push(id);
     }
     Ok(out)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // a test: a failed expectation is a failed test
+mod tests {
+    use base64::Engine;
+    use weir_core::{ExtendedSequenceNumber, SequenceNumber, ShardId};
+
+    use super::Truth;
+    use crate::records::PartId;
+
+    #[test]
+    fn a_part_put_a_second_time_is_flagged_at_that_put() {
+        let mut truth = Truth::new(vec!["a".to_owned()]);
+        let id = PartId { record: 7, part: 0 };
+        truth.written(
+            ShardId::new("s"),
+            ExtendedSequenceNumber::plain(SequenceNumber::parse("1").unwrap()),
+            7,
+            vec![id],
+        );
+        let line = format!("{{\"id\":\"{id}\"}}\n");
+        assert!(truth.put(10, "a/data/one", line.as_bytes()).is_empty());
+
+        let twice = truth.put(20, "a/data/two", line.as_bytes());
+        assert_eq!(twice, ["a: object a/data/two puts 1 part(s) a second time: r7.0 twice (also in a/data/one)"]);
+        let raw = base64::engine::general_purpose::STANDARD.encode(&line);
+        let error = format!("{{\"rawData\":\"{raw}\"}}\n");
+        let both = truth.put(30, "a/errors/three", error.as_bytes());
+        assert_eq!(
+            both,
+            [
+                "a: object a/errors/three puts 1 part(s) a second time: r7.0 in both the data and the error output (also in a/data/one)"
+            ]
+        );
+
+        truth.check_exactly_once(40);
+        let violations = truth.violations();
+        assert_eq!(violations.len(), 3, "{violations:?}");
+        assert!(violations[0].starts_with("[20 ms] a: object a/data/two"), "{violations:?}");
+        assert!(violations[2].contains("in both the data and the error output: r7.0"), "{violations:?}");
+    }
 }

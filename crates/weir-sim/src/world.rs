@@ -235,7 +235,10 @@ impl World {
         let r = self.store.put_if_absent(key, body.clone(), options).await;
         if let Ok(PutOutcome::Created) = r {
             let at = self.now_ms();
-            self.truth().put(at, key, &body);
+            let found = self.truth().put(at, key, &body);
+            for what in found {
+                self.note(format_args!("VIOLATION {what}"));
+            }
         }
         r
     }
