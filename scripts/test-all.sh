@@ -24,8 +24,10 @@ done
 stage "emulators"
 ./tests/emulators/install.sh
 stage "deploy tools"
-# kubectl and promtool for crates/weir/tests/kubernetes.rs (and the lint stage below).
+# kubectl and promtool for crates/weir/tests/kubernetes.rs (and the lint stage below);
+# installed, so a test that cannot find them fails instead of skipping.
 ./deploy/lint.sh --install
+export WEIR_REQUIRE_TOOLS=1
 # No separate `cargo build`: `cargo test --workspace` builds the binaries the end-to-end
 # tests run (target/debug/weir, target/debug/weir-tool-minutes) with the tests' feature
 # set; a `cargo build -p weir` first compiled most dependencies a second time.
@@ -51,10 +53,11 @@ stage "fuzz (30 s per target, two at a time)"
 stage "deploy lint"
 ./deploy/lint.sh
 stage "fleet test"
-# The image holds the debug binary the tests above built (a cold `--profile dist`
-# build took longer than all the tests); WEIR_IMAGE_PROFILE=dist tests the shipped one.
-if [ "${WEIR_IMAGE_PROFILE:-dev}" = dev ]; then
-  WEIR_IMAGE_PROFILE=dev WEIR_SKIP_CARGO=1 ./tests/fleet/run.sh
-else
+# The image users build: deploy/Dockerfile with its own build stage, on the builder and
+# runtime bases it names (or stand-ins made from the same Debian packages where their
+# registries cannot be reached), with one build argument changed: PROFILE=dev, a debug
+# build (a cold `--profile dist` build took longer than all the tests together).
+# WEIR_IMAGE_PROFILE=dist builds the shipped profile; WEIR_IMAGE_BINARY=prebuilt takes
+# the binary the tests above built instead.
+WEIR_IMAGE_BINARY="${WEIR_IMAGE_BINARY:-build}" WEIR_IMAGE_PROFILE="${WEIR_IMAGE_PROFILE:-dev}" WEIR_SKIP_CARGO=1 \
   ./tests/fleet/run.sh
-fi
