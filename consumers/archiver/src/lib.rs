@@ -116,7 +116,7 @@ mod pipeline;
 mod preview;
 
 pub use archiver::Archiver;
-pub use delivery::budget::InlineLimits;
+pub use delivery::budget::{InlineLimits, lease_bytes_bound, longest_position};
 pub use delivery::buffers::Overflow;
 pub use delivery::deliver::{Backlog, DeliveryMode};
 pub use options::{ArchiverOptions, BuildError, DEFAULT_BUFFER_MEMORY};

@@ -26,7 +26,7 @@
 
 use std::collections::HashMap;
 
-use weir_core::{Intent, ShardId};
+use weir_core::{ExtendedSequenceNumber, Intent, SequenceNumber, ShardId};
 
 use crate::delivery::manifest::{IntentRef, is_manifest};
 
@@ -97,6 +97,37 @@ pub struct LeaseBudget {
 /// The bytes an intent takes in a lease (its JSON).
 pub fn bytes_of(intent: &Intent) -> usize {
     serde_json::to_vec(intent).map_or(usize::MAX / 4, |v| v.len())
+}
+
+/// The position with the most digits a sequence number can have (129, Kinesis's
+/// API limit) and the largest sub-sequence: the longest a position takes in a lease.
+pub fn longest_position() -> ExtendedSequenceNumber {
+    let nines = "9".repeat(weir_core::sequence::MAX_SEQUENCE_DIGITS);
+    let sequence = SequenceNumber::parse(&nines).unwrap_or_else(|_| SequenceNumber::from_u128(u128::MAX));
+    ExtendedSequenceNumber::new(sequence, u64::MAX)
+}
+
+/// The most bytes the intents of the archiver named `consumer`, kept against `limits`,
+/// take in the JSON of the lease item of `shard`: inline intents of at most
+/// `limits.bytes` bytes with a separator each (at most `limits.per_lease` of them),
+/// `limits.manifests` manifest intents whose positions are [`longest_position`], each
+/// with a separator, and the map entry that holds them under the archiver's name.
+/// 44,080 bytes with the default limits, a 10-character name and 128-character shard
+/// ids; a lease item holds what every exactly-once archiver reading the shard keeps.
+pub fn lease_bytes_bound(limits: &InlineLimits, consumer: &str, shard: &ShardId) -> usize {
+    let manifest = Intent {
+        target: crate::delivery::manifest::key(consumer, shard),
+        scope: crate::delivery::manifest::MANIFEST_SCOPE.to_owned(),
+        first: longest_position(),
+        last: longest_position(),
+        parts: Vec::new(),
+        except: Vec::new(),
+    };
+    let inline = limits.bytes + limits.per_lease;
+    let manifests = limits.manifests.max(1) * (bytes_of(&manifest) + 1);
+    // `"<consumer>":[…],`
+    let entry = consumer.len() + 6;
+    inline + manifests + entry
 }
 
 impl LeaseBudget {
@@ -224,6 +255,40 @@ mod tests {
         assert!(matches!(fresh.place(&s, &refs(&long[..4])), Placement::Inline(_)));
         fresh.recorded_inline(&s, 4, 4 * 4_100);
         assert!(matches!(fresh.place(&s, &refs(&long[4..])), Placement::Manifest { .. }), "past the inline bytes");
+    }
+
+    /// One archiver's intents, inline ones up to the bytes `place` lets in and then
+    /// every manifest intent a lease holds, take no more of the lease's JSON than
+    /// `lease_bytes_bound`, and not much less.
+    #[test]
+    fn a_lease_full_of_an_archivers_intents_is_within_its_bound() {
+        let s = ShardId::new("s".repeat(128));
+        let limits = InlineLimits::default();
+        let bound = lease_bytes_bound(&limits, "archive", &s);
+        let mut b = LeaseBudget::new(limits);
+        let mut intents = Vec::new();
+        for n in 0u128.. {
+            let i = intent(&format!("archive/tenant=t{n}/{}", "k".repeat(150)), n, n + 1);
+            if !matches!(b.place(&s, &refs(std::slice::from_ref(&i))), Placement::Inline(_)) {
+                break;
+            }
+            b.recorded_inline(&s, 1, bytes_of(&i));
+            intents.push(i);
+        }
+        for _ in 0..limits.manifests {
+            intents.push(Intent {
+                target: crate::delivery::manifest::key("archive", &s),
+                scope: MANIFEST_SCOPE.into(),
+                first: longest_position(),
+                last: longest_position(),
+                parts: vec![],
+                except: vec![],
+            });
+        }
+        let lease = std::collections::BTreeMap::from([("archive", intents)]);
+        let bytes = serde_json::to_vec(&lease).map_or(usize::MAX, |v| v.len());
+        assert!(bytes <= bound, "{bytes} bytes, bound {bound}");
+        assert!(bound - bytes < 1_000, "{bytes} bytes, bound {bound}");
     }
 
     /// However many rounds go into manifests, a lease holds at most `manifests` of them:

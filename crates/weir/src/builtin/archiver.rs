@@ -255,6 +255,15 @@ pub fn warnings(a: &ArchiverSection) -> Result<Vec<String>> {
     Ok(out)
 }
 
+/// Whether `entry` is an archiver in `exactly-once` mode (its intents take room in the
+/// leases; see `config::lease_size`). `false` for sections that do not parse (the check
+/// reports those).
+pub fn is_exactly_once(entry: &crate::config::ConsumerEntry) -> bool {
+    entry.kind == "archiver"
+        && crate::plugin::parse::<ArchiverSection>(&entry.settings, "")
+            .is_ok_and(|a| a.mode == ArchiveMode::ExactlyOnce)
+}
+
 /// The consumer that writes an archiver's source records (`S3BackupMode = Enabled`): an
 /// archiver named `<name>-backup` with no transform and no partitioning, into the
 /// backup's `BucketARN` (or the archiver's own bucket or directory), with the

@@ -2,6 +2,7 @@
 //! variables (`WEIR_WORKER__FAILOVER=5s` sets `worker.failover`). Every struct denies
 //! unknown fields; cross-field checks run at load time, and every error names the field.
 
+mod lease_size;
 mod model;
 
 use std::path::Path;
@@ -252,5 +253,50 @@ mod tests {
             assert_eq!(listen(&pinned).as_deref(), Some("127.0.0.1:7000"), "the override wins over the file");
             Ok(())
         });
+    }
+
+    /// Each exactly-once archiver may keep tens of kilobytes of intents in the lease item
+    /// of a shard it reads: more of them than DynamoDB's 400 KB holds beside the
+    /// lease's own fields are refused, naming them. Archivers in `firehose` mode keep
+    /// none, and with `[[streams]]` only those reading a stream count for its leases.
+    #[test]
+    fn more_exactly_once_archivers_than_a_lease_item_holds_are_refused() {
+        let archiver = |i: usize, extra: &str| {
+            format!(
+                "[[consumers]]\ntype = \"archiver\"\nname = \"archive-{i:02}\"\ndirectory = \"out\"\n{extra}[consumers.destination]\n"
+            )
+        };
+        let one = load(write(&archiver(0, "")).path()).unwrap();
+        let size = &lease_size::lease_sizes(&one)[0];
+        let each = size.archivers[0].1;
+        assert!((30_000..50_000).contains(&each), "an archiver's intents: {each} bytes");
+        // Each archiver added adds its checkpoint to the lease too.
+        let fit = (0..).take_while(|n| n * (each + 200) + size.lease <= weir_core::ports::MAX_LEASE_ITEM_BYTES).last();
+        let fit = fit.unwrap();
+        let many = |n: usize, extra: &dyn Fn(usize) -> String| {
+            let text: String = (0..n).map(|i| archiver(i, &extra(i))).collect();
+            load(write(&text).path())
+        };
+        many(fit, &|_| String::new()).unwrap();
+        let e = format!("{:#}", many(fit + 1, &|_| String::new()).unwrap_err());
+        assert!(
+            e.contains(&format!("field `consumers`: the {} exactly-once archivers \"archive-00\"", fit + 1)),
+            "{e}"
+        );
+        assert!(e.contains(&format!("\"archive-{fit:02}\" may keep up to {each} bytes of intents each")), "{e}");
+        assert!(e.contains("past DynamoDB's item limit of 409600 bytes"), "{e}");
+        assert!(e.contains(&format!("at most {fit} fit")), "{e}");
+        // At least once keeps no intents.
+        many(fit + 1, &|i| if i == 0 { "mode = \"firehose\"\n".into() } else { String::new() }).unwrap();
+        // Split between two streams, each stream's leases hold half of them.
+        let two = |n: usize| {
+            let text: String = (0..n)
+                .map(|i| archiver(i, &format!("streams = [\"{}\"]\n", if i % 2 == 0 { "a" } else { "b" })))
+                .collect();
+            load(write(&format!("[[streams]]\nname = \"a\"\n[[streams]]\nname = \"b\"\n{text}")).path())
+        };
+        two(fit + 1).unwrap();
+        let e = format!("{:#}", two(2 * fit + 2).unwrap_err());
+        assert!(e.contains("of stream \"a\""), "{e}");
     }
 }

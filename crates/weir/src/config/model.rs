@@ -486,6 +486,7 @@ impl Config {
                 Err(e) => problems.push(format!("{e:#}")),
             }
         }
+        problems.extend(super::lease_size::problems(self));
         if !problems.is_empty() {
             bail!("{}", problems.join("\n"));
         }
