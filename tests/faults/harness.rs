@@ -219,14 +219,16 @@ cooldown = "1s"
     }
 
     /// Waits until every id `produced` holds is in the archive or the error output (or
-    /// `limit` passes), reads the archive back with DuckDB, and tallies both with what
-    /// the workers' `files` consumers (at-least-once) received.
+    /// neither grew for `limit`: not on wall time alone), reads the archive back with
+    /// DuckDB, and tallies both with what the workers' `files` consumers
+    /// (at-least-once) received.
     pub async fn tally(&self, scenario: &str, produced: &Produced, workers: &[&Worker], limit: Duration) -> Tally {
         let started = Instant::now();
+        let mut patience = weir_e2e::patience::Patience::new(limit);
         loop {
             let (seen, errors) = (self.archived_ids().await, self.error_ids().await);
             if produced.ids.iter().all(|id| seen.contains_key(id) || errors.contains_key(id))
-                || started.elapsed() > limit
+                || patience.observe((seen.len(), errors.len())).is_err()
             {
                 break;
             }
@@ -421,10 +423,15 @@ impl Worker {
     }
 
     /// Waits until the worker holds a lease (it is reading), failing with its log.
+    /// Fails once the worker neither used CPU nor logged for `limit` while holding
+    /// nothing (not on wall time alone).
     pub async fn wait_reading(&self, limit: Duration) {
-        let started = Instant::now();
+        let mut patience = weir_e2e::patience::Patience::new(limit);
         while self.held().await.is_empty() {
-            assert!(started.elapsed() < limit, "worker {} holds no shard after {limit:?}:\n{}", self.id, self.log());
+            let seen = (weir_e2e::patience::cpu_ticks(self.child.0.id()), weir_e2e::patience::file_len(&self.log));
+            if let Err(why) = patience.observe(seen) {
+                panic!("worker {} holds no shard: {why}:\n{}", self.id, self.log());
+            }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
@@ -615,10 +622,13 @@ impl Tally {
 
 impl Alerts {
     /// Waits until `n` firing alerts arrived in all (the pipeline is flowing).
+    /// Fails once no alert arrived for `limit` (not on wall time alone).
     pub async fn wait_for(&self, n: usize, limit: Duration) {
-        let started = Instant::now();
+        let mut patience = weir_e2e::patience::Patience::new(limit);
         while self.count() < n {
-            assert!(started.elapsed() < limit, "{} alerts after {limit:?}, waiting for {n}", self.count());
+            if let Err(why) = patience.observe(self.count()) {
+                panic!("{} alerts, waiting for {n}: {why}", self.count());
+            }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }

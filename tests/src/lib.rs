@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use weir_aws::{AwsSettings, load_sdk_config};
 
+pub mod patience;
+
 /// The `weir` binary built by cargo for this workspace.
 pub fn weir_binary() -> std::path::PathBuf {
     target_binary("weir", "weir")
@@ -60,26 +62,29 @@ pub fn weir_command() -> Command {
 }
 
 /// Runs `cmd` (stdout kept, stderr in a file, both returned), failing the test with
-/// its stderr after `limit`. Returns the output and how long it took.
+/// its stderr once it made no progress (neither used CPU nor logged) for `limit`, or
+/// after the backstop ([`patience::BACKSTOP`] × `limit`). Returns the output and how
+/// long it took.
 pub fn timed(mut cmd: Command, limit: Duration) -> (std::process::Output, Duration) {
-    let started = std::time::Instant::now();
     let log = tempfile::NamedTempFile::new().expect("log file");
     let mut child = cmd
         .stdout(Stdio::piped())
         .stderr(log.reopen().expect("log file"))
         .spawn()
         .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
+    let mut patience = patience::Patience::new(limit);
     loop {
         if child.try_wait().expect("wait").is_some() {
             let mut out = child.wait_with_output().expect("output");
             out.stderr = std::fs::read(log.path()).expect("log");
-            return (out, started.elapsed());
+            return (out, patience.elapsed());
         }
-        if started.elapsed() > limit {
+        let seen = (patience::cpu_ticks(child.id()), patience::file_len(log.path()));
+        if let Err(why) = patience.observe(seen) {
             let _ = child.kill();
             let _ = child.wait();
             let text = std::fs::read_to_string(log.path()).unwrap_or_default();
-            panic!("{cmd:?} still running after {limit:?}:\n{text}");
+            panic!("{cmd:?}: {why}:\n{text}");
         }
         std::thread::sleep(Duration::from_millis(100));
     }

@@ -21,7 +21,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Child;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use rand::Rng;
@@ -304,9 +304,16 @@ async fn wait_checkpoints(
     consumers: &[&str],
     dir: &Path,
 ) {
-    let deadline = Instant::now() + Duration::from_secs(300);
+    // Fails once no checkpoint moved for 300 s (not on wall time alone).
+    let mut patience = weir_e2e::patience::Patience::new(Duration::from_secs(300));
     loop {
         let all = leases.list().await.unwrap();
+        let checkpoints: Vec<String> = all
+            .iter()
+            .flat_map(|l| {
+                consumers.iter().map(|c| format!("{} {c} {:?}", l.key, l.checkpoint_for(&ConsumerName::new(*c))))
+            })
+            .collect();
         let done = |consumer: &str| {
             last.iter().all(|(shard, seq)| {
                 all.iter().any(|l| {
@@ -318,7 +325,9 @@ async fn wait_checkpoints(
         if consumers.iter().all(|c| done(c)) {
             return;
         }
-        assert!(Instant::now() < deadline, "archivers did not finish\n{}", logs(dir));
+        if let Err(why) = patience.observe(&checkpoints) {
+            panic!("archivers did not finish: {why}\n{}", logs(dir));
+        }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
