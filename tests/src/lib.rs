@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use weir_aws::{AwsSettings, load_sdk_config};
 
-pub mod patience;
+pub use weir_testkit::patience;
 
 /// The `weir` binary built by cargo for this workspace.
 pub fn weir_binary() -> std::path::PathBuf {

@@ -20,6 +20,7 @@
 //! - [`Emulator`]: a real emulator on a free port for adapter tests; paused and
 //!   resumed (SIGSTOP/SIGCONT) for outage tests.
 //! - [`fixtures`]: small builders shared by tests.
+//! - [`patience`]: deadlines that fail on no progress, not on wall time alone.
 //! - [`conformance`]: suites for `LeaseTable`, `ObjectSink`, `ShardReader` and `StreamWriter`.
 #![warn(missing_docs)]
 // Test support: a failed expectation is a failed test.
@@ -36,6 +37,7 @@ pub mod fixtures;
 mod memory_lease_table;
 mod memory_sink;
 mod memory_writer;
+pub mod patience;
 mod recording_consumer;
 mod slow_sink;
 
