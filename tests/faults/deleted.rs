@@ -4,10 +4,11 @@
 //! `weir_shards_read_failing` up), nothing panics, and the lease table is left as it
 //! was (no lease deleted, no checkpoint moved).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use weir_aws::DynamoDbLeaseTable;
 use weir_core::ports::LeaseTable;
+use weir_e2e::patience::{Patience, cpu_ticks, file_len};
 
 use crate::harness::{Env, Extra, Traffic, now_ms};
 
@@ -32,14 +33,17 @@ async fn a_stream_deleted_under_the_worker_is_reported_and_damages_nothing() {
     env.kinesis.delete_stream().stream_name(&env.name).enforce_consumer_deletion(true).send().await.unwrap();
 
     // The worker notices and says so.
-    let started = Instant::now();
+    // The worker keeps retrying its reads and logging while it finds out.
+    let mut patience = Patience::new(Duration::from_secs(90));
     let said = loop {
         let log = w.log();
         let status = w.get("/status").await.map(|(_, b)| b).unwrap_or_default();
         if log.contains("was the stream deleted") || status.contains("was the stream deleted") {
             break (log, status);
         }
-        assert!(started.elapsed() < Duration::from_secs(90), "no word of the deleted stream:\n{log}\n{status}");
+        if let Err(why) = patience.observe((cpu_ticks(w.pid()), log.len())) {
+            panic!("no word of the deleted stream: {why}:\n{log}\n{status}");
+        }
         tokio::time::sleep(Duration::from_millis(500)).await;
     };
     // Not ready any more, saying why; the failing reads are a metric of their own.
@@ -47,7 +51,9 @@ async fn a_stream_deleted_under_the_worker_is_reported_and_damages_nothing() {
         if let Some((503, body)) = w.get("/readyz").await {
             break body;
         }
-        assert!(started.elapsed() < Duration::from_secs(90), "still ready with the stream gone");
+        if let Err(why) = patience.observe((cpu_ticks(w.pid()), file_len(&w.log))) {
+            panic!("still ready with the stream gone: {why}:\n{}", w.log());
+        }
         tokio::time::sleep(Duration::from_millis(500)).await;
     };
     let reason = unready.contains("reads failing") || unready.contains("no answer from reads");

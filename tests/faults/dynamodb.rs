@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use weir_aws::DynamoDbLeaseTable;
 use weir_core::ports::LeaseTable;
+use weir_e2e::patience::{Patience, cpu_ticks, file_len};
 use weir_testkit::Faults;
 
 use crate::harness::{Env, Extra, Traffic, Worker, now_ms, outage};
@@ -70,13 +71,15 @@ async fn dynamodb_partition_moves_leases_without_two_owners_and_loses_nothing() 
     a.proxies.dynamodb.set(Faults::none());
     let to = now_ms();
     // a comes back and takes its share again (balancing), still without overlap.
-    let back = Instant::now();
+    let mut patience = Patience::new(Duration::from_secs(60));
     loop {
         let (held_a, _) = watch.sample(&a, &b).await;
         if held_a > 0 {
             break;
         }
-        assert!(back.elapsed() < Duration::from_secs(60), "worker a never took a shard back:\n{}", a.log());
+        if let Err(why) = patience.observe((cpu_ticks(a.pid()), file_len(&a.log))) {
+            panic!("worker a never took a shard back: {why}:\n{}", a.log());
+        }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     env.alerts.wait_for(env.alerts.count() + 3, Duration::from_secs(60)).await;

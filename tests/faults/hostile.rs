@@ -8,11 +8,12 @@
 //! first round put it.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use serde_json::Value;
 use weir_aws::kinesis::producer::{Outgoing, Producer};
+use weir_e2e::patience::{Patience, cpu_ticks, file_len};
 
 use crate::harness::{Env, Extra, Worker};
 
@@ -105,14 +106,18 @@ async fn huge_and_hostile_records_land_with_reasons_in_bounded_memory() {
         let bytes: usize = records.iter().map(|r| r.data.len()).sum();
         let report = producer.put_all(records).await;
         assert!(report.failed.is_empty(), "{:?}", report.failed.first().map(|f| &f.1));
-        let started = Instant::now();
-        while routed(&w).await < expected.len() as u64 {
-            if started.elapsed() > Duration::from_secs(120) {
+        let mut patience = Patience::new(Duration::from_secs(120));
+        loop {
+            let done = routed(&w).await;
+            if done >= expected.len() as u64 {
+                break;
+            }
+            if let Err(why) = patience.observe((done, cpu_ticks(w.pid()), file_len(&w.log))) {
                 let metrics = w.get("/metrics").await.map(|(_, b)| b).unwrap_or_default();
                 let status = w.get("/status").await.map(|(_, b)| b).unwrap_or_default();
                 let proc = std::fs::read_to_string(format!("/proc/{}/stat", w.pid())).unwrap_or_default();
                 panic!(
-                    "round {round}: {} of {} routed\n{proc}\n{metrics}\n{status}\n{}",
+                    "round {round}: {} of {} routed: {why}\n{proc}\n{metrics}\n{status}\n{}",
                     routed(&w).await,
                     expected.len(),
                     w.log()
@@ -121,7 +126,7 @@ async fn huge_and_hostile_records_land_with_reasons_in_bounded_memory() {
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
         peaks.push(peak_rss_mib(&w));
-        println!("round {round} routed in {:.1} s", started.elapsed().as_secs_f64());
+        println!("round {round} routed in {:.1} s", patience.elapsed().as_secs_f64());
         println!(
             "round {round}: {n} hostile records, {:.0} MiB, peak RSS {:.0} MiB",
             bytes as f64 / 1_048_576.0,
@@ -135,7 +140,7 @@ async fn huge_and_hostile_records_land_with_reasons_in_bounded_memory() {
     for e in expected.iter().filter_map(|e| e.clone().err()) {
         *want_errors.entry(e).or_default() += 1;
     }
-    let started = Instant::now();
+    let mut patience = Patience::new(Duration::from_secs(120));
     let (ids, errors) = loop {
         let ids = env.archived_ids().await;
         let mut errors: BTreeMap<&str, u64> = BTreeMap::new();
@@ -149,7 +154,12 @@ async fn huge_and_hostile_records_land_with_reasons_in_bounded_memory() {
             };
             *errors.entry(kind).or_default() += 1;
         }
-        if (ids == want_ids && errors == want_errors) || started.elapsed() > Duration::from_secs(120) {
+        if ids == want_ids && errors == want_errors {
+            break (ids, errors);
+        }
+        // What arrived so far; on no progress the checks below say what is missing.
+        if let Err(why) = patience.observe((ids.len(), &errors)) {
+            println!("archive and errors stopped short of what was expected: {why}");
             break (ids, errors);
         }
         tokio::time::sleep(Duration::from_millis(500)).await;

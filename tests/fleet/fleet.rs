@@ -38,6 +38,7 @@ use weir_aws::DynamoDbLeaseTable;
 use weir_aws::kinesis::producer::{Outgoing, Producer};
 use weir_core::ports::LeaseTable;
 use weir_core::{Checkpoint, ConsumerName, SequenceNumber, ShardId};
+use weir_e2e::patience::{Patience, cpu_ticks};
 use weir_e2e::{
     archiver_toml, create_stream, download, duckdb, dynamodb, free_port, kinesis, metadata_extraction, s3, weir_command,
 };
@@ -155,7 +156,8 @@ impl Fleet {
     /// Waits until the worker answers `/readyz` with 200 (through `weir health`).
     fn wait_ready(&self, id: &str) {
         let (name, port) = &self.workers[id];
-        let deadline = Instant::now() + Duration::from_secs(90);
+        // Its CPU time and log move while it starts.
+        let mut patience = Patience::new(Duration::from_secs(90));
         loop {
             let out = weir_command()
                 .args(["health", "--timeout", "2s", "--url", &format!("http://127.0.0.1:{port}/readyz")])
@@ -166,7 +168,10 @@ impl Fleet {
             }
             let running = podman_ok(&["inspect", name, "--format", "{{.State.Running}}"]);
             assert!(running == "true", "{id} exited before it was ready:\n{}", self.tail(id, 30));
-            assert!(Instant::now() < deadline, "{id} not ready in 90 s:\n{}", self.tail(id, 30));
+            let pid = podman_ok(&["inspect", name, "--format", "{{.State.Pid}}"]).parse().unwrap_or(0);
+            if let Err(why) = patience.observe((cpu_ticks(pid), self.logs(id).len())) {
+                panic!("{id} not ready: {why}:\n{}", self.tail(id, 30));
+            }
             std::thread::sleep(Duration::from_millis(250));
         }
     }
@@ -385,10 +390,29 @@ fn longest_pause(lines: &[BatchLine], from: i64, to: i64) -> (f64, String) {
         .fold((0.0, String::from("-")), |a, b| if b.0 > a.0 { b } else { a })
 }
 
-async fn wait_for(what: &str, timeout: Duration, mut done: impl AsyncFnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
+/// Waits until `done`, failing once no lease changed owner and no checkpoint moved for
+/// `limit` (records flow throughout, so a working fleet moves its checkpoints). Whole
+/// leases are not watched: renewals change their counters all the time.
+async fn wait_for(
+    what: &str,
+    limit: Duration,
+    fleet: &Fleet,
+    table: &DynamoDbLeaseTable,
+    mut done: impl AsyncFnMut() -> bool,
+) {
+    let mut patience = Patience::new(limit);
     while !done().await {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        let seen: Vec<(String, Option<String>, String)> = table
+            .list()
+            .await
+            .unwrap()
+            .iter()
+            .map(|l| (l.key.to_string(), l.owner.as_ref().map(|o| o.to_string()), format!("{:?}", l.checkpoints)))
+            .collect();
+        if let Err(why) = patience.observe(&seen) {
+            let tails: Vec<String> = fleet.live.iter().map(|id| format!("--- {id}\n{}", fleet.tail(id, 20))).collect();
+            panic!("waiting for {what}: {why}; leases (shard, owner, checkpoints): {seen:#?}\n{}", tails.join("\n"));
+        }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
@@ -443,7 +467,7 @@ async fn a_fleet_of_containers_deploys_loses_workers_and_scales_without_losing_a
         String::from_utf8_lossy(&health.stdout),
         String::from_utf8_lossy(&health.stderr)
     );
-    wait_for("three workers to hold the four leases", Duration::from_secs(60), async || {
+    wait_for("three workers to hold the four leases", Duration::from_secs(60), &fleet, &table, async || {
         let by = owners().await;
         by.len() == 3 && !by.contains_key("") && by.values().sum::<usize>() == 4
     })
@@ -459,7 +483,7 @@ async fn a_fleet_of_containers_deploys_loses_workers_and_scales_without_losing_a
         fleet.wait_ready(new);
         drains.push((old, fleet.stop(old)));
     }
-    wait_for("the new workers to hold every lease", Duration::from_secs(60), async || {
+    wait_for("the new workers to hold every lease", Duration::from_secs(60), &fleet, &table, async || {
         let by = owners().await;
         !by.contains_key("") && by.keys().all(|o| ["w4", "w5", "w6"].contains(&o.as_str()))
     })
@@ -474,7 +498,7 @@ async fn a_fleet_of_containers_deploys_loses_workers_and_scales_without_losing_a
     fleet.kill("w4");
     fleet.start("w7");
     fleet.wait_ready("w7");
-    wait_for("the killed worker's leases to be taken", Duration::from_secs(60), async || {
+    wait_for("the killed worker's leases to be taken", Duration::from_secs(60), &fleet, &table, async || {
         let by = owners().await;
         !by.contains_key("") && !by.contains_key("w4")
     })
@@ -489,11 +513,14 @@ async fn a_fleet_of_containers_deploys_loses_workers_and_scales_without_losing_a
     for id in ["w8", "w9"] {
         fleet.wait_ready(id);
     }
-    wait_for("five workers to share the leases", Duration::from_secs(90), async || owners().await.len() == 5).await;
+    wait_for("five workers to share the leases", Duration::from_secs(90), &fleet, &table, async || {
+        owners().await.len() == 5
+    })
+    .await;
     for id in ["w5", "w6", "w7"] {
         drains.push((id, fleet.stop(id)));
     }
-    wait_for("two workers to hold every lease", Duration::from_secs(60), async || {
+    wait_for("two workers to hold every lease", Duration::from_secs(60), &fleet, &table, async || {
         let by = owners().await;
         !by.contains_key("") && by.keys().all(|o| ["w8", "w9"].contains(&o.as_str()))
     })
@@ -506,7 +533,7 @@ async fn a_fleet_of_containers_deploys_loses_workers_and_scales_without_losing_a
     let t_produced = now_ms();
     // A checkpoint passes only records durable in S3: at the end, the archive is complete.
     let archive = ConsumerName::new("archive");
-    wait_for("checkpoints at every shard's end", Duration::from_secs(120), async || {
+    wait_for("checkpoints at every shard's end", Duration::from_secs(120), &fleet, &table, async || {
         table.list().await.unwrap().iter().all(|l| match l.checkpoint_for(&archive) {
             Checkpoint::ShardEnd => l.ended,
             Checkpoint::At(p) => last.get(&l.key).is_some_and(|s| p.sequence >= *s),

@@ -11,7 +11,7 @@ use std::io::Read;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::extract::{Path as UrlPath, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -21,6 +21,7 @@ use base64::engine::general_purpose::STANDARD as B64;
 use bytes::Bytes;
 use serde_json::{Value, json};
 use weir_aws::kinesis::producer::{Outgoing, Producer};
+use weir_e2e::patience::{Patience, cpu_ticks};
 use weir_e2e::{create_stream, kinesis, spawn_weir};
 use weir_testkit::Emulator;
 
@@ -160,20 +161,21 @@ Processors = [ {{ Type = "Lambda", Parameters = [
     assert_eq!(producer.put_all(records).await.accepted.len() as u64, RECORDS);
 
     let dropped = (0..RECORDS).filter(|i| mode(*i) == "drop").count();
-    let deadline = Instant::now() + Duration::from_secs(90);
+    let mut patience = Patience::new(Duration::from_secs(90));
     let (data, errors) = loop {
         let data = lines_under(&out.join("events"));
         let errors = lines_under(&out.join("errors"));
         if data.len() + errors.len() + dropped >= RECORDS as usize {
             break (data, errors);
         }
-        assert!(
-            Instant::now() < deadline,
-            "{} data + {} error lines\n{}",
-            data.len(),
-            errors.len(),
-            std::fs::read_to_string(dir.path().join("weir.log")).unwrap_or_default()
-        );
+        if let Err(why) = patience.observe((data.len(), errors.len(), cpu_ticks(weir.id()))) {
+            panic!(
+                "{why}: {} data + {} error lines\n{}",
+                data.len(),
+                errors.len(),
+                std::fs::read_to_string(dir.path().join("weir.log")).unwrap_or_default()
+            );
+        }
         tokio::time::sleep(Duration::from_millis(300)).await;
     };
     weir.kill().unwrap();

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use weir_aws::kinesis::producer::Producer;
+use weir_e2e::patience::Patience;
 use weir_e2e::{create_stream, kinesis, put_wave, weir_command};
 use weir_testkit::Emulator;
 
@@ -42,13 +43,16 @@ async fn consumers(k: &aws_sdk_kinesis::Client) -> Vec<String> {
 /// Waits until the stream's consumers are `expected` (a deregistered one may be listed
 /// as DELETING for a while).
 async fn settles_to(k: &aws_sdk_kinesis::Client, expected: &[&str]) {
-    let started = std::time::Instant::now();
+    // The list moves as consumers go from CREATING to ACTIVE and DELETING to gone.
+    let mut patience = Patience::new(Duration::from_secs(60));
     loop {
         let now = consumers(k).await;
         if now == expected {
             return;
         }
-        assert!(started.elapsed() < Duration::from_secs(60), "consumers {now:?}, expected {expected:?}");
+        if let Err(why) = patience.observe(&now) {
+            panic!("consumers {now:?}, expected {expected:?}: {why}");
+        }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }

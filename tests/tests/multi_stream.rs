@@ -8,11 +8,12 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use weir_aws::DynamoDbLeaseTable;
 use weir_aws::kinesis::producer::Producer;
 use weir_core::ports::LeaseTable;
+use weir_e2e::patience::{Patience, cpu_ticks};
 use weir_e2e::{
     KillOnDrop, archiver_toml, create_stream, duckdb, dynamodb, gz_lines, kinesis, metadata_extraction, put_wave,
     spawn_weir, split_shard, weir_command, worker_toml,
@@ -98,18 +99,20 @@ async fn two_streams_one_fleet_counted_per_stream() {
     put_wave(&pb, "b2", 300).await;
     put_wave(&pa, "a2", 200).await;
 
-    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut patience = Patience::new(Duration::from_secs(120));
     loop {
         let (all, only_b) =
             (gz_lines(&dir.path().join("out/events")).len(), gz_lines(&dir.path().join("out-b/events")).len());
         if all >= 1200 && only_b >= 600 {
             break;
         }
-        assert!(
-            Instant::now() < deadline,
-            "archived {all} of 1200 and {only_b} of 600; w1: {}",
-            std::fs::read_to_string(dir.path().join("w1.log")).unwrap_or_default()
-        );
+        if let Err(why) = patience.observe((all, only_b, cpu_ticks(w1.0.id()), cpu_ticks(w2.0.id()))) {
+            panic!(
+                "{why}: archived {all} of 1200 and {only_b} of 600; w1: {}\nw2: {}",
+                std::fs::read_to_string(dir.path().join("w1.log")).unwrap_or_default(),
+                std::fs::read_to_string(dir.path().join("w2.log")).unwrap_or_default()
+            );
+        }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     let table = DynamoDbLeaseTable::open(dynamodb(&moto.endpoint).await, "weir-multi", "multi", false).await.unwrap();

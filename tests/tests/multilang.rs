@@ -13,6 +13,7 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use weir_aws::kinesis::producer::Producer;
+use weir_e2e::patience::{Patience, cpu_ticks};
 use weir_e2e::{create_stream, emulators_home, kinesis, put_wave, split_shard, timed, weir_command};
 use weir_testkit::Emulator;
 
@@ -497,9 +498,15 @@ async fn a_graceful_stop_sends_shutdown_requested_then_lease_lost() {
         .spawn()
         .unwrap();
     let actions = dir.path().join("actions-shardId-000000000000");
-    let started = std::time::Instant::now();
-    while !std::fs::read_to_string(&actions).unwrap_or_default().contains("processRecords") {
-        assert!(started.elapsed() < LIMIT, "no processRecords");
+    let mut patience = Patience::new(LIMIT);
+    loop {
+        let seen = std::fs::read_to_string(&actions).unwrap_or_default();
+        if seen.contains("processRecords") {
+            break;
+        }
+        if let Err(why) = patience.observe((cpu_ticks(child.id()), &seen)) {
+            panic!("no processRecords: {why}; the actions so far:\n{seen}");
+        }
         std::thread::sleep(Duration::from_millis(100));
     }
     assert!(Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());

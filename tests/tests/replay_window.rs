@@ -9,11 +9,12 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use weir_aws::kinesis::producer::Producer;
 use weir_core::ports::LeaseTable;
 use weir_core::{Clock, SystemClock};
+use weir_e2e::patience::{Patience, cpu_ticks};
 use weir_e2e::{
     KillOnDrop, archiver_toml, create_stream, duckdb, free_port, gz_lines, kinesis, merge_shards, metadata_extraction,
     open_shards, put_wave, spawn_weir, split_shard, weir_command, worker_toml,
@@ -111,9 +112,18 @@ async fn replaying_a_window_across_a_reshard_archives_exactly_its_records() {
 
     // The live worker archives everything, then stays up during the replay.
     let mut live = KillOnDrop(spawn_weir(&cfg, &dir.path().join("live.log")));
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while gz_lines(&out.join("events")).len() < 1_300 {
-        assert!(Instant::now() < deadline, "live archive incomplete: {}", gz_lines(&out.join("events")).len());
+    let mut patience = Patience::new(Duration::from_secs(120));
+    loop {
+        let archived = gz_lines(&out.join("events")).len();
+        if archived >= 1_300 {
+            break;
+        }
+        if let Err(why) = patience.observe((archived, cpu_ticks(live.0.id()))) {
+            panic!(
+                "live archive incomplete: {archived} of 1300: {why}\n{}",
+                std::fs::read_to_string(dir.path().join("live.log")).unwrap_or_default()
+            );
+        }
         assert!(
             live.0.try_wait().unwrap().is_none(),
             "the live worker exited:\n{}",
@@ -123,14 +133,17 @@ async fn replaying_a_window_across_a_reshard_archives_exactly_its_records() {
     }
     let mut before = live_checkpoints(&db).await;
     // Wait for the last checkpoints of the shards just archived to be written.
-    let deadline = Instant::now() + Duration::from_secs(30);
+    // Moving is progress here: only the backstop ends a wait whose checkpoints never settle.
+    let mut patience = Patience::new(Duration::from_secs(30));
     loop {
         tokio::time::sleep(Duration::from_millis(500)).await;
         let now = live_checkpoints(&db).await;
         if now == before {
             break;
         }
-        assert!(Instant::now() < deadline, "live checkpoints keep moving");
+        if let Err(why) = patience.observe(&now) {
+            panic!("live checkpoints keep moving: {why}: {now:?}");
+        }
         before = now;
     }
     assert_eq!(before.len(), 5, "live leases for every shard: {before:?}");

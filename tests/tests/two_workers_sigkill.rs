@@ -4,12 +4,13 @@
 #![allow(clippy::unwrap_used, clippy::print_stdout)] // a test: a failed expectation is a failed test
 
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use weir_aws::DynamoDbLeaseTable;
 use weir_aws::kinesis::producer::{Outgoing, Producer};
 use weir_core::ports::LeaseTable;
+use weir_e2e::patience::{Patience, cpu_ticks};
 use weir_e2e::{archived_lines, create_stream, dynamodb, free_port, kinesis, s3, spawn_weir, worker_toml};
 use weir_testkit::Emulator;
 
@@ -82,14 +83,18 @@ async fn sigkilled_worker_is_replaced_and_nothing_is_lost() {
     put_wave(&producer, 0, 2_000).await;
     let leases =
         DynamoDbLeaseTable::open(dynamodb(&moto.endpoint).await, "weir-e2e-leases", "e2e", true).await.unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut patience = Patience::new(Duration::from_secs(60));
     loop {
         let owners: BTreeSet<String> =
             leases.list().await.unwrap().into_iter().filter_map(|l| l.owner.map(|o| o.to_string())).collect();
-        if owners.len() == 2 && !archived_lines(&s3c, "weir-e2e-archive", "raw/").await.is_empty() {
+        let archived = archived_lines(&s3c, "weir-e2e-archive", "raw/").await.len();
+        if owners.len() == 2 && archived > 0 {
             break;
         }
-        assert!(Instant::now() < deadline, "workers did not share the leases: {owners:?}\n{}", logs(dir.path()));
+        let seen = (&owners, archived, cpu_ticks(a.id()), cpu_ticks(b.id()));
+        if let Err(why) = patience.observe(seen) {
+            panic!("workers did not share the leases: {why}: {owners:?}, {archived} lines\n{}", logs(dir.path()));
+        }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
 
@@ -97,7 +102,7 @@ async fn sigkilled_worker_is_replaced_and_nothing_is_lost() {
     a.wait().unwrap();
     put_wave(&producer, 2_000, 2_000).await;
 
-    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut patience = Patience::new(Duration::from_secs(120));
     let (ids, lines) = loop {
         let lines = archived_lines(&s3c, "weir-e2e-archive", "raw/").await;
         let ids: BTreeSet<u64> = lines
@@ -107,7 +112,9 @@ async fn sigkilled_worker_is_replaced_and_nothing_is_lost() {
         if ids.len() == 4_000 {
             break (ids, lines.len());
         }
-        assert!(Instant::now() < deadline, "only {} of 4000 records archived\n{}", ids.len(), logs(dir.path()));
+        if let Err(why) = patience.observe((ids.len(), cpu_ticks(b.id()))) {
+            panic!("only {} of 4000 records archived: {why}\n{}", ids.len(), logs(dir.path()));
+        }
         tokio::time::sleep(Duration::from_millis(500)).await;
     };
     assert_eq!(ids, (0..4_000).collect::<BTreeSet<u64>>(), "every record archived");
