@@ -6,6 +6,8 @@ use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use weir_testkit::patience::{Patience, cpu_ticks, file_len};
+
 fn weir() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_weir"));
     c.env_remove("WEIR_LOG").env("NO_COLOR", "1");
@@ -234,26 +236,31 @@ fn run_serves_health_and_metrics_and_drains_on_sigterm() {
         .stderr(Stdio::from(std::fs::File::create(&log).unwrap()))
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut ready = false;
-    while Instant::now() < deadline {
+    // The worker's CPU time and log move while it starts and works.
+    let mut patience = Patience::new(Duration::from_secs(30));
+    let progress = |child: &std::process::Child| (cpu_ticks(child.id()), file_len(&log));
+    let run_log = || std::fs::read_to_string(&log).unwrap_or_default();
+    loop {
         if let Some((200, _)) = get(port, "/readyz") {
-            ready = true;
             break;
+        }
+        if let Err(why) = patience.observe(progress(&child)) {
+            panic!("/readyz never became ready: {why}\n{}", run_log());
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    assert!(ready, "/readyz never became ready");
     assert_eq!(get(port, "/healthz").unwrap().0, 200);
     // Wait until records flowed and were checkpointed.
-    let mut metrics = String::new();
-    while Instant::now() < deadline {
-        metrics = get(port, "/metrics").unwrap().1;
+    let metrics = loop {
+        let metrics = get(port, "/metrics").unwrap().1;
         if metrics.contains("weir_checkpoint_writes_total") && metrics.contains("weir_records_delivered_total") {
-            break;
+            break metrics;
+        }
+        if let Err(why) = patience.observe(progress(&child)) {
+            panic!("no records delivered and checkpointed: {why}\n{metrics}\n{}", run_log());
         }
         std::thread::sleep(Duration::from_millis(100));
-    }
+    };
     assert!(metrics.contains("weir_records_delivered_total{consumer=\"files\"}"), "{metrics}");
     assert!(metrics.contains("weir_leases_held"), "{metrics}");
     // Slow and oversized requests hold neither the endpoints nor the worker: 100
@@ -286,7 +293,9 @@ fn run_serves_health_and_metrics_and_drains_on_sigterm() {
         if delivered(&now) > delivered(&before) {
             break;
         }
-        assert!(Instant::now() < deadline, "the worker stopped delivering beside slow clients");
+        if let Err(why) = patience.observe(progress(&child)) {
+            panic!("the worker stopped delivering beside slow clients: {why}\n{}", run_log());
+        }
         std::thread::sleep(Duration::from_millis(100));
     }
     slow.truncate(100); // still open while the worker drains
@@ -568,14 +577,16 @@ fn cancel_stops_a_running_replay_and_keeps_it_stopped() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut patience = Patience::new(Duration::from_secs(60));
     loop {
         let status = weir().args(args(&["--status"])).output().unwrap();
         let text = String::from_utf8_lossy(&status.stdout).into_owned();
         if text.contains("in progress; 0 of 1 shards done") {
             break;
         }
-        assert!(Instant::now() < deadline, "the job never started: {text}");
+        if let Err(why) = patience.observe((cpu_ticks(child.id()), &text)) {
+            panic!("the job never started: {why}: {text}");
+        }
         std::thread::sleep(Duration::from_millis(100));
     }
     let cancel = weir().args(args(&["--cancel"])).output().unwrap();
@@ -645,7 +656,7 @@ interval = "1s"
         .spawn()
         .unwrap();
     // Port 0: the worker says which port it got.
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut patience = Patience::new(Duration::from_secs(30));
     let port = loop {
         let text = std::fs::read_to_string(&log).unwrap();
         if let Some(line) = text.lines().find(|l| l.contains("serving /metrics")) {
@@ -654,7 +665,9 @@ interval = "1s"
             assert_ne!(port, 0, "{line}");
             break port;
         }
-        assert!(Instant::now() < deadline, "no serving line: {text}");
+        if let Err(why) = patience.observe((cpu_ticks(child.id()), text.len())) {
+            panic!("no serving line: {why}: {text}");
+        }
         std::thread::sleep(Duration::from_millis(50));
     };
     let url = format!("http://127.0.0.1:{port}/readyz");
@@ -664,7 +677,9 @@ interval = "1s"
             assert!(String::from_utf8_lossy(&health.stdout).starts_with("ready"));
             break;
         }
-        assert!(Instant::now() < deadline, "weir health never succeeded");
+        if let Err(why) = patience.observe((cpu_ticks(child.id()), file_len(&log))) {
+            panic!("weir health never succeeded: {why}\n{}", std::fs::read_to_string(&log).unwrap_or_default());
+        }
         std::thread::sleep(Duration::from_millis(100));
     }
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
@@ -674,13 +689,17 @@ interval = "1s"
 
     // Lines until one carries the archive's freshness and the read lag.
     let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut read = 0u64;
     let emf = loop {
         let line = lines.next().expect("stdout closed").unwrap();
+        read += 1;
         let doc: serde_json::Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON: {line}: {e}"));
         if doc.get("ArchiveDataFreshness").is_some() && doc.get("RecordsRead").is_some_and(|v| v.as_f64() > Some(0.0)) {
             break doc;
         }
-        assert!(Instant::now() < deadline, "no line with the archive's freshness: {line}");
+        if let Err(why) = patience.observe(read) {
+            panic!("no line with the archive's freshness: {why}: {line}");
+        }
     };
     assert_eq!(emf["Application"], "cw-test");
     let directive = &emf["_aws"]["CloudWatchMetrics"][0];
@@ -752,16 +771,16 @@ fn metrics_carry_one_series_per_archiver() {
         [Some("archive".to_owned()), Some("archive-backup".to_owned())].into();
     let gauges = [am::DATA_FRESHNESS, am::BACKLOG_BYTES, am::OBJECTS, am::RECORDS_ARCHIVED, am::OBJECT_BYTES];
     // Both archivers wrote objects (so both set their backlog), and the page shows it.
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut patience = Patience::new(Duration::from_secs(60));
     let page = loop {
         let written = |d: &str| std::fs::read_dir(out.join(d)).map(|d| d.count()).unwrap_or(0) > 0;
         let page = get(port, "/metrics").map(|(_, p)| p).unwrap_or_default();
         if written("d") && written("source") && gauges.iter().all(|g| archiver_labels(&page, g).is_superset(&both)) {
             break page;
         }
-        if Instant::now() > deadline {
-            let found: Vec<_> = gauges.iter().map(|g| (g, archiver_labels(&page, g))).collect();
-            panic!("no series of both archivers: {found:?}\n{}", std::fs::read_to_string(&log).unwrap());
+        let found: Vec<_> = gauges.iter().map(|g| (g, archiver_labels(&page, g))).collect();
+        if let Err(why) = patience.observe((written("d"), written("source"), format!("{found:?}"), file_len(&log))) {
+            panic!("no series of both archivers: {why}: {found:?}\n{}", std::fs::read_to_string(&log).unwrap());
         }
         std::thread::sleep(Duration::from_millis(100));
     };
@@ -972,16 +991,22 @@ fn doctor_tells_a_live_fleet_from_a_dead_worker() {
     );
     let cfg = cfg.to_str().unwrap();
     let mut child = KillOnDrop(weir().args(["run", "--config", cfg]).stderr(Stdio::null()).spawn().unwrap());
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut patience = Patience::new(Duration::from_secs(30));
     loop {
         let out = weir().args(["leases", "list", "--config", cfg, "--json"]).output().unwrap();
-        let held = serde_json::from_slice::<serde_json::Value>(&out.stdout)
-            .ok()
-            .is_some_and(|v| v.as_array().is_some_and(|a| !a.is_empty() && a.iter().all(|l| l["owner"] == "w-doomed")));
-        if held {
+        let leases = serde_json::from_slice::<serde_json::Value>(&out.stdout).ok();
+        let owners: Vec<String> = leases
+            .as_ref()
+            .and_then(|v| v.as_array())
+            .map(|a| a.iter().map(|l| l["owner"].to_string()).collect())
+            .unwrap_or_default();
+        if !owners.is_empty() && owners.iter().all(|o| o == "\"w-doomed\"") {
             break;
         }
-        assert!(Instant::now() < deadline, "the worker never held every lease");
+        // Owners, not whole leases: renewals change the lease counters all the time.
+        if let Err(why) = patience.observe((cpu_ticks(child.0.id()), &owners)) {
+            panic!("the worker never held every lease: {why}: {}", String::from_utf8_lossy(&out.stdout));
+        }
         std::thread::sleep(Duration::from_millis(200));
     }
     // A live worker is not stuck. Its renewals are due every 300 ms; on a machine
@@ -1033,7 +1058,7 @@ fn doctor_names_an_archiver_refusing_batches_from_the_workers_status() {
     );
     let cfg = cfg.to_str().unwrap();
     let log = dir.path().join("run.log");
-    let _child = KillOnDrop(
+    let child = KillOnDrop(
         weir()
             .args(["run", "--config", cfg])
             .stderr(Stdio::from(std::fs::File::create(&log).unwrap()))
@@ -1046,13 +1071,15 @@ fn doctor_names_an_archiver_refusing_batches_from_the_workers_status() {
         (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned())
     };
     // Healthy first: objects land, nothing is stuck.
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut patience = Patience::new(Duration::from_secs(60));
     loop {
         let written = std::fs::read_dir(out.join("d")).map(|d| d.count()).unwrap_or(0);
         if written > 0 && get(port, "/readyz").is_some_and(|(s, _)| s == 200) {
             break;
         }
-        assert!(Instant::now() < deadline, "no object written: {}", std::fs::read_to_string(&log).unwrap());
+        if let Err(why) = patience.observe((written, cpu_ticks(child.0.id()), file_len(&log))) {
+            panic!("no object written: {why}: {}", std::fs::read_to_string(&log).unwrap());
+        }
         std::thread::sleep(Duration::from_millis(100));
     }
     // Healthy (a few observation windows allowed on a loaded machine).
@@ -1073,10 +1100,14 @@ fn doctor_names_an_archiver_refusing_batches_from_the_workers_status() {
     // (Renamed away rather than removed: the archiver may be writing into it.)
     std::fs::rename(&out, dir.path().join("out.gone")).unwrap();
     std::fs::write(&out, b"not a directory").unwrap();
+    let mut patience = Patience::new(Duration::from_secs(60));
     let (code, stdout) = loop {
         let (code, stdout) = doctor();
-        if code == Some(1) || Instant::now() > deadline + Duration::from_secs(60) {
+        if code == Some(1) {
             break (code, stdout);
+        }
+        if let Err(why) = patience.observe((cpu_ticks(child.0.id()), file_len(&log))) {
+            panic!("doctor never saw the archive stuck: {why}: {stdout}\n{}", std::fs::read_to_string(&log).unwrap());
         }
     };
     assert_eq!(code, Some(1), "{stdout}");
@@ -1109,9 +1140,14 @@ fn run_refuses_a_namespace_of_another_stream_or_a_newer_weir() {
     assert!(rt.block_on(table.put_namespace_meta(&orders, None)).unwrap());
     let run = || {
         let mut child = weir().args(["run", "--config"]).arg(&cfg).stderr(Stdio::piped()).spawn().unwrap();
-        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut patience = Patience::new(Duration::from_secs(30));
         while child.try_wait().unwrap().is_none() {
-            assert!(Instant::now() < deadline, "weir run did not stop at start");
+            if let Err(why) = patience.observe(cpu_ticks(child.id())) {
+                child.kill().unwrap();
+                let mut err = String::new();
+                child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+                panic!("weir run did not stop at start: {why}\n{err}");
+            }
             std::thread::sleep(Duration::from_millis(50));
         }
         let mut err = String::new();

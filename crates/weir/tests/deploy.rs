@@ -763,10 +763,12 @@ fn seen(emitted: &Emitted, w: &Watched) -> bool {
 /// Runs `weir run` on the in-process stream with the template's `[metrics]` and lease
 /// namespace, an archiver writing to a directory, and malformed records (so the error
 /// output is used), and collects its EMF lines until every one of `wanted` has shown
-/// (or 60 s).
+/// (or until neither a line came nor the worker used CPU for 60 s).
 fn run_and_collect_emf(metrics_namespace: &str, application: &str, wanted: &[&Watched]) -> (Emitted, String) {
     use std::io::BufRead;
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
+
+    use weir_testkit::patience::{Patience, cpu_ticks};
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("weir.toml");
     std::fs::write(
@@ -835,10 +837,20 @@ interval = "1s"
         let doc: serde_json::Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON: {line}: {e}"));
         all.extend(emitted(&doc));
     };
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while Instant::now() < deadline && !wanted.iter().all(|w| seen(&all, w)) {
+    // Lines arriving and the worker's CPU time are progress; on none, the caller's
+    // checks say what is missing.
+    let mut patience = Patience::new(Duration::from_secs(60));
+    let mut lines = 0u64;
+    while !wanted.iter().all(|w| seen(&all, w)) {
+        if let Err(why) = patience.observe((lines, cpu_ticks(child.id()))) {
+            println!("stopped waiting for the wanted lines: {why}");
+            break;
+        }
         match rx.recv_timeout(Duration::from_millis(200)) {
-            Ok(line) => take(line, &mut all),
+            Ok(line) => {
+                lines += 1;
+                take(line, &mut all);
+            }
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
         }

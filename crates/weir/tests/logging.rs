@@ -9,6 +9,8 @@ use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use weir_testkit::patience::Patience;
+
 /// The drain deadline the workers here are given.
 const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(20);
 
@@ -88,17 +90,18 @@ fn dropped(m: &str) -> f64 {
 /// Scrapes until `done` holds; fails when records stop flowing for [`NO_PROGRESS`]
 /// first (so a frozen worker fails, a slow one does not).
 fn scrape_until(port: u16, what: &str, done: impl Fn(&str) -> bool) -> String {
-    let (mut last, mut moved) = (-1.0, Instant::now());
+    let mut patience = Patience::new(NO_PROGRESS);
+    let mut last = -1.0f64;
     loop {
         if let Some(m) = metrics(port) {
             if done(&m) {
                 return m;
             }
-            if delivered(&m) > last {
-                (last, moved) = (delivered(&m), Instant::now());
-            }
+            last = last.max(delivered(&m));
         }
-        assert!(moved.elapsed() < NO_PROGRESS, "no records flowed for {NO_PROGRESS:?} waiting for {what}");
+        if let Err(why) = patience.observe(last.to_bits()) {
+            panic!("no records flowed waiting for {what}: {why}; {last} delivered");
+        }
         std::thread::sleep(Duration::from_millis(100));
     }
 }
