@@ -25,7 +25,7 @@ use aws_sdk_dynamodb::types::{
     TransactWriteItem,
 };
 use weir_core::ports::{LeaseTable, NamespaceMeta, WorkerHeartbeat};
-use weir_core::{Lease, LeaseError, LeaseMutation, NewLease, ShardId, WorkerId};
+use weir_core::{Lease, LeaseChange, LeaseError, LeaseMutation, NewLease, ShardId, WorkerId};
 
 use crate::error::{ErrorClass, classify, describe};
 
@@ -301,6 +301,29 @@ impl LeaseTable for DynamoDbLeaseTable {
             }
         }
         Err(contention(&mutation.key))
+    }
+
+    /// One conditional `PutItem` of `change` applied to `seen` (no `GetItem` first);
+    /// when the lease moved since `seen` (the condition failed), [`Self::mutate`]
+    /// reads it and judges again.
+    async fn mutate_seen(&self, seen: &Lease, change: LeaseChange) -> Result<Lease, LeaseError> {
+        let mutation = LeaseMutation::on(seen, change);
+        let next = mutation.apply(seen)?;
+        let (condition, values) = unchanged_since(seen);
+        let r = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(self.lease_item(&next)?))
+            .condition_expression(condition)
+            .set_expression_attribute_names(Some(condition_names()))
+            .set_expression_attribute_values(Some(values))
+            .send()
+            .await;
+        if self.applied("put (mutate seen lease)", r)? {
+            return Ok(next);
+        }
+        self.mutate(&mutation).await
     }
 
     async fn mutate_all(&self, mutations: &[LeaseMutation]) -> Result<Vec<Lease>, LeaseError> {

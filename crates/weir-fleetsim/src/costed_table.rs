@@ -36,7 +36,7 @@ use tokio::time::Instant;
 use weir_core::ports::{
     LeaseTable, MAX_LEASE_ITEM_BYTES, MAX_TRANSACTION_BYTES, NamespaceMeta, WorkerHeartbeat, lease_item_bytes,
 };
-use weir_core::{Lease, LeaseError, LeaseMutation, NewLease, ShardId, WorkerId};
+use weir_core::{Lease, LeaseChange, LeaseError, LeaseMutation, NewLease, ShardId, WorkerId};
 use weir_testkit::MemoryLeaseTable;
 
 use crate::items::{meta_item_bytes, worker_item_bytes};
@@ -238,6 +238,23 @@ impl LeaseTable for CostedLeaseTable {
             retryable: true,
             source: None,
         })
+    }
+
+    /// As the DynamoDB adapter: one conditional put of `change` applied to `seen`,
+    /// charged whether or not its condition holds; when it does not, `mutate`.
+    async fn mutate_seen(&self, seen: &Lease, change: LeaseChange) -> Result<Lease, LeaseError> {
+        let mutation = LeaseMutation::on(seen, change);
+        let next = mutation.apply(seen)?;
+        let bytes = Self::check_item(&next)?;
+        let before = self.lease_size(&seen.key).unwrap_or(0);
+        self.write(Op::PutItem, "put (mutate seen lease)", bytes.max(before), false).await?;
+        let current = self.inner.get(&seen.key).await?;
+        if current.as_ref().is_some_and(|c| unchanged(c, seen)) {
+            let written = self.inner.mutate(&mutation).await?;
+            self.stored(&written, bytes);
+            return Ok(written);
+        }
+        self.mutate(&mutation).await
     }
 
     async fn mutate_all(&self, mutations: &[LeaseMutation]) -> Result<Vec<Lease>, LeaseError> {

@@ -65,6 +65,9 @@ async fn charges_match_an_independent_count_of_the_requests() {
         let done = t.mutate(&LeaseMutation::on(&taken, cp)).await.unwrap();
         reads += read_half_units(lease_item_bytes(&taken), Consistency::Strong);
         writes += write_units(lease_item_bytes(&taken).max(lease_item_bytes(&done)), false);
+        // The holder's renewal from its own view: one PutItem, nothing read.
+        let renewed = t.mutate_seen(&done, LeaseChange::Renew).await.unwrap();
+        writes += write_units(lease_item_bytes(&done).max(lease_item_bytes(&renewed)), false);
     }
     let listed = t.list().await.unwrap();
     let pages = query_pages(listed.iter().map(lease_item_bytes));
@@ -77,7 +80,7 @@ async fn charges_match_an_independent_count_of_the_requests() {
     assert_eq!(p.write_units, writes);
     assert_eq!(p.requests[&Op::Query], pages.len() as u64);
     assert_eq!(p.requests[&Op::GetItem], 3 * n as u64);
-    assert_eq!(p.requests[&Op::PutItem], 3 * n as u64, "one create and two mutations each");
+    assert_eq!(p.requests[&Op::PutItem], 4 * n as u64, "one create, two mutations and a renewal each");
     assert_eq!(p.throttled, 0);
     assert!(p.seconds_over_limit > 0, "all in one second: far past the partition's limits");
 }

@@ -143,7 +143,9 @@ impl HeldLease {
             // the point where another worker may take it: give up there, as lost. (The
             // write may still land; its counter then fences any later write of ours.)
             let mutation = LeaseMutation::on(&state, change.clone());
-            let answered = tokio::time::timeout_at(self.valid_until(), self.table.mutate(&mutation)).await;
+            // The lease as this holder last wrote it: a store may write without reading.
+            let answered =
+                tokio::time::timeout_at(self.valid_until(), self.table.mutate_seen(&state.lease, change.clone())).await;
             let Ok(answered) = answered else {
                 self.mark_lost();
                 return Err(HeldError::Lost(self.key.clone()));

@@ -1,7 +1,7 @@
 use async_trait::async_trait;
 
 use crate::ids::{ShardId, WorkerId};
-use crate::lease::{Lease, LeaseError, LeaseMutation, NewLease};
+use crate::lease::{Lease, LeaseChange, LeaseError, LeaseMutation, NewLease};
 
 /// The newest lease format this weir writes. A namespace whose record names a newer one
 /// was written by a newer weir, whose fields this one would drop when rewriting a lease.
@@ -78,6 +78,17 @@ pub trait LeaseTable: Send + Sync {
 
     /// Applies a conditional mutation and returns the stored result.
     async fn mutate(&self, mutation: &LeaseMutation) -> Result<Lease, LeaseError>;
+
+    /// Applies `change` conditioned on `seen`, the whole lease as the caller last
+    /// wrote or read it: the same outcome as `mutate(&LeaseMutation::on(seen, change))`.
+    /// Every write but a handoff request moves the counter, so a store whose lease
+    /// still has `seen`'s counter, owner and handoff request holds `seen` itself: it
+    /// may write `change` applied to `seen` conditioned on those three, without
+    /// reading first (the lease holder's renewals and checkpoints: one request instead
+    /// of two), and must fall back to [`LeaseTable::mutate`] when that condition fails.
+    async fn mutate_seen(&self, seen: &Lease, change: LeaseChange) -> Result<Lease, LeaseError> {
+        self.mutate(&LeaseMutation::on(seen, change)).await
+    }
 
     /// Applies several conditional mutations (on distinct leases) atomically: all of
     /// them or none. For writes that must agree across shards, such as the archiver's

@@ -37,6 +37,7 @@ where
     concurrent_takes_one_wins(make().await).await;
     checkpoints_never_move_backwards(make().await).await;
     handoff_flow(make().await).await;
+    writes_from_the_holders_own_view(make().await).await;
     release_and_end(make().await).await;
     workers_and_listing(make().await).await;
     worker_instances(make().await).await;
@@ -299,6 +300,33 @@ async fn handoff_flow(t: Arc<dyn LeaseTable>) {
     // A request to a non-owner view fails.
     let wrong = t.mutate(&LeaseMutation::on(&renewed, LeaseChange::RequestHandoff { to: a })).await;
     assert!(is_conflict(&wrong));
+}
+
+/// `mutate_seen`, the holder's write from the lease as it last wrote it, has the
+/// outcome of `mutate`: it lands on an unchanged lease, keeps a handoff request made
+/// since (the counter stays on a request), and is fenced once anyone else wrote.
+async fn writes_from_the_holders_own_view(t: Arc<dyn LeaseTable>) {
+    let key = ShardId::new("s-1");
+    let l = taken_lease(t.as_ref(), "s-1", "a").await;
+    let renewed = t.mutate_seen(&l, LeaseChange::Renew).await.unwrap();
+    assert_eq!(renewed.counter, l.counter + 1);
+    assert_eq!(t.get(&key).await.unwrap().unwrap(), renewed, "stored as returned");
+    let checked = t.mutate_seen(&renewed, cps(&[("c", at(5))])).await.unwrap();
+    assert_eq!(checked.checkpoint_for(&ConsumerName::new("c")), &at(5));
+    // Backwards is refused without a write.
+    let back = t.mutate_seen(&checked, cps(&[("c", at(4))])).await;
+    assert!(matches!(back, Err(LeaseError::CheckpointBackwards { .. })), "{back:?}");
+    // A handoff request since the holder's view: the write lands and keeps it.
+    let b = WorkerId::new("b");
+    t.mutate(&LeaseMutation::on(&checked, LeaseChange::RequestHandoff { to: b.clone() })).await.unwrap();
+    let kept = t.mutate_seen(&checked, LeaseChange::Renew).await.unwrap();
+    assert_eq!((kept.counter, kept.handoff_to.clone()), (checked.counter + 1, Some(b.clone())));
+    assert_eq!(t.get(&key).await.unwrap().unwrap(), kept);
+    // Another worker took it: the old view is fenced and the lease unchanged.
+    let taken = t.mutate(&LeaseMutation::on(&kept, LeaseChange::Take { owner: b })).await.unwrap();
+    assert!(is_conflict(&t.mutate_seen(&kept, LeaseChange::Renew).await));
+    assert!(is_conflict(&t.mutate_seen(&kept, cps(&[("c", at(9))])).await));
+    assert_eq!(t.get(&key).await.unwrap().unwrap(), taken, "a fenced write changed the lease");
 }
 
 async fn release_and_end(t: Arc<dyn LeaseTable>) {
