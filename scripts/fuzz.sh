@@ -10,6 +10,10 @@
 # --build-only builds the targets and stops (CI builds them beside the workspace tests,
 # at low priority); --no-build fuzzes what is built. Targets fuzz $FUZZ_JOBS at a time
 # (default: one per core), each libFuzzer process single-threaded.
+# The targets live in two cargo-fuzz projects: fuzz/ and fuzz/config/ (the config
+# loader's, which needs the whole `weir` crate). FUZZ_PROJECTS (default ". config",
+# relative to fuzz/) chooses; CI (scripts/test-all.sh) fuzzes "." and replays the
+# config target's corpus in crates/weir/tests/config_corpus.rs instead.
 set -euo pipefail
 cd "$(dirname "$0")/../fuzz"
 build=1
@@ -29,14 +33,25 @@ fi
 # parquet) then compile on both cores; the targets fuzz a little slower. Build and run
 # must pass the same flags, or the run rebuilds.
 fuzz_flags=(--sanitizer none --codegen-units 16)
+read -r -a projects <<<"${FUZZ_PROJECTS:-. config}"
 if [ "$build" -eq 1 ]; then
-  cargo fuzz build "${fuzz_flags[@]}"
+  for p in "${projects[@]}"; do
+    cargo fuzz build --fuzz-dir "$p" "${fuzz_flags[@]}"
+  done
 fi
 [ "$fuzz" -eq 1 ] || exit 0
+# Every target of the chosen projects, and the project each belongs to.
+declare -A project_of=()
+for p in "${projects[@]}"; do
+  while read -r t; do project_of[$t]=$p; done < <(cargo fuzz list --fuzz-dir "$p")
+done
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  mapfile -t targets < <(cargo fuzz list)
+  mapfile -t targets < <(printf '%s\n' "${!project_of[@]}" | sort)
 fi
+for t in "${targets[@]}"; do
+  [ -n "${project_of[$t]:-}" ] || { echo "no fuzz target $t in ${projects[*]}" >&2; exit 2; }
+done
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 
@@ -44,7 +59,7 @@ trap 'rm -rf "$scratch"' EXIT
 fuzz_one() {
   local t=$1 status=0
   mkdir -p "corpus/$t" "$scratch/$t"
-  cargo fuzz run "${fuzz_flags[@]}" "$t" "$scratch/$t" "corpus/$t" -- \
+  cargo fuzz run --fuzz-dir "${project_of[$t]}" "${fuzz_flags[@]}" "$t" "$scratch/$t" "corpus/$t" -- \
     -max_total_time="$seconds" -print_final_stats=1 -timeout=10 -rss_limit_mb=2048 >"$scratch/$t.log" 2>&1 || status=$?
   echo "$status" >"$scratch/$t.status"
 }
@@ -70,7 +85,7 @@ for t in "${targets[@]}"; do
   if [ "$status" -ne 0 ]; then
     echo "fuzz target $t failed:" >&2
     tail -40 "$log" >&2
-    finding="CRASH (see fuzz/artifacts/$t)"
+    finding="CRASH (see fuzz/${project_of[$t]#.}${project_of[$t]:+/}artifacts/$t)"
     failed=1
   else
     finding="none"

@@ -4,7 +4,8 @@
 #   (memory, SQLite, filesystem; DynamoDB and S3 on moto, S3 on s3s-fs, Kinesis on
 #   ferrokinesis and kinesis-mock), the binary's end-to-end tests, the two-worker
 #   SIGKILL test in tests/, and the benchmarks once in test mode; every fuzz target
-#   under fuzz/ for 30 s (scripts/fuzz.sh; built beside the tests); then deploy/'s static
+#   under fuzz/ for 30 s (scripts/fuzz.sh; built beside the tests; the config loader's,
+#   fuzz/config/, replays its corpus in the workspace tests); then deploy/'s static
 #   checks and the fleet test: weir's image built with podman and run as a fleet of
 #   containers (tests/fleet/run.sh; needs root to install podman on a fresh machine).
 # Emulators are installed (pinned versions, once) by tests/emulators/install.sh; every
@@ -35,6 +36,9 @@ export WEIR_REQUIRE_TOOLS=1
 # their time waiting on emulators and child processes, and the build took 18 minutes
 # of the fuzz stage when it ran alone.
 fuzz_build_log="$(mktemp)"
+# The config loader's target (fuzz/config/, the whole `weir` crate) is not built here:
+# its corpus replays in crates/weir/tests/config_corpus.rs; scripts/fuzz.sh fuzzes it.
+export FUZZ_PROJECTS=.
 nice -n 19 ./scripts/fuzz.sh --build-only >"$fuzz_build_log" 2>&1 &
 fuzz_build=$!
 stage "workspace build and tests (fuzz targets building beside them)"
