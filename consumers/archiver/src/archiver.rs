@@ -13,17 +13,18 @@ use futures::{FutureExt, StreamExt};
 use tokio_util::task::AbortOnDropHandle;
 use weir_core::ports::ObjectSink;
 use weir_core::{
-    Acks, Clock, CloseReason, Consumer, ConsumerError, Intent, PartPosition, Record, RecordBatch, ShardContext,
-    ShardId, Timestamp,
+    Acks, Clock, CloseReason, Consumer, ConsumerError, Intent, IntentWrite, PartPosition, Record, RecordBatch,
+    ShardContext, ShardId, Timestamp,
 };
 
 use crate::delivery::body::claim_body;
 use crate::delivery::buffers::{Appended, BufferError, Buffers, Limits, Origin};
 use crate::delivery::deliver::{BacklogRetry, Delivery, DeliveryConfig, DeliveryError, DeliveryMode};
+use crate::delivery::expand;
 use crate::delivery::ledger::Ledger;
 use crate::delivery::manifest;
 use crate::delivery::naming::Naming;
-use crate::delivery::resolve::{Claims, KeyState, RESOLVE_CONCURRENCY, Resolution, SkipList, resolve_shard};
+use crate::delivery::resolve::{Claims, KeyState, RESOLVE_CONCURRENCY, Resolution, Resolved, SkipList, resolve_shard};
 use crate::delivery::sealed::Sealed;
 use crate::fast::FastPath;
 use crate::metrics as m;
@@ -303,7 +304,7 @@ impl Archiver {
         Ok(())
     }
 
-    async fn ensure_resolved(&mut self, shard: &ShardId) -> Result<(), ConsumerError> {
+    async fn ensure_resolved(&mut self, shard: &ShardId, acks: &dyn Acks) -> Result<(), ConsumerError> {
         let Some(state) = self.shards.get_mut(shard) else { return Ok(()) };
         let outcome = match state.resolving.take() {
             Some(running) => running.await.unwrap_or_else(|e| {
@@ -316,18 +317,38 @@ impl Archiver {
                 resolve_shard(sink, shard, open, &claims, &self.delivery.written_keys(), &manifests).await
             }
         };
-        let (skip, states, intents) = outcome?;
+        let Resolved { skip, states, intents, leftovers } = outcome?;
         let claimed = states.values().filter(|s| **s == KeyState::Claimed).count();
         metrics::counter!(m::CLAIMS_MADE).increment(claimed as u64);
         if intents > 0 {
             tracing::info!(%shard, intents, objects = states.len(), claimed, skip_ranges = skip.len(), "resolved an earlier owner's open intents");
         }
+        self.sweep_leftovers(shard, leftovers, acks).await;
         if let Some(state) = self.shards.get_mut(shard) {
             state.skip = skip;
             state.unresolved = None;
         }
         self.any_skips = self.shards.values().any(|s| !s.skip.is_empty());
         Ok(())
+    }
+
+    /// Deletes the leftover manifests resolving listed, once a conditional lease write
+    /// (an empty intent write) made after the listing has landed: only then is it known
+    /// that this owner still held the lease when it listed, so that no manifest in the
+    /// listing was written and named by a later holder. A worker paused while resolving
+    /// (a zombie) lists the new holder's manifests; its write fails, and it deletes none.
+    async fn sweep_leftovers(&self, shard: &ShardId, leftovers: Vec<String>, acks: &dyn Acks) {
+        if leftovers.is_empty() {
+            return;
+        }
+        let Some(log) = acks.intents() else { return };
+        let fence = IntentWrite { shard: shard.clone(), add: Vec::new(), replacing: Vec::new() };
+        match log.record(vec![fence]).await {
+            Ok(()) => expand::delete_manifests(self.delivery.sink().as_ref(), shard, leftovers).await,
+            Err(e) => {
+                tracing::info!(%shard, manifests = leftovers.len(), error = %e, "leftover intent manifests stay: the lease may have gone before they were listed");
+            }
+        }
     }
 
     /// Buffers one line; the generation of the buffer that took it (for the ledger),
@@ -703,7 +724,7 @@ impl Consumer for Archiver {
         }
         self.check_health()?;
         self.shards.entry(shard.clone()).or_default().read_to_end |= batch.is_shard_end();
-        self.ensure_resolved(shard).await?;
+        self.ensure_resolved(shard, acks).await?;
         let now = self.clock.now();
         let mut sealed = Vec::new();
         // All of the batch is buffered, or none of it (see `Buffers::begin_batch`).

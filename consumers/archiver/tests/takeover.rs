@@ -11,9 +11,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use support::*;
 use weir_archiver::Transformer;
-use weir_archiver::{Archiver, ArchiverOptions};
+use weir_archiver::{Archiver, ArchiverOptions, InlineLimits};
 use weir_core::ports::{ObjectSink, PutOptions, PutOutcome};
-use weir_core::{Checkpoint, Consumer, Intent, ShardContext, ShardId, Timestamp, WorkerId};
+use weir_core::{Checkpoint, CloseReason, Consumer, Intent, ShardContext, ShardId, Timestamp, WorkerId};
 use weir_testkit::{CrashSwitch, ManualClock, MemoryObjectSink, SimAcks, SimLeases, SlowSink};
 
 const LATENCY: Duration = Duration::from_millis(100);
@@ -129,4 +129,104 @@ async fn a_shard_opened_again_without_a_close_starts_afresh() {
     for n in 1..=5 {
         assert_eq!(archive.count.get(&format!("s0-{n}")), Some(&1), "record {n}: {:?}", archive.count);
     }
+}
+
+/// Seed 5511 of the simulator. A worker resolving a shard it took is paused (here: its
+/// store answers after a minute) before it lists the shard's intent manifests; the
+/// lease goes to another worker, which writes objects and names their intents in
+/// manifests, and the checkpoint does not pass them yet. The paused worker resumes and
+/// lists those manifests: none is named by the lease it took, so they look like
+/// leftovers. Deleted, the next owner reads the lease's manifests as missing, takes
+/// their objects as never written, and archives their records a second time. A listing
+/// counts only once a conditional lease write made after it lands; the paused worker's
+/// fails, and it deletes nothing.
+#[tokio::test(start_paused = true)]
+async fn a_worker_paused_while_resolving_deletes_no_manifest_of_the_next_holder() {
+    let store = Arc::new(MemoryObjectSink::new());
+    let shard = ShardId::new("shard-0");
+    let clock = ManualClock::new(Timestamp::from_millis(T0));
+    let leases = SimLeases::new();
+    let archiver = |sink: Arc<dyn ObjectSink>| {
+        let mut o = ArchiverOptions::new("mcp-archive", settings(300));
+        o.transformer = Transformer::McpNormalize;
+        // Every intent in a manifest, as a2 of the seed.
+        o.inline_intents = InlineLimits { per_round: 0, per_lease: 0, ..InlineLimits::default() };
+        Archiver::new(o, sink, Arc::new(clock.clone())).unwrap()
+    };
+    // Record 1 (tenant t1) stays buffered, so no checkpoint passes the objects of t0.
+    let records = || {
+        let mut r = vec![record_of_tenant(0, 1, 2)];
+        r.extend((1..=6).map(|n| record_of_tenant(0, 2 * n, 2)));
+        r
+    };
+    // Worker 1 takes the shard and starts resolving; it is paused before it lists.
+    let mut paused = archiver(Arc::new(SlowSink::new(store.clone(), Duration::from_secs(60))));
+    let paused_acks = SimAcks::new(leases.clone(), 1, CrashSwitch::after(None));
+    paused.on_shard_open(&leases.take(&shard, 1)).await.unwrap();
+    // Worker 2 takes the lease and archives t0's records; their intents are in manifests.
+    let holder_acks = SimAcks::new(leases.clone(), 2, CrashSwitch::after(None));
+    let mut holder = archiver(store.clone());
+    holder.on_shard_open(&leases.take(&shard, 2)).await.unwrap();
+    holder.on_batch(&batch(&shard, records()), &holder_acks).await.unwrap();
+    let named: Vec<String> = leases.intents(&shard).into_iter().map(|i| i.target).collect();
+    assert!(!named.is_empty() && named.iter().all(|k| k.starts_with("_weir/")), "intents in manifests: {named:?}");
+    assert!(read_archive(&store.snapshot()).count.contains_key("s0-2"), "t0's objects are written");
+    assert_eq!(leases.checkpoint(&shard), None, "record 1 holds the checkpoint");
+    // Worker 2 dies. Worker 1 resumes: it lists the manifests of worker 2.
+    drop(holder);
+    tokio::time::sleep(Duration::from_secs(600)).await;
+    let _ = paused.on_batch(&batch(&shard, records()), &paused_acks).await;
+    tokio::time::sleep(Duration::from_secs(600)).await;
+    let _ = paused.on_shard_close(&shard, CloseReason::LeaseLost, &paused_acks).await;
+    let objects = store.snapshot();
+    for key in &named {
+        assert!(objects.contains_key(key), "a manifest the lease names was deleted: {key}");
+    }
+    // Worker 3 takes the shard and archives from the checkpoint: each record once.
+    let next_acks = SimAcks::new(leases.clone(), 3, CrashSwitch::after(None));
+    let mut next = archiver(store.clone());
+    next.on_shard_open(&leases.take(&shard, 3)).await.unwrap();
+    next.on_batch(&batch(&shard, records()), &next_acks).await.unwrap();
+    next.on_shard_close(&shard, CloseReason::Shutdown, &next_acks).await.unwrap();
+    let archive = read_archive(&store.snapshot());
+    for n in [1, 2, 4, 6, 8, 10, 12] {
+        let id = format!("s0-{n}");
+        assert_eq!(archive.count.get(&id), Some(&1), "{id}: {:?}", archive.count);
+    }
+}
+
+/// A leftover manifest (a round whose intent write never landed) is still deleted by an
+/// owner that holds the lease: after its first batch's lease write.
+#[tokio::test(start_paused = true)]
+async fn a_leftover_manifest_is_deleted_by_the_holder() {
+    let store = Arc::new(MemoryObjectSink::new());
+    let shard = ShardId::new("shard-0");
+    let clock = ManualClock::new(Timestamp::from_millis(T0));
+    let leases = SimLeases::new();
+    let leftover = format!("_weir/intents/mcp-archive/{shard}/leftover.manifest");
+    store.put_if_absent(&leftover, Bytes::from_static(b"x"), &PutOptions::default()).await.unwrap();
+    let mut o = ArchiverOptions::new("mcp-archive", settings(1 << 20));
+    o.transformer = Transformer::McpNormalize;
+    let mut a = Archiver::new(o, store.clone(), Arc::new(clock.clone())).unwrap();
+    let acks = SimAcks::new(leases.clone(), 1, CrashSwitch::after(None));
+    a.on_shard_open(&leases.take(&shard, 1)).await.unwrap();
+    a.on_batch(&batch(&shard, (1..=2).map(|n| record(0, n, 0)).collect()), &acks).await.unwrap();
+    assert!(!store.snapshot().contains_key(&leftover), "the leftover is deleted");
+    // A zombie's listing deletes nothing: its fencing write fails.
+    store.put_if_absent(&leftover, Bytes::from_static(b"x"), &PutOptions::default()).await.unwrap();
+    let mut zombie = Archiver::new(
+        {
+            let mut o = ArchiverOptions::new("mcp-archive", settings(1 << 20));
+            o.transformer = Transformer::McpNormalize;
+            o
+        },
+        store.clone(),
+        Arc::new(clock.clone()),
+    )
+    .unwrap();
+    zombie.on_shard_open(&leases.take(&shard, 2)).await.unwrap();
+    leases.take(&shard, 3);
+    let zombie_acks = SimAcks::new(leases.clone(), 2, CrashSwitch::after(None));
+    let _ = zombie.on_batch(&batch(&shard, (1..=2).map(|n| record(0, n, 0)).collect()), &zombie_acks).await;
+    assert!(store.snapshot().contains_key(&leftover), "a worker that lost the lease deletes no manifest");
 }

@@ -19,6 +19,7 @@ const REGRESSIONS: &[(u64, &str)] = &[
     (334, "hole 3: a lease item past DynamoDB's 400 KB"),
     (363, "a round's manifests deleted after a lost lease (NotHeld)"),
     (366, "the same, with two archivers"),
+    (5511, "a worker paused while resolving swept the next holder's named manifests"),
 ];
 
 /// Runs `weir-sim` with `args`: whether every seed passed, and what it printed.

@@ -12,16 +12,32 @@ use crate::delivery::manifest;
 use crate::delivery::resolve::RESOLVE_CONCURRENCY;
 use crate::metrics as m;
 
-/// Deletes the manifests under `prefix` not in `reached`.
-pub async fn sweep_manifests(sink: &dyn ObjectSink, shard: &ShardId, prefix: &str, reached: &HashSet<String>) {
-    let listed = match sink.list(prefix).await {
-        Ok(listed) => listed,
+/// The manifests under `prefix` not in `reached` (leftovers, to be deleted by
+/// [`delete_manifests`] once this owner has proven, by a conditional lease write made
+/// after this listing, that it held the lease when it listed). An empty list when the
+/// prefix cannot be listed.
+pub async fn leftover_manifests(
+    sink: &dyn ObjectSink,
+    shard: &ShardId,
+    prefix: &str,
+    reached: &HashSet<String>,
+) -> Vec<String> {
+    match sink.list(prefix).await {
+        Ok(listed) => listed.into_iter().map(|m| m.key).filter(|k| !reached.contains(k)).collect(),
         Err(e) => {
             tracing::debug!(%shard, error = %e, "cannot list intent manifests; leftovers stay");
-            return;
+            Vec::new()
         }
-    };
-    let doomed: Vec<String> = listed.into_iter().map(|m| m.key).filter(|k| !reached.contains(k)).collect();
+    }
+}
+
+/// Deletes leftover manifests found by [`leftover_manifests`] (best effort).
+///
+/// Only safe for a listing made while the caller held the shard's lease: a listing
+/// made after the lease went (a paused worker resuming) holds the manifests the new
+/// holder wrote and named, and deleting those makes the next owner take their objects
+/// as never written (archived twice).
+pub async fn delete_manifests(sink: &dyn ObjectSink, shard: &ShardId, doomed: Vec<String>) {
     if doomed.is_empty() {
         return;
     }
@@ -182,7 +198,8 @@ mod tests {
         let targets: Vec<&str> = expanded.intents.iter().map(|i| i.target.as_str()).collect();
         assert_eq!(targets, ["b.gz", "a.gz"]);
         assert!(expanded.complete);
-        sweep_manifests(&sink, &shard, &prefix, &expanded.reached).await;
+        let doomed = leftover_manifests(&sink, &shard, &prefix, &expanded.reached).await;
+        delete_manifests(&sink, &shard, doomed).await;
         let left: Vec<String> = sink.snapshot().into_keys().collect();
         assert!(left.contains(&named) && left.contains(&absorbed) && left.contains(&other), "{left:?}");
         assert!(!left.contains(&leftover), "{left:?}");
@@ -211,7 +228,8 @@ mod tests {
         assert_eq!(targets, ["b.gz"], "the missing manifest's records are archived again");
         assert!(!expanded.complete, "a named manifest was missing");
         assert!(!sink.snapshot().contains_key(&gone), "the marker is deleted");
-        sweep_manifests(&sink, &shard, &prefix, &expanded.reached).await;
+        let doomed = leftover_manifests(&sink, &shard, &prefix, &expanded.reached).await;
+        delete_manifests(&sink, &shard, doomed).await;
         assert!(sink.snapshot().contains_key(&leftover), "a refused list deletes nothing");
     }
 

@@ -218,18 +218,39 @@ pub async fn resolve(
     Ok((skip, states))
 }
 
-/// A shard's resolved intents: what to skip, what each key turned out to be, and how
-/// many intents (manifests expanded) there were.
-pub type Resolution = Result<(SkipList, BTreeMap<String, KeyState>, usize), ConsumerError>;
+/// A shard's resolved intents.
+#[derive(Debug, Default)]
+pub struct Resolved {
+    /// What to skip.
+    pub skip: SkipList,
+    /// What each key turned out to be.
+    pub states: BTreeMap<String, KeyState>,
+    /// How many intents (manifests expanded) there were.
+    pub intents: usize,
+    /// Manifests of the shard no open intent reaches, listed while resolving: deleted
+    /// only once a conditional lease write of this owner, made after the listing, has
+    /// landed ([`expand::delete_manifests`]).
+    pub leftovers: Vec<String>,
+}
+
+/// The resolution of a shard's open intents.
+pub type Resolution = Result<Resolved, ConsumerError>;
 
 /// Resolves the open intents of `shard` (manifests expanded); `written` are keys this
-/// process wrote itself. Then deletes the manifests of the shard under `manifests` (its
-/// manifest prefix, [`manifest::prefix`]) that no open intent reaches: left by a round
-/// whose intent write never landed (a crash between the two, a lost lease). It runs
-/// before this owner writes any manifest of the shard, and a manifest a zombie writes
-/// after it can never be named (the zombie's lease write fails): that one is found the
-/// next time the shard opens. Sweeping is best effort: a refused or failed list (no
-/// `s3:ListBucket`) leaves the leftovers.
+/// process wrote itself. Then lists the manifests of the shard under `manifests` (its
+/// manifest prefix, [`crate::delivery::manifest::prefix`]) that no open intent reaches: left by a round
+/// whose intent write never landed (a crash between the two, a lost lease). The listing
+/// runs before this owner writes any manifest of the shard, so none of its own are in
+/// it, and a manifest a zombie writes can never be named (the zombie's lease write
+/// fails).
+///
+/// They are not deleted here: this owner may have lost the lease before it listed (a
+/// pause anywhere in resolving), and the new holder's manifests, named by its lease,
+/// would then be listed as leftovers. Deleting them makes whoever opens the shard next
+/// take their objects as never written and archive them twice. The caller deletes them
+/// after a conditional lease write made after the listing lands: that proves no one took
+/// the lease between this owner's take and the listing. Sweeping is best effort: a
+/// refused or failed list (no `s3:ListBucket`) finds none.
 pub async fn resolve_shard(
     sink: Arc<dyn ObjectSink>,
     shard: &ShardId,
@@ -243,10 +264,12 @@ pub async fn resolve_shard(
     let (skip, states) = resolve(sink.as_ref(), &expanded.intents, claims, own)
         .await
         .map_err(|e| ConsumerError::with_source(format!("cannot resolve open intents of {shard}"), e))?;
-    if expanded.complete {
-        expand::sweep_manifests(sink.as_ref(), shard, manifests, &expanded.reached).await;
-    }
-    Ok((skip, states, expanded.intents.len()))
+    let leftovers = if expanded.complete {
+        expand::leftover_manifests(sink.as_ref(), shard, manifests, &expanded.reached).await
+    } else {
+        Vec::new()
+    };
+    Ok(Resolved { skip, states, intents: expanded.intents.len(), leftovers })
 }
 
 #[cfg(test)]
