@@ -150,7 +150,10 @@ fn a_closed_log_pipe_neither_stops_nor_fails_the_worker() {
         lines.next().expect("three lines").unwrap();
     }
     drop(lines); // head exits: the pipe has no reader
-    let m = scrape_until(port, "lines dropped on the closed pipe", |m| dropped(m) > 0.0);
+    // Lines may drop before the first record is delivered: wait for both.
+    let m = scrape_until(port, "lines dropped on the closed pipe and records delivered", |m| {
+        dropped(m) > 0.0 && delivered(m) > 0.0
+    });
     assert!(delivered(&m) > 0.0, "{m}");
     records_keep_flowing(port);
     assert!(child.0.try_wait().unwrap().is_none(), "the worker runs on");
