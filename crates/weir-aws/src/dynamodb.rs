@@ -208,6 +208,30 @@ impl DynamoDbLeaseTable {
         }
     }
 
+    /// One `PutItem` of `mutation` applied to `seen`, on the condition that the stored
+    /// lease still has `seen`'s counter, owner and handoff request: the lease written,
+    /// or `None` when the condition failed (the lease changed since `seen`).
+    async fn put_if_unchanged(
+        &self,
+        seen: &Lease,
+        mutation: &LeaseMutation,
+        what: &str,
+    ) -> Result<Option<Lease>, LeaseError> {
+        let next = mutation.apply(seen)?;
+        let (condition, values) = unchanged_since(seen);
+        let r = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(self.lease_item(&next)?))
+            .condition_expression(condition)
+            .set_expression_attribute_names(Some(condition_names()))
+            .set_expression_attribute_values(Some(values))
+            .send()
+            .await;
+        Ok(self.applied(what, r)?.then_some(next))
+    }
+
     fn lease_item(&self, lease: &Lease) -> Result<Item, LeaseError> {
         let json = serde_json::to_string(lease).map_err(|e| LeaseError::store("encode lease", false, e))?;
         let mut item = self.key(format!("lease#{}", lease.key));
@@ -283,20 +307,8 @@ impl LeaseTable for DynamoDbLeaseTable {
     async fn mutate(&self, mutation: &LeaseMutation) -> Result<Lease, LeaseError> {
         for _ in 0..CONTENTION_RETRIES {
             let stored = self.get(&mutation.key).await?.ok_or_else(|| LeaseError::NotFound(mutation.key.clone()))?;
-            let next = mutation.apply(&stored)?;
-            let (condition, values) = unchanged_since(&stored);
-            let r = self
-                .client
-                .put_item()
-                .table_name(&self.table)
-                .set_item(Some(self.lease_item(&next)?))
-                .condition_expression(condition)
-                .set_expression_attribute_names(Some(condition_names()))
-                .set_expression_attribute_values(Some(values))
-                .send()
-                .await;
             // Not made: changed between our read and write; read again and re-judge.
-            if self.applied("put (mutate lease)", r)? {
+            if let Some(next) = self.put_if_unchanged(&stored, mutation, "put (mutate lease)").await? {
                 return Ok(next);
             }
         }
@@ -308,19 +320,7 @@ impl LeaseTable for DynamoDbLeaseTable {
     /// reads it and judges again.
     async fn mutate_seen(&self, seen: &Lease, change: LeaseChange) -> Result<Lease, LeaseError> {
         let mutation = LeaseMutation::on(seen, change);
-        let next = mutation.apply(seen)?;
-        let (condition, values) = unchanged_since(seen);
-        let r = self
-            .client
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(self.lease_item(&next)?))
-            .condition_expression(condition)
-            .set_expression_attribute_names(Some(condition_names()))
-            .set_expression_attribute_values(Some(values))
-            .send()
-            .await;
-        if self.applied("put (mutate seen lease)", r)? {
+        if let Some(next) = self.put_if_unchanged(seen, &mutation, "put (mutate seen lease)").await? {
             return Ok(next);
         }
         self.mutate(&mutation).await

@@ -178,6 +178,29 @@ impl CostedLeaseTable {
         Ok(bytes)
     }
 
+    /// As the DynamoDB adapter's conditional put of `mutation` applied to `seen`:
+    /// charged whether or not its condition holds; the lease written, or `None` when
+    /// the stored lease no longer has `seen`'s counter, owner and handoff request
+    /// (the SDK's retries may have slept since `seen` was read).
+    async fn put_if_unchanged(
+        &self,
+        seen: &Lease,
+        mutation: &LeaseMutation,
+        what: &str,
+    ) -> Result<Option<Lease>, LeaseError> {
+        let next = mutation.apply(seen)?;
+        let bytes = Self::check_item(&next)?;
+        let before = self.lease_size(&seen.key).unwrap_or(0);
+        self.write(Op::PutItem, what, bytes.max(before), false).await?;
+        let current = self.inner.get(&seen.key).await?;
+        if !current.as_ref().is_some_and(|c| unchanged(c, seen)) {
+            return Ok(None);
+        }
+        let written = self.inner.mutate(mutation).await?;
+        self.stored(&written, bytes);
+        Ok(Some(written))
+    }
+
     /// Notes a stored lease: its size, and whether it moved to another owner.
     fn stored(&self, lease: &Lease, bytes: usize) {
         let mut s = self.sizes();
@@ -219,19 +242,9 @@ impl LeaseTable for CostedLeaseTable {
     async fn mutate(&self, mutation: &LeaseMutation) -> Result<Lease, LeaseError> {
         for _ in 0..CONTENTION_RETRIES {
             let stored = self.get(&mutation.key).await?.ok_or_else(|| LeaseError::NotFound(mutation.key.clone()))?;
-            let next = mutation.apply(&stored)?;
-            let bytes = Self::check_item(&next)?;
-            let before = self.lease_size(&mutation.key).unwrap_or(0);
-            self.write(Op::PutItem, "put (mutate lease)", bytes.max(before), false).await?;
-            // The condition: the item still has the counter, owner and handoff request
-            // it was read with (the SDK's retries may have slept in between).
-            let current = self.inner.get(&mutation.key).await?;
-            if !current.as_ref().is_some_and(|c| unchanged(c, &stored)) {
-                continue;
+            if let Some(written) = self.put_if_unchanged(&stored, mutation, "put (mutate lease)").await? {
+                return Ok(written);
             }
-            let written = self.inner.mutate(mutation).await?;
-            self.stored(&written, bytes);
-            return Ok(written);
         }
         Err(LeaseError::Store {
             message: format!("lease {} under heavy contention", mutation.key),
@@ -244,14 +257,7 @@ impl LeaseTable for CostedLeaseTable {
     /// charged whether or not its condition holds; when it does not, `mutate`.
     async fn mutate_seen(&self, seen: &Lease, change: LeaseChange) -> Result<Lease, LeaseError> {
         let mutation = LeaseMutation::on(seen, change);
-        let next = mutation.apply(seen)?;
-        let bytes = Self::check_item(&next)?;
-        let before = self.lease_size(&seen.key).unwrap_or(0);
-        self.write(Op::PutItem, "put (mutate seen lease)", bytes.max(before), false).await?;
-        let current = self.inner.get(&seen.key).await?;
-        if current.as_ref().is_some_and(|c| unchanged(c, seen)) {
-            let written = self.inner.mutate(&mutation).await?;
-            self.stored(&written, bytes);
+        if let Some(written) = self.put_if_unchanged(seen, &mutation, "put (mutate seen lease)").await? {
             return Ok(written);
         }
         self.mutate(&mutation).await
