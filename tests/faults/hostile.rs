@@ -94,7 +94,7 @@ async fn huge_and_hostile_records_land_with_reasons_in_bounded_memory() {
     let producer = Producer::new(env.kinesis.clone(), &env.name);
     let mut expected = Vec::new();
     let mut peaks = Vec::new();
-    for (round, n) in [(1, 18u64), (2, 54)] {
+    for (round, n) in [(1, 54u64), (2, 162)] {
         let first = expected.len() as u64;
         let records: Vec<Outgoing> = (first..first + n)
             .map(|i| {
@@ -123,7 +123,26 @@ async fn huge_and_hostile_records_land_with_reasons_in_bounded_memory() {
                     w.log()
                 );
             }
-            tokio::time::sleep(Duration::from_millis(500)).await;
+            {
+                let m = w.get("/metrics").await.map(|(_, b)| b).unwrap_or_default();
+                let pick = |k: &str| {
+                    m.lines()
+                        .filter(|l| l.starts_with(k))
+                        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                        .sum::<f64>()
+                };
+                let st = std::fs::read_to_string(format!("/proc/{}/status", w.pid())).unwrap();
+                let rss = st.lines().find(|l| l.starts_with("VmRSS")).unwrap_or("").to_string();
+                eprintln!(
+                    "DBG {rss} read={} deliv={} buf={} backlog={} routed={done} detached={}",
+                    pick("weir_records_read_total"),
+                    pick("weir_records_delivered_total"),
+                    pick("weir_archiver_buffered_bytes"),
+                    pick("weir_archiver_backlog_bytes"),
+                    pick("weir_consumer_detached_total")
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
         peaks.push(peak_rss_mib(&w));
         println!("round {round} routed in {:.1} s", patience.elapsed().as_secs_f64());

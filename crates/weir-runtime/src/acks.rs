@@ -158,6 +158,8 @@ pub(crate) struct BatchEnd {
     pub after: Option<ExtendedSequenceNumber>,
     pub last: Option<ExtendedSequenceNumber>,
     pub records: u64,
+    /// Record data bytes of the batch (the lane's in-flight bytes).
+    pub bytes: usize,
 }
 
 impl BatchEnd {
@@ -171,7 +173,16 @@ impl BatchEnd {
     ) -> Self {
         let last = batch.last_position().cloned();
         let after = std::mem::replace(&mut lane.progress().handed, last.clone());
-        Self { lane, consumer, stats, epoch, after, last, records: batch.records.len() as u64 }
+        Self {
+            lane,
+            consumer,
+            stats,
+            epoch,
+            after,
+            last,
+            records: batch.records.len() as u64,
+            bytes: batch.data_bytes(),
+        }
     }
 
     /// Whether the batch is still wanted (its epoch current and not failed).
@@ -217,7 +228,7 @@ impl BatchEnd {
                 }
             }
         }
-        self.lane.done_one();
+        self.lane.done_one(self.bytes);
     }
 }
 

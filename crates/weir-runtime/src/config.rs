@@ -2,6 +2,9 @@ use std::time::Duration;
 
 use weir_core::{Checkpoint, WorkerId};
 
+/// Default of [`RuntimeConfig::queue_bytes`]: 8 MiB, as KCL's prefetch.
+pub const DEFAULT_QUEUE_BYTES: usize = 8 * 1024 * 1024;
+
 /// Tuning of the runtime. Defaults follow KCL where KCL has a default.
 #[derive(Debug, Clone)]
 pub struct RuntimeConfig {
@@ -21,6 +24,11 @@ pub struct RuntimeConfig {
     pub shutdown_timeout: Duration,
     /// Batches a consumer may have queued per shard before it counts as backed up.
     pub queue_capacity: usize,
+    /// Record data bytes a consumer may have queued per shard before it counts as
+    /// backed up (KCL's prefetch holds at most 8 MiB per shard, `maxByteSize`). With
+    /// `queue_capacity` it bounds what a slow consumer makes the worker hold: about
+    /// twice this per shard, plus one batch.
+    pub queue_bytes: usize,
     /// A consumer backed up this long is detached for the shard and catches up later.
     pub detach_after: Duration,
     /// How often acknowledged positions are written as checkpoints.
@@ -69,6 +77,7 @@ impl RuntimeConfig {
             handoff_timeout: failover,
             shutdown_timeout: Duration::from_secs(30),
             queue_capacity: 16,
+            queue_bytes: DEFAULT_QUEUE_BYTES,
             detach_after: Duration::from_secs(5),
             checkpoint_interval: Duration::from_secs(1),
             tick_interval: Duration::from_secs(1),
@@ -94,6 +103,9 @@ impl RuntimeConfig {
         }
         if self.queue_capacity == 0 {
             return err("queue_capacity", "must be at least 1");
+        }
+        if self.queue_bytes == 0 {
+            return err("queue_bytes", "must be at least 1");
         }
         for (field, d) in [
             ("checkpoint_interval", self.checkpoint_interval),

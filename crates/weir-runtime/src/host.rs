@@ -131,7 +131,7 @@ pub(crate) async fn run_host(
                 LaneMsg::Batch { epoch, batch } => {
                     let Some(lane) = acks.lanes.get(&shard).cloned() else { continue };
                     if epoch != lane.epoch() || lane.failed() {
-                        lane.done_one();
+                        lane.done_one(batch.data_bytes());
                         continue;
                     }
                     // Finished when on_batch returns, or later if the consumer defers it.

@@ -48,6 +48,8 @@ pub(crate) struct LaneShared {
     epoch: AtomicU64,
     failed_epoch: AtomicU64,
     inflight: AtomicUsize,
+    /// Record data bytes of the batches in `inflight`.
+    inflight_bytes: AtomicUsize,
     drained: Notify,
     progress: Mutex<Progress>,
     /// The host let the lane go: the consumer's handles on it no longer count.
@@ -63,6 +65,7 @@ impl LaneShared {
             epoch: AtomicU64::new(1),
             failed_epoch: AtomicU64::new(0),
             inflight: AtomicUsize::new(0),
+            inflight_bytes: AtomicUsize::new(0),
             drained: Notify::new(),
             progress: Mutex::new(Progress::default()),
             closed: AtomicBool::new(false),
@@ -106,13 +109,40 @@ impl LaneShared {
         self.inflight.load(Ordering::SeqCst)
     }
 
-    pub(crate) fn sent(&self) {
-        self.inflight.fetch_add(1, Ordering::SeqCst);
+    /// Record data bytes queued on the lane or being processed.
+    pub(crate) fn inflight_bytes(&self) -> usize {
+        self.inflight_bytes.load(Ordering::SeqCst)
     }
 
-    pub(crate) fn done_one(&self) {
+    /// Whether the lane holds `capacity` batches or `bytes` bytes of record data.
+    pub(crate) fn is_full(&self, capacity: usize, bytes: usize) -> bool {
+        self.inflight() >= capacity || self.inflight_bytes() >= bytes
+    }
+
+    /// A batch of `bytes` record data bytes was queued on the lane.
+    pub(crate) fn sent(&self, bytes: usize) {
+        self.inflight.fetch_add(1, Ordering::SeqCst);
+        self.inflight_bytes.fetch_add(bytes, Ordering::SeqCst);
+    }
+
+    /// A batch of `bytes` record data bytes was processed (or skipped).
+    pub(crate) fn done_one(&self, bytes: usize) {
+        self.inflight_bytes.fetch_sub(bytes, Ordering::SeqCst);
         self.inflight.fetch_sub(1, Ordering::SeqCst);
         self.drained.notify_waiters();
+    }
+
+    /// Waits until the lane has room: fewer than `capacity` batches and fewer than
+    /// `bytes` bytes queued. An empty lane always has room, so a batch larger than
+    /// `bytes` still goes through, alone.
+    pub(crate) async fn wait_room(&self, capacity: usize, bytes: usize) {
+        loop {
+            let notified = self.drained.notified();
+            if self.inflight() == 0 || !self.is_full(capacity, bytes) {
+                return;
+            }
+            notified.await;
+        }
     }
 
     /// Waits until at most `limit` batches are queued.

@@ -39,7 +39,7 @@ mod worker;
 
 pub use backoff::Backoff;
 pub use clock::TokioClock;
-pub use config::{ConfigError, RuntimeConfig};
+pub use config::{ConfigError, DEFAULT_QUEUE_BYTES, RuntimeConfig};
 pub use stats::{Health, LaneStats, LiveRead, ShardRead, WorkerStats};
 pub use window::WindowReader;
 pub use worker::{Worker, WorkerError};

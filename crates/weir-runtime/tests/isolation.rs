@@ -93,3 +93,47 @@ async fn failing_and_panicking_consumer_is_retried_without_loss() {
     assert_eq!(failures, 4);
     assert!(!fleet.workers["w1"].handle.is_finished());
 }
+
+/// A consumer stalled on large records is detached once its queue holds twice
+/// `queue_bytes` of record data, long before `queue_capacity` batches or
+/// `detach_after`: what a slow consumer makes the worker hold is bounded in bytes.
+#[tokio::test(start_paused = true)]
+async fn stalled_consumer_on_large_records_is_detached_by_bytes() {
+    let mut fleet = Fleet::new(1, 1, &[("fast", AckMode::Immediately), ("slow", AckMode::Immediately)]);
+    let mut c = common::config("w1");
+    c.queue_capacity = 10_000;
+    c.detach_after = Duration::from_secs(3_600);
+    c.queue_bytes = 64 * 1024;
+    fleet.start_with("w1", c);
+    let put =
+        |i: usize| fleet.stream.put(&format!("pk-{i}"), bytes::Bytes::from(vec![b'a' + (i % 26) as u8; 16 * 1024]));
+    put(0);
+    let slow = fleet.control("w1", "slow");
+    eventually("both consumers running", Duration::from_secs(60), || async { slow.recorded().records.len() == 1 })
+        .await;
+    slow.stall();
+    // One record per batch: 64 records are 1 MiB, 16 times `queue_bytes`.
+    for i in 1..64 {
+        put(i);
+    }
+    let fast = fleet.control("w1", "fast");
+    eventually("the fast consumer read everything", Duration::from_secs(60), || async {
+        fast.recorded().records.len() == 64
+    })
+    .await;
+    let detaches = || {
+        fleet.workers["w1"]
+            .stats
+            .lanes()
+            .iter()
+            .filter(|((_, c), _)| c.as_str() == "slow")
+            .map(|(_, s)| s.detaches)
+            .sum::<u64>()
+    };
+    assert!(detaches() >= 1, "a consumer holding 16 times queue_bytes was not detached");
+    slow.resume();
+    eventually("slow consumer caught up", Duration::from_secs(300), || async { slow.recorded().records.len() >= 64 })
+        .await;
+    assert_exactly_once_in_order(&fleet.stream, &fast.recorded(), "fast");
+    assert_exactly_once_in_order(&fleet.stream, &slow.recorded(), "slow");
+}

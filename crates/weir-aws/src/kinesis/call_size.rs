@@ -12,13 +12,21 @@
 //! plus [`RECORD_OVERHEAD`], what each record costs beyond its bytes while a response
 //! is held: its sequence number, arrival time and key in the JSON and again as decoded
 //! strings. Without it a call of 10,000 records of 100 B holds about 2.5 MB, not 1 MB
-//! (measured: a polling worker peaked at 43 MiB instead of 38). The estimate rises at once to a bigger average and falls by half per call, so a
-//! shard whose records grow does not overshoot for long. The first call, with nothing
-//! known, asks for [`FIRST_CALL_RECORDS`]. A shift from tiny to huge records between
-//! two calls can still make one response as large as Kinesis allows (10 MiB).
+//! (measured: a polling worker peaked at 43 MiB instead of 38). The estimate rises at
+//! once to a bigger average and falls by half per call, so a shard whose records grow
+//! does not overshoot for long. The first call, with nothing known, asks for as many
+//! records as fit `max_bytes` if each were as large as Kinesis allows by default
+//! ([`LARGEST_RECORD`]): one, at the default 1 MiB. It once asked for 100, so every
+//! reader that started on a shard of large records (a consumer catching up, say) held
+//! a 10 MiB response: three consumers catching up on one shard of 1 MiB records made a
+//! worker's peak memory jump by hundreds of MiB (`tests/faults/hostile.rs`). A shift
+//! from tiny to huge records between two calls can still make one response as large
+//! as Kinesis allows (10 MiB).
 
-/// Records the first call on a shard asks for (capped by `max_records`).
-pub const FIRST_CALL_RECORDS: u32 = 100;
+/// The largest record the first call is sized for: Kinesis's default limit on a
+/// record's data and partition key (a stream with a raised limit can still return
+/// more), plus [`RECORD_OVERHEAD`].
+pub const LARGEST_RECORD: u64 = (1 << 20) + RECORD_OVERHEAD;
 
 /// Bytes a record is counted beyond its data and partition key.
 pub const RECORD_OVERHEAD: u64 = 256;
@@ -42,7 +50,7 @@ impl CallSize {
     /// The `Limit` for the next call: between 1 and `max_records`.
     pub fn limit(&self) -> u32 {
         match self.estimate {
-            None => FIRST_CALL_RECORDS.min(self.max_records),
+            None => u32::try_from(self.max_bytes / LARGEST_RECORD).unwrap_or(u32::MAX).clamp(1, self.max_records),
             Some(per_record) => {
                 let fit = self.max_bytes / per_record.max(1);
                 u32::try_from(fit).unwrap_or(u32::MAX).clamp(1, self.max_records)
@@ -80,7 +88,8 @@ mod tests {
     #[test]
     fn first_call_is_small_then_fits_the_budget() {
         let mut c = CallSize::new(10_000, MIB);
-        assert_eq!(c.limit(), 100);
+        assert_eq!(c.limit(), 1, "one record of the largest size fits 1 MiB");
+        assert_eq!(CallSize::new(10_000, 10 * MIB).limit(), 9);
         c.observe(100, 100 * 768);
         assert_eq!(c.limit(), 1_024, "768 B of data and key, 256 B of overhead");
         c.observe(0, 0);
@@ -93,7 +102,7 @@ mod tests {
         observe(&mut c, 500, 300);
         assert_eq!(c.limit(), 10_000);
         let mut c = CallSize::new(300, MIB);
-        assert_eq!(c.limit(), 100);
+        assert_eq!(c.limit(), 1);
         observe(&mut c, 100, 300);
         assert_eq!(c.limit(), 300);
     }
@@ -130,6 +139,7 @@ mod tests {
             history in proptest::collection::vec((0usize..10_000, 0u64..=10 * MIB), 0..20),
         ) {
             let mut c = CallSize::new(max_records, max_bytes);
+            prop_assert!(c.limit() == 1 || u64::from(c.limit()) * LARGEST_RECORD <= max_bytes);
             for (records, per_record) in history {
                 c.observe(records, records as u64 * per_record);
                 let limit = c.limit();

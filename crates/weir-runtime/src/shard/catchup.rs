@@ -35,6 +35,8 @@ pub(crate) struct CatchupPlan {
     /// `Latest` and has processed nothing yet).
     pub first_live: Option<ExtendedSequenceNumber>,
     pub capacity: usize,
+    /// Record data bytes the lane may have queued.
+    pub queue_bytes: usize,
     pub backoff: Backoff,
     pub events: mpsc::UnboundedSender<CatchupMsg>,
 }
@@ -71,7 +73,7 @@ pub(crate) async fn run_catchup(plan: CatchupPlan) {
             }
         };
         if let Some(part) = owed(&batch, &after) {
-            plan.shared.wait_inflight_at_most(plan.capacity.saturating_sub(1)).await;
+            plan.shared.wait_room(plan.capacity, plan.queue_bytes).await;
             if failed(&plan) {
                 let _ = plan.events.send(CatchupMsg::Failed { lane: plan.lane });
                 return;
@@ -79,9 +81,10 @@ pub(crate) async fn run_catchup(plan: CatchupPlan) {
             if let Some(last) = part.last_position() {
                 after = Checkpoint::At(last.clone());
             }
-            plan.shared.sent();
+            let bytes = part.data_bytes();
+            plan.shared.sent(bytes);
             if plan.tx.send(LaneMsg::Batch { epoch, batch: part }).is_err() {
-                plan.shared.done_one();
+                plan.shared.done_one(bytes);
                 return;
             }
         }

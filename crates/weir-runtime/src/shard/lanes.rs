@@ -69,6 +69,14 @@ pub(crate) fn owed(batch: &Arc<RecordBatch>, after: &Checkpoint) -> Option<Arc<R
     }))
 }
 
+/// How much a lane may hold before it counts as backed up: `batches` batches or
+/// `bytes` bytes of record data (`RuntimeConfig::queue_capacity`, `queue_bytes`).
+pub(crate) struct Room {
+    pub batches: usize,
+    pub bytes: usize,
+    pub detach_after: std::time::Duration,
+}
+
 /// Why a lane was detached (metric label).
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum DetachReason {
@@ -119,22 +127,19 @@ impl Lane {
     }
 
     /// Offers a live batch to an attached lane. Returns whether the lane was detached.
-    pub(crate) fn offer(
-        &mut self,
-        batch: &Arc<RecordBatch>,
-        capacity: usize,
-        detach_after: std::time::Duration,
-        now: Instant,
-    ) -> Option<DetachReason> {
+    ///
+    /// A full lane (see [`Room`]) still takes batches for `detach_after`, up to twice
+    /// its room; then it is detached, and what it queued is skipped.
+    pub(crate) fn offer(&mut self, batch: &Arc<RecordBatch>, room: &Room, now: Instant) -> Option<DetachReason> {
         if self.shared.failed() {
             self.detach(DetachReason::Failing, now);
             return Some(DetachReason::Failing);
         }
         let part = owed(batch, &self.after)?;
-        let inflight = self.shared.inflight();
-        if inflight >= capacity {
+        if self.shared.is_full(room.batches, room.bytes) {
             let since = *self.full_since.get_or_insert(now);
-            if now.duration_since(since) >= detach_after || inflight >= capacity.saturating_mul(2) {
+            let overfull = self.shared.is_full(room.batches.saturating_mul(2), room.bytes.saturating_mul(2));
+            if now.duration_since(since) >= room.detach_after || overfull {
                 self.detach(DetachReason::BackedUp, now);
                 return Some(DetachReason::BackedUp);
             }
@@ -144,10 +149,11 @@ impl Lane {
         if let Some(last) = part.last_position() {
             self.after = Checkpoint::At(last.clone());
         }
-        self.shared.sent();
+        let bytes = part.data_bytes();
+        self.shared.sent(bytes);
         let msg = LaneMsg::Batch { epoch: self.shared.epoch(), batch: part };
         if self.tx.send(msg).is_err() {
-            self.shared.done_one();
+            self.shared.done_one(bytes);
         }
         None
     }

@@ -33,7 +33,7 @@ use crate::lane::LaneShared;
 use crate::reader_task::{ReadEvent, spawn_reader};
 use crate::stats::WorkerStats;
 use catchup::{CatchupMsg, CatchupPlan, run_catchup};
-use lanes::{DetachReason, Lane, LaneMode};
+use lanes::{DetachReason, Lane, LaneMode, Room};
 pub(crate) use reads::ActiveReads;
 use reads::Reading;
 
@@ -305,12 +305,16 @@ impl ShardWorker {
         let end = batch.child_shards.clone();
         let batch = Arc::new(batch);
         let now = Instant::now();
-        let (capacity, detach_after) = (self.deps.config.queue_capacity, self.deps.config.detach_after);
+        let room = Room {
+            batches: self.deps.config.queue_capacity,
+            bytes: self.deps.config.queue_bytes,
+            detach_after: self.deps.config.detach_after,
+        };
         for lane in &mut self.lanes {
             if !lane.is_attached() {
                 continue;
             }
-            if lane.offer(&batch, capacity, detach_after, now).is_some() {
+            if lane.offer(&batch, &room, now).is_some() {
                 self.deps.stats.lane(&shard, &lane.host.name, |s| {
                     s.detaches += 1;
                     s.detached = true;
@@ -359,6 +363,7 @@ impl ShardWorker {
                         initial: lane.initial.clone(),
                         first_live: self.first_live.clone(),
                         capacity: self.deps.config.queue_capacity,
+                        queue_bytes: self.deps.config.queue_bytes,
                         backoff: self.deps.config.backoff(),
                         events: self.catchup_tx.clone(),
                     };

@@ -83,6 +83,10 @@ pub struct WorkerSection {
     pub shutdown_timeout: Duration,
     /// Batches a consumer may have queued per shard before it counts as backed up.
     pub queue_capacity: usize,
+    /// Record bytes a consumer may have queued per shard before it counts as backed
+    /// up (default 8 MiB, as KCL's prefetch); with `queue_capacity` it bounds the
+    /// memory a slow consumer makes the worker hold.
+    pub queue_bytes: usize,
     /// A consumer backed up this long is detached and catches up on its own.
     #[serde(with = "humantime_serde")]
     pub detach_after: Duration,
@@ -114,6 +118,7 @@ impl Default for WorkerSection {
             shard_sync_interval: Duration::from_secs(60),
             shutdown_timeout: Duration::from_secs(30),
             queue_capacity: 16,
+            queue_bytes: weir_runtime::DEFAULT_QUEUE_BYTES,
             detach_after: Duration::from_secs(5),
             checkpoint_interval: Duration::from_secs(1),
             tick_interval: Duration::from_secs(1),
@@ -510,6 +515,9 @@ impl Config {
         if w.queue_capacity == 0 {
             problem("worker.queue_capacity", "must be at least 1".into());
         }
+        if w.queue_bytes == 0 {
+            problem("worker.queue_bytes", "must be at least 1".into());
+        }
         if w.unhealthy_after < w.taker_interval * 2 {
             problem(
                 "worker.unhealthy_after",
@@ -631,6 +639,7 @@ impl Config {
         r.handoff_timeout = w.failover;
         r.shutdown_timeout = w.shutdown_timeout;
         r.queue_capacity = w.queue_capacity;
+        r.queue_bytes = w.queue_bytes;
         r.detach_after = w.detach_after;
         r.checkpoint_interval = w.checkpoint_interval;
         r.tick_interval = w.tick_interval;
