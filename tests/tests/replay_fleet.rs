@@ -6,16 +6,16 @@
 //! another partitioning: the same records.
 #![allow(clippy::unwrap_used, clippy::print_stdout)] // a test: a failed expectation is a failed test
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
 use bytes::Bytes;
 use weir_aws::DynamoDbLeaseTable;
-use weir_aws::kinesis::producer::{Outgoing, Producer};
+use weir_aws::kinesis::producer::{Accepted, Outgoing, Producer};
 use weir_core::ports::LeaseTable;
-use weir_core::{Checkpoint, Clock, ConsumerName, SystemClock};
+use weir_core::{Checkpoint, Clock, ConsumerName, SequenceNumber, ShardId, SystemClock};
 use weir_e2e::patience::{Patience, cpu_ticks, file_len};
 use weir_e2e::{
     KillOnDrop, archiver_toml, create_stream, download, duckdb, dynamodb, kinesis, metadata_extraction, s3,
@@ -64,7 +64,8 @@ s3_force_path_style = true
     path
 }
 
-async fn wave(p: &Producer, name: &str, range: std::ops::Range<u64>) {
+/// Puts the wave; returns where each record landed.
+async fn wave(p: &Producer, name: &str, range: std::ops::Range<u64>) -> Vec<Accepted> {
     let n = range.end - range.start;
     let records = range
         .map(|i| Outgoing {
@@ -73,7 +74,9 @@ async fn wave(p: &Producer, name: &str, range: std::ops::Range<u64>) {
             data: Bytes::from(format!(r#"{{"tenantId":"t-{}","toolName":"x","sessionId":"{name}-{i}"}}"#, i % 5)),
         })
         .collect();
-    assert_eq!(p.put_all(records).await.accepted.len() as u64, n);
+    let accepted = p.put_all(records).await.accepted;
+    assert_eq!(accepted.len() as u64, n);
+    accepted
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -93,8 +96,15 @@ async fn two_workers_share_a_job_that_resumes_after_sigkill() {
     wave(&p, "before", 0..500).await;
     let from = edge();
     until(from).await;
+    // The first record of the window on each shard.
+    let mut window_starts: BTreeMap<ShardId, SequenceNumber> = BTreeMap::new();
     for w in 0..4 {
-        wave(&p, "in", w * RECORDS / 4..(w + 1) * RECORDS / 4).await;
+        for a in wave(&p, "in", w * RECORDS / 4..(w + 1) * RECORDS / 4).await {
+            let first = window_starts.entry(a.shard).or_insert_with(|| a.sequence.clone());
+            if a.sequence < *first {
+                *first = a.sequence;
+            }
+        }
     }
     let to = edge();
     until(to).await;
@@ -155,7 +165,15 @@ async fn two_workers_share_a_job_that_resumes_after_sigkill() {
     let owners = loop {
         let leases = table.list().await.unwrap();
         let owners: BTreeSet<String> = leases.iter().filter_map(|l| l.owner.as_ref().map(|o| o.to_string())).collect();
-        let checkpointed = leases.iter().filter(|l| matches!(l.checkpoint_for(&archive), Checkpoint::At(_))).count();
+        // Checkpoints past the window's first record: a checkpoint can also stand on a
+        // record before the window (the read starts at the window's first second).
+        let checkpointed = leases
+            .iter()
+            .filter(|l| match l.checkpoint_for(&archive) {
+                Checkpoint::At(at) => window_starts.get(&l.key).is_some_and(|first| at.sequence >= *first),
+                _ => false,
+            })
+            .count();
         if owners.len() == 2 && checkpointed >= 2 && leases.iter().all(|l| !l.ended) {
             break owners;
         }
