@@ -105,6 +105,14 @@ impl HeldLease {
         *self.valid_until.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Whether a write of this worker that landed (a take, renewal or checkpoint)
+    /// started less than `within` ago: the table's counter moved then, so the lease
+    /// needs no renewal yet.
+    pub(crate) fn written_within(&self, within: Duration) -> bool {
+        // `valid_until` is the start of the latest landed write plus `self.failover`.
+        Instant::now() + self.failover < self.valid_until() + within
+    }
+
     /// Whether the lease may still be used: not lost and within its validity.
     pub(crate) fn is_valid(&self) -> bool {
         !self.lost.is_cancelled() && Instant::now() < self.valid_until()
