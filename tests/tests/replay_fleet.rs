@@ -165,12 +165,13 @@ async fn two_workers_share_a_job_that_resumes_after_sigkill() {
     let owners = loop {
         let leases = table.list().await.unwrap();
         let owners: BTreeSet<String> = leases.iter().filter_map(|l| l.owner.as_ref().map(|o| o.to_string())).collect();
-        // Checkpoints past the window's first record: a checkpoint can also stand on a
-        // record before the window (the read starts at the window's first second).
+        // Checkpoints past the window's first record: the first polling call reads one
+        // record, so a first checkpoint can stand on it, and a read resumes *at* a
+        // checkpoint (it re-reads that record): the new worker would read every record.
         let checkpointed = leases
             .iter()
             .filter(|l| match l.checkpoint_for(&archive) {
-                Checkpoint::At(at) => window_starts.get(&l.key).is_some_and(|first| at.sequence >= *first),
+                Checkpoint::At(at) => window_starts.get(&l.key).is_some_and(|first| at.sequence > *first),
                 _ => false,
             })
             .count();
