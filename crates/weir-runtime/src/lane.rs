@@ -136,20 +136,19 @@ impl LaneShared {
     /// `bytes` bytes queued. An empty lane always has room, so a batch larger than
     /// `bytes` still goes through, alone.
     pub(crate) async fn wait_room(&self, capacity: usize, bytes: usize) {
-        loop {
-            let notified = self.drained.notified();
-            if self.inflight() == 0 || !self.is_full(capacity, bytes) {
-                return;
-            }
-            notified.await;
-        }
+        self.wait_until(|l| l.inflight() == 0 || !l.is_full(capacity, bytes)).await;
     }
 
-    /// Waits until at most `limit` batches are queued.
-    pub(crate) async fn wait_inflight_at_most(&self, limit: usize) {
+    /// Waits until nothing is queued or being processed.
+    pub(crate) async fn wait_drained(&self) {
+        self.wait_until(|l| l.inflight() == 0).await;
+    }
+
+    /// Waits until `ready` holds, checked after every finished batch.
+    async fn wait_until(&self, ready: impl Fn(&Self) -> bool) {
         loop {
             let notified = self.drained.notified();
-            if self.inflight() <= limit {
+            if ready(self) {
                 return;
             }
             notified.await;

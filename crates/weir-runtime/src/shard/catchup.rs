@@ -58,7 +58,7 @@ fn resume_point(p: &CatchupPlan) -> (Checkpoint, StartingPosition) {
 pub(crate) async fn run_catchup(plan: CatchupPlan) {
     let epoch = plan.shared.epoch();
     // Let the host finish (or skip) everything queued before the detach.
-    plan.shared.wait_inflight_at_most(0).await;
+    plan.shared.wait_drained().await;
     let (mut after, start) = resume_point(&plan);
     tracing::debug!(shard = %plan.shared.shard, consumer = %plan.shared.consumer, ?start, "catch-up starts");
     let mut read =
