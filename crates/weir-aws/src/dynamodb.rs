@@ -1,7 +1,14 @@
 //! Lease table on DynamoDB.
 //!
-//! One table can hold many namespaces (an application, replay jobs): the hash key `pk`
-//! is the namespace, the range key `sk` is `lease#<shard>` or `worker#<id>`. A lease
+//! One table can hold many namespaces (an application, replay jobs). Worker records
+//! and the namespace record have the namespace as their hash key `pk` (range key `sk`
+//! `worker#<id>`, `meta`). Leases are spread over [`LEASE_PARTITIONS`] hash keys,
+//! `<namespace>#leases-<n>` with `n` a stable hash of the shard id (range key
+//! `lease#<shard>`): DynamoDB serves at most 1,000 write units a second per hash key
+//! value, and a checkpoint a second per shard passes that at about 1,000 shards. The
+//! namespace record names the partition count (`buckets`); a namespace written by a
+//! weir that kept every lease under the namespace itself (a record without `buckets`,
+//! or leases without a record) keeps that layout, read and written as it was. A lease
 //! item keeps `owner`, `counter` and `handoff_to` as top-level attributes (conditions
 //! and operators read them) and the whole lease as JSON in `lease`.
 //!
@@ -14,6 +21,7 @@
 //! `ConditionalCheckFailed` never counts as success.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -24,12 +32,16 @@ use aws_sdk_dynamodb::types::{
     AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType, Put, ScalarAttributeType, TableStatus,
     TransactWriteItem,
 };
-use weir_core::ports::{LeaseTable, NamespaceMeta, WorkerHeartbeat};
+use futures::StreamExt;
+use weir_core::ports::{LEASE_PARTITIONS, LeaseTable, NamespaceMeta, WorkerHeartbeat, WorkerLoad, lease_partition};
 use weir_core::{Lease, LeaseChange, LeaseError, LeaseMutation, NewLease, ShardId, WorkerId};
 
 use crate::error::{ErrorClass, classify, describe};
 
 type Item = HashMap<String, AttributeValue>;
+
+/// Queries of a listing in flight at once.
+const LISTING_CONCURRENCY: usize = 8;
 
 /// Read-apply-write rounds before giving up on a lease that keeps changing.
 const CONTENTION_RETRIES: usize = 16;
@@ -60,11 +72,25 @@ fn contention(key: &ShardId) -> LeaseError {
 }
 
 /// Leases in a DynamoDB table, scoped to a namespace.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct DynamoDbLeaseTable {
     client: Client,
     table: String,
     namespace: String,
+    /// Hash keys the leases are spread over; 0: every lease under the namespace (the
+    /// layout of a namespace written before leases were spread).
+    partitions: AtomicU32,
+}
+
+impl Clone for DynamoDbLeaseTable {
+    fn clone(&self) -> Self {
+        Self {
+            client: self.client.clone(),
+            table: self.table.clone(),
+            namespace: self.namespace.clone(),
+            partitions: AtomicU32::new(self.partitions()),
+        }
+    }
 }
 
 pub(crate) fn store_err<E>(
@@ -94,9 +120,70 @@ impl DynamoDbLeaseTable {
         namespace: &str,
         create_if_missing: bool,
     ) -> Result<Self, LeaseError> {
-        let this = Self { client, table: table.to_owned(), namespace: namespace.to_owned() };
+        let this = Self {
+            client,
+            table: table.to_owned(),
+            namespace: namespace.to_owned(),
+            partitions: AtomicU32::new(LEASE_PARTITIONS),
+        };
         this.ensure_table(create_if_missing).await?;
+        this.learn_layout().await?;
         Ok(this)
+    }
+
+    /// How many hash keys the leases are spread over (0: the namespace's own).
+    pub fn partitions(&self) -> u32 {
+        self.partitions.load(Ordering::Relaxed)
+    }
+
+    /// Learns the namespace's layout: from its record, or, without one, from whether
+    /// leases exist under the namespace itself (written before records had a layout).
+    /// A new namespace spreads its leases.
+    async fn learn_layout(&self) -> Result<(), LeaseError> {
+        if let Some(meta) = self.read_item("meta".into(), "get (namespace)").await? {
+            self.partitions.store(Self::partitions_in(&meta), Ordering::Relaxed);
+            return Ok(());
+        }
+        let page = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .consistent_read(true)
+            .key_condition_expression("pk = :pk AND begins_with(sk, :prefix)")
+            .expression_attribute_values(":pk", s(&self.namespace))
+            .expression_attribute_values(":prefix", s("lease#"))
+            .limit(1)
+            .send()
+            .await
+            .map_err(|e| store_err("query (layout)", &self.table, e))?;
+        let legacy = !page.items().is_empty();
+        self.partitions.store(if legacy { 0 } else { LEASE_PARTITIONS }, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// The partition count a namespace record names (none: the single-key layout).
+    fn partitions_in(meta: &Item) -> u32 {
+        meta.get("buckets").and_then(|v| v.as_n().ok()).and_then(|n| n.parse().ok()).unwrap_or(0)
+    }
+
+    /// The hash key of lease `shard`.
+    fn lease_pk(&self, shard: &str) -> String {
+        match self.partitions() {
+            0 => self.namespace.clone(),
+            n => self.partition_pk(lease_partition(shard, n)),
+        }
+    }
+
+    fn partition_pk(&self, partition: u32) -> String {
+        format!("{}#leases-{partition}", self.namespace)
+    }
+
+    /// The key of lease `shard`.
+    fn lease_key(&self, shard: &str) -> Item {
+        HashMap::from([
+            ("pk".to_owned(), s(&self.lease_pk(shard))),
+            ("sk".to_owned(), AttributeValue::S(format!("lease#{shard}"))),
+        ])
     }
 
     async fn ensure_table(&self, create: bool) -> Result<(), LeaseError> {
@@ -181,11 +268,16 @@ impl DynamoDbLeaseTable {
 
     /// The item `sk` of the namespace, read strongly consistent.
     async fn read_item(&self, sk: String, what: &str) -> Result<Option<Item>, LeaseError> {
+        self.read_key(self.key(sk), what).await
+    }
+
+    /// The item at `key`, read strongly consistent.
+    async fn read_key(&self, key: Item, what: &str) -> Result<Option<Item>, LeaseError> {
         let out = self
             .client
             .get_item()
             .table_name(&self.table)
-            .set_key(Some(self.key(sk)))
+            .set_key(Some(key))
             .consistent_read(true)
             .send()
             .await
@@ -234,7 +326,7 @@ impl DynamoDbLeaseTable {
 
     fn lease_item(&self, lease: &Lease) -> Result<Item, LeaseError> {
         let json = serde_json::to_string(lease).map_err(|e| LeaseError::store("encode lease", false, e))?;
-        let mut item = self.key(format!("lease#{}", lease.key));
+        let mut item = self.lease_key(lease.key.as_str());
         item.insert("counter".into(), AttributeValue::N(lease.counter.to_string()));
         item.insert("lease".into(), AttributeValue::S(json));
         item.insert("ended".into(), AttributeValue::Bool(lease.ended));
@@ -256,7 +348,7 @@ impl DynamoDbLeaseTable {
         serde_json::from_str(json).map_err(|e| LeaseError::store("decode lease", false, e))
     }
 
-    async fn query(&self, prefix: &str) -> Result<Vec<Item>, LeaseError> {
+    async fn query(&self, pk: &str, prefix: &str) -> Result<Vec<Item>, LeaseError> {
         let mut out = Vec::new();
         let mut start: Option<Item> = None;
         loop {
@@ -266,7 +358,7 @@ impl DynamoDbLeaseTable {
                 .table_name(&self.table)
                 .consistent_read(true)
                 .key_condition_expression("pk = :pk AND begins_with(sk, :prefix)")
-                .expression_attribute_values(":pk", s(&self.namespace))
+                .expression_attribute_values(":pk", s(pk))
                 .expression_attribute_values(":prefix", s(prefix))
                 .set_exclusive_start_key(start.take())
                 .send()
@@ -297,11 +389,27 @@ impl LeaseTable for DynamoDbLeaseTable {
     }
 
     async fn list(&self) -> Result<Vec<Lease>, LeaseError> {
-        self.query("lease#").await?.iter().map(Self::decode).collect()
+        let pks: Vec<String> = match self.partitions() {
+            0 => vec![self.namespace.clone()],
+            n => (0..n).map(|p| self.partition_pk(p)).collect(),
+        };
+        let pages: Vec<Result<Vec<Item>, LeaseError>> = futures::stream::iter(pks)
+            .map(|pk| async move { self.query(&pk, "lease#").await })
+            .buffer_unordered(LISTING_CONCURRENCY)
+            .collect()
+            .await;
+        let mut leases = Vec::new();
+        for page in pages {
+            for item in page? {
+                leases.push(Self::decode(&item)?);
+            }
+        }
+        leases.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok(leases)
     }
 
     async fn get(&self, key: &ShardId) -> Result<Option<Lease>, LeaseError> {
-        self.read_item(format!("lease#{key}"), "get").await?.as_ref().map(Self::decode).transpose()
+        self.read_key(self.lease_key(key.as_str()), "get").await?.as_ref().map(Self::decode).transpose()
     }
 
     async fn mutate(&self, mutation: &LeaseMutation) -> Result<Lease, LeaseError> {
@@ -362,7 +470,7 @@ impl LeaseTable for DynamoDbLeaseTable {
         self.client
             .delete_item()
             .table_name(&self.table)
-            .set_key(Some(self.key(format!("lease#{key}"))))
+            .set_key(Some(self.lease_key(key.as_str())))
             .send()
             .await
             .map_err(|e| store_err("delete", &self.table, e))?;
@@ -374,7 +482,7 @@ impl LeaseTable for DynamoDbLeaseTable {
             .client
             .delete_item()
             .table_name(&self.table)
-            .set_key(Some(self.key(format!("lease#{}", seen.key))))
+            .set_key(Some(self.lease_key(seen.key.as_str())))
             .condition_expression("#counter = :counter AND #ended = :ended AND attribute_not_exists(#owner)")
             .expression_attribute_names("#counter", "counter")
             .expression_attribute_names("#ended", "ended")
@@ -386,16 +494,22 @@ impl LeaseTable for DynamoDbLeaseTable {
         self.applied("delete (ended lease)", r)
     }
 
-    async fn heartbeat(&self, worker: &WorkerId, instance: &str) -> Result<(), LeaseError> {
+    async fn heartbeat(&self, worker: &WorkerId, instance: &str, load: WorkerLoad) -> Result<(), LeaseError> {
         let r = self
             .client
             .update_item()
             .table_name(&self.table)
             .set_key(Some(self.key(format!("worker#{worker}"))))
-            .update_expression("SET #counter = if_not_exists(#counter, :zero) + :one, #instance = :me")
+            .update_expression(
+                "SET #counter = if_not_exists(#counter, :zero) + :one, #instance = :me, #held = :held, #active = :active",
+            )
             .condition_expression("attribute_not_exists(#instance) OR #instance = :empty OR #instance = :me")
             .expression_attribute_names("#counter", "counter")
             .expression_attribute_names("#instance", "instance")
+            .expression_attribute_names("#held", "held")
+            .expression_attribute_names("#active", "active")
+            .expression_attribute_values(":held", AttributeValue::N(load.held.to_string()))
+            .expression_attribute_values(":active", AttributeValue::N(load.active.to_string()))
             .expression_attribute_values(":zero", AttributeValue::N("0".into()))
             .expression_attribute_values(":one", AttributeValue::N("1".into()))
             .expression_attribute_values(":me", AttributeValue::S(instance.to_owned()))
@@ -439,6 +553,12 @@ impl LeaseTable for DynamoDbLeaseTable {
 
     async fn namespace_meta(&self) -> Result<Option<NamespaceMeta>, LeaseError> {
         let item = self.read_item("meta".into(), "get (namespace)").await?;
+        // A record written since this table was opened (a concurrent first start, or a
+        // weir that keeps leases under the namespace) decides the layout: leases are
+        // written only after the namespace is claimed, which reads the record first.
+        if let Some(i) = &item {
+            self.partitions.store(Self::partitions_in(i), Ordering::Relaxed);
+        }
         Ok(item.map(|i| NamespaceMeta {
             stream: i.get("stream").and_then(|v| v.as_s().ok()).cloned().unwrap_or_default(),
             format: i.get("format").and_then(|v| v.as_n().ok()).and_then(|n| n.parse().ok()).unwrap_or(u32::MAX),
@@ -453,6 +573,7 @@ impl LeaseTable for DynamoDbLeaseTable {
         let mut item = self.key("meta".into());
         item.insert("stream".into(), AttributeValue::S(meta.stream.clone()));
         item.insert("format".into(), AttributeValue::N(meta.format.to_string()));
+        item.insert("buckets".into(), AttributeValue::N(self.partitions().to_string()));
         let put = self.client.put_item().table_name(&self.table).set_item(Some(item));
         let put = match expected {
             None => put.condition_expression("attribute_not_exists(pk)"),
@@ -468,14 +589,16 @@ impl LeaseTable for DynamoDbLeaseTable {
 
     async fn list_workers(&self) -> Result<Vec<WorkerHeartbeat>, LeaseError> {
         Ok(self
-            .query("worker#")
+            .query(&self.namespace, "worker#")
             .await?
             .iter()
             .filter_map(|item| {
                 let id = item.get("sk")?.as_s().ok()?.strip_prefix("worker#")?.to_owned();
                 let counter = item.get("counter")?.as_n().ok()?.parse().ok()?;
                 let instance = item.get("instance").and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
-                Some(WorkerHeartbeat { worker: WorkerId::new(id), counter, instance })
+                let number = |name: &str| item.get(name).and_then(|v| v.as_n().ok()).and_then(|n| n.parse().ok());
+                let load = WorkerLoad { held: number("held").unwrap_or(0), active: number("active").unwrap_or(0) };
+                Some(WorkerHeartbeat { worker: WorkerId::new(id), counter, instance, load })
             })
             .collect())
     }

@@ -43,6 +43,110 @@ async fn dynamodb_lease_table_passes_conformance_on_moto() {
     .await;
 }
 
+/// The hash keys holding a namespace's lease items, read straight from the table.
+async fn lease_hash_keys(client: &aws_sdk_dynamodb::Client, table: &str) -> std::collections::BTreeMap<String, usize> {
+    let mut keys = std::collections::BTreeMap::new();
+    for item in client.scan().table_name(table).send().await.unwrap().items() {
+        let sk = item["sk"].as_s().unwrap();
+        if sk.starts_with("lease#") {
+            *keys.entry(item["pk"].as_s().unwrap().clone()).or_insert(0) += 1;
+        }
+    }
+    keys
+}
+
+/// A new namespace spreads its leases over `LEASE_PARTITIONS` hash keys and says so in
+/// its record; a namespace written before (leases under the namespace itself, a record
+/// without a partition count, or no record) is read and written where it is, also
+/// after its record is rewritten as format 2.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leases_spread_over_hash_keys_and_older_namespaces_keep_theirs() {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    use weir_core::ports::{LEASE_PARTITIONS, NamespaceMeta};
+    use weir_core::{LeaseChange, LeaseMutation, NewLease, ShardId, WorkerId};
+    let moto = Emulator::start("moto", &[]);
+    let client = dynamodb(&moto.endpoint).await;
+    let name = unique("weir-leases");
+    let lease = |key: &str| NewLease {
+        key: ShardId::new(key),
+        initial: weir_core::Checkpoint::TrimHorizon,
+        parents: vec![],
+        hash_range: None,
+    };
+
+    let new = DynamoDbLeaseTable::open(client.clone(), &name, "new", true).await.unwrap();
+    assert_eq!(new.partitions(), LEASE_PARTITIONS);
+    assert!(new.put_namespace_meta(&NamespaceMeta { stream: "s".into(), format: 2 }, None).await.unwrap());
+    for i in 0..200 {
+        assert!(new.create_if_absent(lease(&format!("shardId-{i:012}"))).await.unwrap());
+    }
+    let keys = lease_hash_keys(&client, &name).await;
+    assert!(keys.keys().all(|pk| pk.starts_with("new#leases-")), "{keys:?}");
+    assert!(keys.len() >= 30, "200 leases over 32 hash keys: {} used", keys.len());
+    assert!(keys.values().all(|n| *n <= 20), "none much above 200 / 32: {keys:?}");
+    let listed = new.list().await.unwrap();
+    assert_eq!(listed.len(), 200, "a listing reads every partition");
+    let again = DynamoDbLeaseTable::open(client.clone(), &name, "new", false).await.unwrap();
+    assert_eq!(again.partitions(), LEASE_PARTITIONS, "the record names the layout");
+    let meta = client
+        .get_item()
+        .table_name(&name)
+        .key("pk", AttributeValue::S("new".into()))
+        .key("sk", AttributeValue::S("meta".into()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(meta.item().unwrap()["buckets"].as_n().unwrap(), "32");
+
+    // Written by a weir that kept every lease under the namespace: items as it wrote them.
+    let old_lease = lease("shardId-000000000007").into_lease();
+    let put = |pk: &str, sk: &str| {
+        client
+            .put_item()
+            .table_name(&name)
+            .item("pk", AttributeValue::S(pk.into()))
+            .item("sk", AttributeValue::S(sk.into()))
+    };
+    put("old", "lease#shardId-000000000007")
+        .item("counter", AttributeValue::N("0".into()))
+        .item("ended", AttributeValue::Bool(false))
+        .item("lease", AttributeValue::S(serde_json::to_string(&old_lease).unwrap()))
+        .send()
+        .await
+        .unwrap();
+    put("old", "meta")
+        .item("stream", AttributeValue::S("s".into()))
+        .item("format", AttributeValue::N("1".into()))
+        .send()
+        .await
+        .unwrap();
+    put("older", "lease#shardId-000000000009")
+        .item("counter", AttributeValue::N("0".into()))
+        .item("ended", AttributeValue::Bool(false))
+        .item("lease", AttributeValue::S(serde_json::to_string(&lease("shardId-000000000009").into_lease()).unwrap()))
+        .send()
+        .await
+        .unwrap();
+    for ns in ["old", "older"] {
+        let t = DynamoDbLeaseTable::open(client.clone(), &name, ns, false).await.unwrap();
+        assert_eq!(t.partitions(), 0, "{ns}: the single-key layout");
+        let listed = t.list().await.unwrap();
+        assert_eq!(listed.len(), 1, "{ns}: its lease is found");
+        let taken =
+            t.mutate(&LeaseMutation::on(&listed[0], LeaseChange::Take { owner: WorkerId::new("w") })).await.unwrap();
+        assert_eq!(t.get(&taken.key).await.unwrap().unwrap().owner, Some(WorkerId::new("w")));
+        assert!(t.create_if_absent(lease("shardId-000000000100")).await.unwrap());
+        let stored = t.namespace_meta().await.unwrap();
+        let next = NamespaceMeta { stream: "s".into(), format: 2 };
+        assert!(t.put_namespace_meta(&next, stored.as_ref()).await.unwrap(), "{ns}: claimed as format 2");
+        let reopened = DynamoDbLeaseTable::open(client.clone(), &name, ns, false).await.unwrap();
+        assert_eq!(reopened.partitions(), 0, "{ns}: the rewritten record keeps the layout");
+        assert_eq!(reopened.list().await.unwrap().len(), 2);
+    }
+    let keys = lease_hash_keys(&client, &name).await;
+    assert_eq!((keys.get("old"), keys.get("older")), (Some(&2), Some(&2)), "written where they were: {keys:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn missing_lease_table_is_a_clear_error() {
     let moto = Emulator::start("moto", &[]);

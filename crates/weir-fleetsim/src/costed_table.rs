@@ -3,16 +3,19 @@
 //!
 //! The state and the rules live in weir-testkit's [`MemoryLeaseTable`] (with
 //! DynamoDB's size limits); this wrapper issues, per call, the requests of
-//! `weir-aws/src/dynamodb.rs`, each charged to the namespace's partition-key value in
-//! the shared [`Meter`]:
+//! `weir-aws/src/dynamodb.rs`, each charged to its partition-key value in the shared
+//! [`Meter`]: the namespace for worker records and the namespace record, and for a
+//! lease its partition of [`LEASE_PARTITIONS`] (`<namespace>#leases-<n>`, as the
+//! adapter spreads a new namespace's leases), or the namespace itself with
+//! [`CostedLeaseTable::with_partitions`]`(0)` (the layout before leases were spread):
 //!
 //! | call | requests |
 //! |---|---|
-//! | `list` | `Query` `lease#*`, strongly consistent, one per 1 MB page |
+//! | `list` | per partition, `Query` `lease#*`, strongly consistent, one per 1 MB page |
 //! | `list_workers` | `Query` `worker#*`, strongly consistent, paged |
 //! | `get`, `namespace_meta` | `GetItem`, strongly consistent |
 //! | `mutate` | `GetItem` (strong) + conditional `PutItem`; again while the condition fails (at most 16 rounds) |
-//! | `mutate_all` | one `GetItem` (strong) per lease + `TransactWriteItems` (double units) |
+//! | `mutate_all` | one `GetItem` (strong) per lease + `TransactWriteItems` (double units, charged to each item's partition key) |
 //! | `create_if_absent`, `put_namespace_meta` | conditional `PutItem` |
 //! | `heartbeat` | conditional `UpdateItem` (+ `GetItem` when the record is another process's) |
 //! | `claim_worker` | conditional `UpdateItem` |
@@ -34,7 +37,8 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use tokio::time::Instant;
 use weir_core::ports::{
-    LeaseTable, MAX_LEASE_ITEM_BYTES, MAX_TRANSACTION_BYTES, NamespaceMeta, WorkerHeartbeat, lease_item_bytes,
+    LEASE_PARTITIONS, LeaseTable, MAX_LEASE_ITEM_BYTES, MAX_TRANSACTION_BYTES, NamespaceMeta, WorkerHeartbeat,
+    WorkerLoad, lease_item_bytes, lease_partition,
 };
 use weir_core::{Lease, LeaseChange, LeaseError, LeaseMutation, NewLease, ShardId, WorkerId};
 use weir_testkit::MemoryLeaseTable;
@@ -61,6 +65,8 @@ struct Sizes {
 /// One namespace of a DynamoDB lease table, costed. See the module documentation.
 pub struct CostedLeaseTable {
     namespace: String,
+    /// Partition keys of the leases (0: the namespace's own).
+    partitions: u32,
     table: String,
     inner: MemoryLeaseTable,
     meter: Arc<Meter>,
@@ -87,6 +93,7 @@ impl CostedLeaseTable {
     pub fn new(table: &str, namespace: &str, meter: Arc<Meter>, retry: SdkRetry) -> Self {
         Self {
             namespace: namespace.to_owned(),
+            partitions: LEASE_PARTITIONS,
             table: table.to_owned(),
             inner: MemoryLeaseTable::with_dynamodb_limits(),
             meter,
@@ -95,9 +102,25 @@ impl CostedLeaseTable {
         }
     }
 
-    /// The partition-key value of every item of this namespace.
+    /// The same, with the leases spread over `partitions` partition keys (0: all
+    /// under the namespace, the layout before leases were spread).
+    #[must_use]
+    pub fn with_partitions(mut self, partitions: u32) -> Self {
+        self.partitions = partitions;
+        self
+    }
+
+    /// The partition-key value of the namespace's worker records and its record.
     pub fn namespace(&self) -> &str {
         &self.namespace
+    }
+
+    /// The partition-key value of lease `key`, as the adapter computes it.
+    fn lease_pk(&self, key: &ShardId) -> String {
+        match self.partitions {
+            0 => self.namespace.clone(),
+            n => format!("{}#leases-{}", self.namespace, lease_partition(key.as_str(), n)),
+        }
     }
 
     /// Leases that got an owner other than their last one, since the last reset.
@@ -126,17 +149,17 @@ impl CostedLeaseTable {
 
     /// Issues one request: charged, or retried as the SDK retries a throttled request,
     /// and failed as the adapter fails when every attempt was throttled.
-    async fn request(&self, what: &str, charge: Charge) -> Result<(), LeaseError> {
+    async fn request(&self, pk: &str, what: &str, charge: Charge) -> Result<(), LeaseError> {
         let mut attempt = 1;
         loop {
-            if self.meter.charge(&self.namespace, charge, Instant::now()).is_ok() {
+            if self.meter.charge(pk, charge, Instant::now()).is_ok() {
                 return Ok(());
             }
             if attempt >= self.retry.max_attempts {
                 return Err(LeaseError::Store {
                     message: format!(
-                        "dynamodb {what} on table {}: ProvisionedThroughputExceededException: throughput exceeds the current throughput limit of partition key {}",
-                        self.table, self.namespace
+                        "dynamodb {what} on table {}: ProvisionedThroughputExceededException: throughput exceeds the current throughput limit of partition key {pk}",
+                        self.table
                     ),
                     retryable: true,
                     source: None,
@@ -147,20 +170,21 @@ impl CostedLeaseTable {
         }
     }
 
-    async fn read(&self, op: Op, what: &str, bytes: usize) -> Result<(), LeaseError> {
+    async fn read(&self, pk: &str, op: Op, what: &str, bytes: usize) -> Result<(), LeaseError> {
         let charge = Charge { op, read_halves: read_half_units(bytes, Consistency::Strong), write_units: 0 };
-        self.request(what, charge).await
+        self.request(pk, what, charge).await
     }
 
-    async fn write(&self, op: Op, what: &str, bytes: usize, transactional: bool) -> Result<(), LeaseError> {
+    async fn write(&self, pk: &str, op: Op, what: &str, bytes: usize, transactional: bool) -> Result<(), LeaseError> {
         let charge = Charge { op, read_halves: 0, write_units: write_units(bytes, transactional) };
-        self.request(what, charge).await
+        self.request(pk, what, charge).await
     }
 
-    /// A strongly consistent Query over items of `sizes`, page by page.
-    async fn query(&self, sizes: Vec<usize>) -> Result<(), LeaseError> {
+    /// A strongly consistent Query of partition key `pk` over items of `sizes`, page by
+    /// page.
+    async fn query(&self, pk: &str, sizes: Vec<usize>) -> Result<(), LeaseError> {
         for page in query_pages(sizes) {
-            self.read(Op::Query, "query", page.bytes).await?;
+            self.read(pk, Op::Query, "query", page.bytes).await?;
         }
         Ok(())
     }
@@ -191,7 +215,7 @@ impl CostedLeaseTable {
         let next = mutation.apply(seen)?;
         let bytes = Self::check_item(&next)?;
         let before = self.lease_size(&seen.key).unwrap_or(0);
-        self.write(Op::PutItem, what, bytes.max(before), false).await?;
+        self.write(&self.lease_pk(&seen.key), Op::PutItem, what, bytes.max(before), false).await?;
         let current = self.inner.get(&seen.key).await?;
         if !current.as_ref().is_some_and(|c| unchanged(c, seen)) {
             return Ok(None);
@@ -220,7 +244,7 @@ impl LeaseTable for CostedLeaseTable {
         let new = lease.clone().into_lease();
         let bytes = Self::check_item(&new)?;
         let existing = self.lease_size(&new.key).unwrap_or(0);
-        self.write(Op::PutItem, "put (create lease)", bytes.max(existing), false).await?;
+        self.write(&self.lease_pk(&new.key), Op::PutItem, "put (create lease)", bytes.max(existing), false).await?;
         let created = self.inner.create_if_absent(lease).await?;
         if created {
             self.sizes().leases.insert(new.key, bytes);
@@ -229,13 +253,23 @@ impl LeaseTable for CostedLeaseTable {
     }
 
     async fn list(&self) -> Result<Vec<Lease>, LeaseError> {
-        let sizes: Vec<usize> = self.sizes().leases.values().copied().collect();
-        self.query(sizes).await?;
+        // Every partition is queried (the adapter does not know which are empty).
+        let mut by_pk: BTreeMap<String, Vec<usize>> = match self.partitions {
+            0 => BTreeMap::from([(self.namespace.clone(), Vec::new())]),
+            n => (0..n).map(|p| (format!("{}#leases-{p}", self.namespace), Vec::new())).collect(),
+        };
+        let sizes: Vec<(ShardId, usize)> = self.sizes().leases.iter().map(|(k, b)| (k.clone(), *b)).collect();
+        for (key, bytes) in sizes {
+            by_pk.entry(self.lease_pk(&key)).or_default().push(bytes);
+        }
+        for (pk, sizes) in by_pk {
+            self.query(&pk, sizes).await?;
+        }
         self.inner.list().await
     }
 
     async fn get(&self, key: &ShardId) -> Result<Option<Lease>, LeaseError> {
-        self.read(Op::GetItem, "get", self.lease_size(key).unwrap_or(0)).await?;
+        self.read(&self.lease_pk(key), Op::GetItem, "get", self.lease_size(key).unwrap_or(0)).await?;
         self.inner.get(key).await
     }
 
@@ -267,14 +301,15 @@ impl LeaseTable for CostedLeaseTable {
         weir_core::lease::check_batch(mutations)?;
         for _ in 0..CONTENTION_RETRIES {
             let mut seen = Vec::with_capacity(mutations.len());
-            let mut units = 0;
+            let mut units: BTreeMap<String, u64> = BTreeMap::new();
             let mut total = 0;
             for m in mutations {
                 let stored = self.get(&m.key).await?.ok_or_else(|| LeaseError::NotFound(m.key.clone()))?;
                 let next = m.apply(&stored)?;
                 let bytes = Self::check_item(&next)?;
                 total += bytes;
-                units += write_units(bytes.max(self.lease_size(&m.key).unwrap_or(0)), true);
+                *units.entry(self.lease_pk(&m.key)).or_default() +=
+                    write_units(bytes.max(self.lease_size(&m.key).unwrap_or(0)), true);
                 seen.push((stored, bytes));
             }
             if total > MAX_TRANSACTION_BYTES {
@@ -282,8 +317,10 @@ impl LeaseTable for CostedLeaseTable {
                     "ValidationException: Transaction request cannot be larger than 4 MB ({total} bytes)"
                 )));
             }
-            let charge = Charge { op: Op::TransactWriteItems, read_halves: 0, write_units: units };
-            self.request("transact write (mutate leases)", charge).await?;
+            for (pk, units) in units {
+                let charge = Charge { op: Op::TransactWriteItems, read_halves: 0, write_units: units };
+                self.request(&pk, "transact write (mutate leases)", charge).await?;
+            }
             let mut all_unchanged = true;
             for (stored, _) in &seen {
                 let current = self.inner.get(&stored.key).await?;
@@ -307,7 +344,7 @@ impl LeaseTable for CostedLeaseTable {
     }
 
     async fn delete(&self, key: &ShardId) -> Result<(), LeaseError> {
-        self.write(Op::DeleteItem, "delete", self.lease_size(key).unwrap_or(0), false).await?;
+        self.write(&self.lease_pk(key), Op::DeleteItem, "delete", self.lease_size(key).unwrap_or(0), false).await?;
         self.inner.delete(key).await?;
         self.sizes().leases.remove(key);
         Ok(())
@@ -315,7 +352,7 @@ impl LeaseTable for CostedLeaseTable {
 
     async fn delete_ended(&self, seen: &Lease) -> Result<bool, LeaseError> {
         let bytes = self.lease_size(&seen.key).unwrap_or(0);
-        self.write(Op::DeleteItem, "delete (ended lease)", bytes, false).await?;
+        self.write(&self.lease_pk(&seen.key), Op::DeleteItem, "delete (ended lease)", bytes, false).await?;
         let deleted = self.inner.delete_ended(seen).await?;
         if deleted {
             self.sizes().leases.remove(&seen.key);
@@ -323,14 +360,14 @@ impl LeaseTable for CostedLeaseTable {
         Ok(deleted)
     }
 
-    async fn heartbeat(&self, worker: &WorkerId, instance: &str) -> Result<(), LeaseError> {
+    async fn heartbeat(&self, worker: &WorkerId, instance: &str, load: WorkerLoad) -> Result<(), LeaseError> {
         let bytes = worker_item_bytes(&self.namespace, worker);
-        self.write(Op::UpdateItem, "update (heartbeat)", bytes, false).await?;
-        match self.inner.heartbeat(worker, instance).await {
+        self.write(&self.namespace, Op::UpdateItem, "update (heartbeat)", bytes, false).await?;
+        match self.inner.heartbeat(worker, instance, load).await {
             Err(LeaseError::WorkerIdInUse { .. }) => {
                 // The adapter reads the record to name the process that has it.
-                self.read(Op::GetItem, "get (worker)", bytes).await?;
-                self.inner.heartbeat(worker, instance).await
+                self.read(&self.namespace, Op::GetItem, "get (worker)", bytes).await?;
+                self.inner.heartbeat(worker, instance, load).await
             }
             Ok(()) => {
                 self.sizes().workers.insert(worker.clone(), bytes);
@@ -342,13 +379,13 @@ impl LeaseTable for CostedLeaseTable {
 
     async fn claim_worker(&self, seen: &WorkerHeartbeat, instance: &str) -> Result<bool, LeaseError> {
         let bytes = worker_item_bytes(&self.namespace, &seen.worker);
-        self.write(Op::UpdateItem, "update (claim worker)", bytes, false).await?;
+        self.write(&self.namespace, Op::UpdateItem, "update (claim worker)", bytes, false).await?;
         self.inner.claim_worker(seen, instance).await
     }
 
     async fn namespace_meta(&self) -> Result<Option<NamespaceMeta>, LeaseError> {
         let bytes = self.sizes().meta.unwrap_or(0);
-        self.read(Op::GetItem, "get (namespace)", bytes).await?;
+        self.read(&self.namespace, Op::GetItem, "get (namespace)", bytes).await?;
         self.inner.namespace_meta().await
     }
 
@@ -358,7 +395,7 @@ impl LeaseTable for CostedLeaseTable {
         expected: Option<&NamespaceMeta>,
     ) -> Result<bool, LeaseError> {
         let bytes = meta_item_bytes(&self.namespace, &meta.stream);
-        self.write(Op::PutItem, "put (namespace)", bytes, false).await?;
+        self.write(&self.namespace, Op::PutItem, "put (namespace)", bytes, false).await?;
         let put = self.inner.put_namespace_meta(meta, expected).await?;
         if put {
             self.sizes().meta = Some(bytes);
@@ -368,13 +405,13 @@ impl LeaseTable for CostedLeaseTable {
 
     async fn list_workers(&self) -> Result<Vec<WorkerHeartbeat>, LeaseError> {
         let sizes: Vec<usize> = self.sizes().workers.values().copied().collect();
-        self.query(sizes).await?;
+        self.query(&self.namespace, sizes).await?;
         self.inner.list_workers().await
     }
 
     async fn remove_worker(&self, worker: &WorkerId, instance: &str) -> Result<(), LeaseError> {
         let bytes = worker_item_bytes(&self.namespace, worker);
-        self.write(Op::DeleteItem, "delete (worker)", bytes, false).await?;
+        self.write(&self.namespace, Op::DeleteItem, "delete (worker)", bytes, false).await?;
         self.inner.remove_worker(worker, instance).await?;
         // Gone unless another process holds the id (its record stays, same size).
         let still = self.inner.list_workers().await?.iter().any(|w| w.worker == *worker);

@@ -31,6 +31,10 @@ pub fn worker_item_bytes(namespace: &str, worker: &WorkerId) -> usize {
         + NUMBER_BYTES
         + "instance".len()
         + 32
+        + "held".len()
+        + NUMBER_BYTES
+        + "active".len()
+        + NUMBER_BYTES
 }
 
 /// The namespace record: `sk` = `meta`, `stream`, `format`.
@@ -44,8 +48,9 @@ mod tests {
 
     #[test]
     fn worker_records_are_small_items() {
-        // pk(2) + "app"(3) + sk(2) + "worker#w-1"(10) + counter(7+11) + instance(8+32).
-        assert_eq!(worker_item_bytes("app", &WorkerId::new("w-1")), 75);
+        // pk(2) + "app"(3) + sk(2) + "worker#w-1"(10) + counter(7+11) + instance(8+32)
+        // + held(4+11) + active(6+11).
+        assert_eq!(worker_item_bytes("app", &WorkerId::new("w-1")), 107);
         assert_eq!(meta_item_bytes("app", "s"), 2 + 3 + 2 + 4 + 6 + 1 + 6 + 11);
     }
 }

@@ -36,6 +36,10 @@ struct Args {
     /// Observe the per-partition limits (count the seconds over) instead of throttling.
     #[arg(long)]
     observe_limits: bool,
+    /// Partition keys a namespace's leases are spread over (0: all under the namespace,
+    /// the layout before leases were spread).
+    #[arg(long, default_value_t = weir_core::ports::LEASE_PARTITIONS)]
+    lease_partitions: u32,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -57,6 +61,7 @@ fn main() -> anyhow::Result<()> {
         seed: args.seed,
         limits: Limits { enforcement, ..Limits::DYNAMODB },
         deploy_settle: Duration::from_secs(args.deploy_settle_secs),
+        lease_partitions: args.lease_partitions,
     };
     let mut reports = Vec::new();
     let mut err = std::io::stderr();

@@ -90,6 +90,9 @@ pub struct Spec {
     pub limits: Limits,
     /// How long a restarted wave of a rolling deploy runs before the next one stops.
     pub deploy_settle: Duration,
+    /// Partition keys each namespace's leases are spread over (see
+    /// [`CostedLeaseTable::with_partitions`]).
+    pub lease_partitions: u32,
 }
 
 /// The arrival time of the simulated clock's start.
@@ -115,7 +118,9 @@ async fn simulate(spec: &Spec, scenario: Scenario) -> anyhow::Result<Report> {
     for a in 0..app_count {
         let name = format!("app{a}");
         let retry = SdkRetry::standard(spec.seed.wrapping_add(a as u64 + 1));
-        let table = Arc::new(CostedLeaseTable::new("weir-leases", &name, meter.clone(), retry));
+        let table = Arc::new(
+            CostedLeaseTable::new("weir-leases", &name, meter.clone(), retry).with_partitions(spec.lease_partitions),
+        );
         let stream = SyntheticStream::new(&format!("{name}-"), spec.shards / app_count);
         let mut app = App::new(&name, table, stream, clock.clone());
         for _ in 0..initial {

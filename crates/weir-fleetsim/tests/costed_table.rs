@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use weir_core::ports::{LeaseTable, lease_item_bytes};
+use weir_core::ports::{LeaseTable, WorkerLoad, lease_item_bytes};
 use weir_core::{
     Checkpoint, ConsumerName, ExtendedSequenceNumber, LeaseChange, LeaseMutation, NewLease, SequenceNumber, ShardId,
     WorkerId,
@@ -36,11 +36,12 @@ async fn passes_lease_table_conformance() {
 }
 
 /// Creating, taking and checkpointing 3,000 leases, then listing them: the requests
-/// and units charged are those counted here from the calls and the stored items.
+/// and units charged are those counted here from the calls and the stored items (all
+/// leases under the namespace's own partition key, the layout before they were spread).
 #[tokio::test(start_paused = true)]
 async fn charges_match_an_independent_count_of_the_requests() {
     let meter = Arc::new(Meter::new(Limits { enforcement: weir_fleetsim::Enforcement::Observe, ..Limits::DYNAMODB }));
-    let t = table(&meter, "app", SdkRetry::none());
+    let t = table(&meter, "app", SdkRetry::none()).with_partitions(0);
     let n = 3_000;
     let (mut reads, mut writes) = (0u64, 0u64);
     let me = WorkerId::new("w-1");
@@ -85,6 +86,33 @@ async fn charges_match_an_independent_count_of_the_requests() {
     assert!(p.seconds_over_limit > 0, "all in one second: far past the partition's limits");
 }
 
+/// Leases spread over the adapter's partition keys: the same units in total, each key
+/// a fair share of them, and a listing queries every key.
+#[tokio::test(start_paused = true)]
+async fn spread_leases_charge_their_own_partition_keys() {
+    let meter = Arc::new(Meter::new(Limits { enforcement: weir_fleetsim::Enforcement::Observe, ..Limits::DYNAMODB }));
+    let t = table(&meter, "app", SdkRetry::none());
+    let n = 3_200;
+    let mut writes = 0u64;
+    for i in 0..n {
+        let lease = new_lease(i);
+        writes += write_units(lease_item_bytes(&lease.clone().into_lease()), false);
+        assert!(t.create_if_absent(lease).await.unwrap());
+    }
+    assert_eq!(t.list().await.unwrap().len(), n);
+    let totals = meter.totals();
+    let keys: Vec<_> = totals.iter().filter(|(k, _)| k.starts_with("app#leases-")).collect();
+    let partitions = weir_core::ports::LEASE_PARTITIONS as usize;
+    assert_eq!(keys.len(), partitions, "one partition key per partition");
+    assert!(!totals.contains_key("app"), "no lease charged to the namespace's own key");
+    assert_eq!(keys.iter().map(|(_, p)| p.write_units).sum::<u64>(), writes);
+    let fair = writes / partitions as u64;
+    for (k, p) in &keys {
+        assert!(p.write_units < 2 * fair && p.write_units > fair / 2, "{k}: {} of {writes}", p.write_units);
+        assert_eq!(p.requests[&Op::Query], 1, "{k}: one page of a listing");
+    }
+}
+
 /// A partition key past 1,000 write units in a second: the next write fails with the
 /// adapter's retryable throttling error, another namespace of the table does not; with
 /// the SDK's retries the write lands in a later second.
@@ -94,12 +122,12 @@ async fn a_partition_key_over_its_limit_is_throttled() {
     let hot = table(&meter, "hot", SdkRetry::none());
     let other = table(&meter, "other", SdkRetry::none());
     for i in 0..1_000 {
-        hot.heartbeat(&WorkerId::new(format!("w-{i}")), "i").await.unwrap();
+        hot.heartbeat(&WorkerId::new(format!("w-{i}")), "i", WorkerLoad::default()).await.unwrap();
     }
-    let e = hot.heartbeat(&WorkerId::new("w-x"), "i").await.unwrap_err();
+    let e = hot.heartbeat(&WorkerId::new("w-x"), "i", WorkerLoad::default()).await.unwrap_err();
     assert!(e.is_retryable(), "{e}");
     assert!(e.to_string().contains("ProvisionedThroughputExceededException"), "{e}");
-    other.heartbeat(&WorkerId::new("w-x"), "i").await.expect("its own partition key");
+    other.heartbeat(&WorkerId::new("w-x"), "i", WorkerLoad::default()).await.expect("its own partition key");
 
     let retrying = table(&meter, "hot", SdkRetry::standard(3));
     let started = tokio::time::Instant::now();
@@ -107,7 +135,7 @@ async fn a_partition_key_over_its_limit_is_throttled() {
     // Refused for the rest of this second; the SDK's backoff (up to 1 s, then up to
     // 2 s) takes an attempt into a later second, or the adapter retries the call.
     let mut calls = 0;
-    while retrying.heartbeat(&WorkerId::new("w-y"), "i").await.is_err() {
+    while retrying.heartbeat(&WorkerId::new("w-y"), "i", WorkerLoad::default()).await.is_err() {
         calls += 1;
         assert!(calls < 10, "a later second has room");
     }

@@ -25,7 +25,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use tokio::sync::oneshot;
-use weir_core::ports::{LeaseTable, NamespaceMeta, WorkerHeartbeat};
+use weir_core::ports::{LeaseTable, NamespaceMeta, WorkerHeartbeat, WorkerLoad};
 use weir_core::{Lease, LeaseError, LeaseMutation, NewLease, ShardId, WorkerId};
 
 /// Lease table stored in a SQLite database file, scoped to a namespace.
@@ -92,6 +92,18 @@ impl SqliteLeaseTable {
         if !has_instance {
             conn.execute_batch("ALTER TABLE workers ADD COLUMN instance TEXT NOT NULL DEFAULT ''")
                 .map_err(|e| store_err("add workers.instance", e))?;
+        }
+        // Databases of a weir whose heartbeats reported no load: add the columns.
+        let has_load = conn
+            .prepare("SELECT 1 FROM pragma_table_info('workers') WHERE name = 'held'")
+            .and_then(|mut s| s.exists([]))
+            .map_err(|e| store_err("read the workers table", e))?;
+        if !has_load {
+            conn.execute_batch(
+                "ALTER TABLE workers ADD COLUMN held INTEGER NOT NULL DEFAULT 0;
+                 ALTER TABLE workers ADD COLUMN active INTEGER NOT NULL DEFAULT 0;",
+            )
+            .map_err(|e| store_err("add workers.held and workers.active", e))?;
         }
         Ok(Self {
             conn: Arc::new(Mutex::new(conn)),
@@ -317,15 +329,16 @@ impl LeaseTable for SqliteLeaseTable {
         .await
     }
 
-    async fn heartbeat(&self, worker: &WorkerId, instance: &str) -> Result<(), LeaseError> {
+    async fn heartbeat(&self, worker: &WorkerId, instance: &str, load: WorkerLoad) -> Result<(), LeaseError> {
         let (worker, instance) = (worker.clone(), instance.to_owned());
         self.with(move |c, ns| {
             let changed = c
                 .execute(
-                    "INSERT INTO workers (namespace, worker, counter, instance) VALUES (?1, ?2, 1, ?3)
-                     ON CONFLICT (namespace, worker) DO UPDATE SET counter = counter + 1, instance = excluded.instance
+                    "INSERT INTO workers (namespace, worker, counter, instance, held, active) VALUES (?1, ?2, 1, ?3, ?4, ?5)
+                     ON CONFLICT (namespace, worker) DO UPDATE SET counter = counter + 1, instance = excluded.instance,
+                       held = excluded.held, active = excluded.active
                      WHERE workers.instance = '' OR workers.instance = excluded.instance",
-                    params![ns, worker.as_str(), instance],
+                    params![ns, worker.as_str(), instance, load.held, load.active],
                 )
                 .map_err(|e| store_err("heartbeat", e))?;
             if changed == 0 {
@@ -395,7 +408,9 @@ impl LeaseTable for SqliteLeaseTable {
     async fn list_workers(&self) -> Result<Vec<WorkerHeartbeat>, LeaseError> {
         self.with(|c, ns| {
             let mut stmt = c
-                .prepare("SELECT worker, counter, instance FROM workers WHERE namespace = ?1 ORDER BY worker")
+                .prepare(
+                    "SELECT worker, counter, instance, held, active FROM workers WHERE namespace = ?1 ORDER BY worker",
+                )
                 .map_err(|e| store_err("prepare workers", e))?;
             let rows = stmt
                 .query_map(params![ns], |r| {
@@ -403,6 +418,10 @@ impl LeaseTable for SqliteLeaseTable {
                         worker: WorkerId::new(r.get::<_, String>(0)?),
                         counter: u64::try_from(r.get::<_, i64>(1)?).unwrap_or(0),
                         instance: r.get(2)?,
+                        load: WorkerLoad {
+                            held: u32::try_from(r.get::<_, i64>(3)?).unwrap_or(0),
+                            active: u32::try_from(r.get::<_, i64>(4)?).unwrap_or(0),
+                        },
                     })
                 })
                 .map_err(|e| store_err("workers", e))?;
@@ -516,8 +535,8 @@ mod tests {
         assert_eq!(journal, "wal");
     }
 
-    /// A database written by a weir without worker instances gains the column; its
-    /// records are claimable by the first heartbeat.
+    /// A database written by a weir without worker instances (or loads) gains the
+    /// columns; its records are claimable by the first heartbeat.
     #[tokio::test]
     async fn an_older_database_gains_worker_instances() {
         let dir = tempfile::tempdir().unwrap();
@@ -532,11 +551,13 @@ mod tests {
         drop(old);
         let t = SqliteLeaseTable::open(&path, "app").unwrap();
         let w = WorkerId::new("w1");
-        assert_eq!(t.list_workers().await.unwrap()[0].instance, "");
-        t.heartbeat(&w, "a").await.unwrap();
+        let before = t.list_workers().await.unwrap().remove(0);
+        assert_eq!((before.instance.as_str(), before.load), ("", WorkerLoad::default()));
+        let load = WorkerLoad { held: 3, active: 9 };
+        t.heartbeat(&w, "a", load).await.unwrap();
         let now = t.list_workers().await.unwrap().remove(0);
-        assert_eq!((now.counter, now.instance.as_str()), (8, "a"));
-        assert!(matches!(t.heartbeat(&w, "b").await, Err(LeaseError::WorkerIdInUse { .. })));
+        assert_eq!((now.counter, now.instance.as_str(), now.load), (8, "a", load));
+        assert!(matches!(t.heartbeat(&w, "b", load).await, Err(LeaseError::WorkerIdInUse { .. })));
     }
 
     /// Two connections (as two processes would have) race for one lease: one wins.

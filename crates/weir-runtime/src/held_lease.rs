@@ -15,6 +15,9 @@
 //! it is exactly what the unknown write would have stored (a handoff request aside, the
 //! one write that others make on a held lease), that write landed, and the new write is
 //! made on it.
+//!
+//! A lease is also valid only while this worker's heartbeat is ([`Liveness`]): others
+//! take every lease of a worker whose heartbeat stopped.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -25,6 +28,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use weir_core::ports::LeaseTable;
 use weir_core::{Checkpoint, ConsumerName, Intent, Lease, LeaseChange, LeaseError, LeaseMutation, ShardId, WorkerId};
+
+use crate::liveness::Liveness;
 
 /// Why a write was refused locally or by the store.
 #[derive(Debug, thiserror::Error)]
@@ -55,6 +60,9 @@ pub(crate) struct HeldLease {
     failover: Duration,
     state: tokio::sync::Mutex<Known>,
     valid_until: Mutex<Instant>,
+    liveness: Arc<Liveness>,
+    /// The heartbeat epoch the lease was taken in.
+    epoch: u64,
     lost: CancellationToken,
     handoff: watch::Sender<Option<WorkerId>>,
 }
@@ -69,12 +77,14 @@ fn validity(failover: Duration) -> Duration {
 }
 
 impl HeldLease {
-    /// A lease just taken; `write_started` is when the taking write began.
+    /// A lease just taken; `write_started` is when the taking write began. Valid
+    /// while `liveness` is too.
     pub(crate) fn new(
         lease: Lease,
         write_started: Instant,
         table: Arc<dyn LeaseTable>,
         failover: Duration,
+        liveness: Arc<Liveness>,
     ) -> Arc<Self> {
         let (handoff, _) = watch::channel(lease.handoff_to.clone());
         Arc::new(Self {
@@ -83,6 +93,8 @@ impl HeldLease {
             failover: validity(failover),
             state: tokio::sync::Mutex::new(Known { lease, unsettled: None }),
             valid_until: Mutex::new(write_started + validity(failover)),
+            epoch: liveness.epoch(),
+            liveness,
             lost: CancellationToken::new(),
             handoff,
         })
@@ -101,7 +113,14 @@ impl HeldLease {
         &self.lost
     }
 
+    /// Until when the lease may be used: the earlier of its own writes' validity and
+    /// the heartbeat's.
     pub(crate) fn valid_until(&self) -> Instant {
+        self.written_until().min(self.liveness.until(self.epoch))
+    }
+
+    /// The start of the latest landed write of the lease plus its validity.
+    fn written_until(&self) -> Instant {
         *self.valid_until.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -109,8 +128,7 @@ impl HeldLease {
     /// started less than `within` ago: the table's counter moved then, so the lease
     /// needs no renewal yet.
     pub(crate) fn written_within(&self, within: Duration) -> bool {
-        // `valid_until` is the start of the latest landed write plus `self.failover`.
-        Instant::now() + self.failover < self.valid_until() + within
+        Instant::now() + self.failover < self.written_until() + within
     }
 
     /// Whether the lease may still be used: not lost and within its validity.
@@ -381,12 +399,35 @@ mod tests {
 
     const FAILOVER: Duration = Duration::from_secs(10);
 
+    /// A heartbeat that never lapses (these tests are about the lease's own writes).
+    fn unending() -> Arc<Liveness> {
+        Arc::new(Liveness::new(Instant::now(), Duration::from_secs(1 << 30)))
+    }
+
+    /// A lease whose own writes land stops being valid when the worker's heartbeat
+    /// lapses, and its next write is refused locally (others may take it by now).
+    #[tokio::test(start_paused = true)]
+    async fn a_lease_is_valid_only_while_the_heartbeat_is() {
+        let table: Arc<dyn LeaseTable> = Arc::new(MemoryLeaseTable::new());
+        let heartbeat = Arc::new(Liveness::new(Instant::now(), validity(FAILOVER)));
+        let started = Instant::now();
+        let mine = taken_lease(table.as_ref(), "s-1", "a").await;
+        let held = HeldLease::new(mine, started, table.clone(), FAILOVER, heartbeat.clone());
+        tokio::time::advance(Duration::from_secs(5)).await;
+        held.renew().await.expect("renewed");
+        heartbeat.landed(Instant::now() - Duration::from_secs(1));
+        assert_eq!(held.valid_until(), Instant::now() - Duration::from_secs(1) + validity(FAILOVER));
+        tokio::time::advance(Duration::from_secs(8)).await;
+        assert!(!held.is_valid(), "the renewal landed 8 s ago, the heartbeat 9 s ago");
+        assert!(matches!(held.renew().await, Err(HeldError::Lost(_))));
+    }
+
     /// A lease held by worker `a`, as the worker would hold it right after taking it.
     async fn held_by_a() -> (Arc<dyn LeaseTable>, Lease, Arc<HeldLease>) {
         let table: Arc<dyn LeaseTable> = Arc::new(MemoryLeaseTable::new());
         let started = Instant::now();
         let mine = taken_lease(table.as_ref(), "s-1", "a").await;
-        let held = HeldLease::new(mine.clone(), started, table.clone(), FAILOVER);
+        let held = HeldLease::new(mine.clone(), started, table.clone(), FAILOVER, unending());
         (table, mine, held)
     }
 
@@ -424,7 +465,7 @@ mod tests {
         let table = FaultyLeaseTable::new(Arc::new(MemoryLeaseTable::new()));
         let mine = taken_lease(&table, "s-1", "a").await;
         let started = Instant::now();
-        let held = HeldLease::new(mine, started, Arc::new(table.clone()), FAILOVER);
+        let held = HeldLease::new(mine, started, Arc::new(table.clone()), FAILOVER, unending());
         table.set_hung(true);
         let renewed = held.renew().await;
         assert!(matches!(renewed, Err(HeldError::Lost(_))), "{renewed:?}");
@@ -478,8 +519,8 @@ mod tests {
         async fn delete_ended(&self, seen: &Lease) -> Result<bool, LeaseError> {
             self.inner.delete_ended(seen).await
         }
-        async fn heartbeat(&self, w: &WorkerId, i: &str) -> Result<(), LeaseError> {
-            self.inner.heartbeat(w, i).await
+        async fn heartbeat(&self, w: &WorkerId, i: &str, load: weir_core::ports::WorkerLoad) -> Result<(), LeaseError> {
+            self.inner.heartbeat(w, i, load).await
         }
         async fn claim_worker(&self, s: &weir_core::ports::WorkerHeartbeat, i: &str) -> Result<bool, LeaseError> {
             self.inner.claim_worker(s, i).await
@@ -512,7 +553,7 @@ mod tests {
         let table: Arc<dyn LeaseTable> = lossy.clone();
         let started = Instant::now();
         let mine = taken_lease(table.as_ref(), "s-1", "a").await;
-        let held = HeldLease::new(mine.clone(), started, table.clone(), FAILOVER);
+        let held = HeldLease::new(mine.clone(), started, table.clone(), FAILOVER, unending());
         lossy.lose.store(1, std::sync::atomic::Ordering::SeqCst);
         assert!(matches!(held.renew().await, Err(HeldError::Store(_))), "the answer is lost");
         held.renew().await.expect("the renewal after a lost answer");
@@ -549,7 +590,7 @@ mod tests {
         let mut changes = Vec::new();
         for i in 0..20 {
             let lease = taken_lease(table.as_ref(), &format!("s-{i:02}"), "a").await;
-            let held = HeldLease::new(lease, started, table.clone(), FAILOVER);
+            let held = HeldLease::new(lease, started, table.clone(), FAILOVER, unending());
             // About 250 KB of intents per lease: 20 leases are about 5 MB.
             let intents: Vec<Intent> = (0..240)
                 .map(|k| Intent {

@@ -29,6 +29,7 @@ pub mod consumers;
 mod held_lease;
 mod host;
 mod lane;
+mod liveness;
 pub mod metrics;
 mod reader_task;
 mod shard;

@@ -95,11 +95,14 @@ struct StatsInner {
     held: Vec<ShardId>,
     ready: bool,
     live: BTreeMap<ShardId, LiveRead>,
-    /// Since when lease cycles fail (heartbeat or listing), with the last error.
+    /// Since when lease cycles fail (reading the worker records or the leases), with
+    /// the last error.
     lease_table_failing: Option<(tokio::time::Instant, String)>,
     /// Since when lease renewals fail in the store (or, while the worker holds no
     /// lease, its takes do), with the last error.
     renewals_failing: Option<(tokio::time::Instant, String)>,
+    /// Since when the worker's heartbeats fail, with the last error.
+    heartbeat_failing: Option<(tokio::time::Instant, String)>,
 }
 
 /// What one round of lease writes came to: a renewal tick, or the takes of a lease
@@ -230,6 +233,15 @@ impl WorkerStats {
         });
     }
 
+    /// A heartbeat landed (`Ok`) or failed (`Err`, the error). While heartbeats fail,
+    /// the worker's leases lapse with them (others take them).
+    pub(crate) fn heartbeat(&self, outcome: Result<(), String>) {
+        self.with(|s| match outcome {
+            Ok(()) => s.heartbeat_failing = None,
+            Err(error) => still_failing(&mut s.heartbeat_failing, error),
+        });
+    }
+
     /// The writes (takes, adoptions, handoff requests) of a lease cycle that began with
     /// no lease held. Such a worker renews nothing, and one whose renewals failed until
     /// its leases lapsed is as stuck when it cannot take them back: a failing take
@@ -268,6 +280,12 @@ impl WorkerStats {
                 let for_ = now.saturating_duration_since(*since);
                 if for_ >= bound {
                     problems.push(format!("lease renewals failing for {}s: {error}", for_.as_secs()));
+                }
+            }
+            if let Some((since, error)) = &s.heartbeat_failing {
+                let for_ = now.saturating_duration_since(*since);
+                if for_ >= bound {
+                    problems.push(format!("worker heartbeat failing for {}s: {error}", for_.as_secs()));
                 }
             }
             for (shard, live) in &s.live {
@@ -356,6 +374,23 @@ mod tests {
         assert!(renewal_problem(&stats).is_some());
         stats.takes_holding_nothing(LeaseWrites::None);
         assert_eq!(renewal_problem(&stats), None, "a worker with nothing to take is not stuck");
+    }
+
+    /// Heartbeats failing for the bound make the worker unhealthy (its leases lapse
+    /// with them); one that lands ends it.
+    #[tokio::test(start_paused = true)]
+    async fn failing_heartbeats_count_from_the_first_failure() {
+        let stats = WorkerStats::default();
+        stats.lease_cycle(Ok(()));
+        stats.heartbeat(Err("throttled".into()));
+        tokio::time::advance(BOUND / 2).await;
+        stats.heartbeat(Err("still throttled".into()));
+        assert!(stats.health(tokio::time::Instant::now(), BOUND, false).ready, "not yet the bound");
+        tokio::time::advance(BOUND / 2).await;
+        let health = stats.health(tokio::time::Instant::now(), BOUND, false);
+        assert_eq!(health.problems, ["worker heartbeat failing for 60s: still throttled"]);
+        stats.heartbeat(Ok(()));
+        assert!(stats.health(tokio::time::Instant::now(), BOUND, false).ready);
     }
 
     #[test]

@@ -1,12 +1,22 @@
 //! The worker: one per process. It owns every task it starts and returns from
 //! [`Worker::run`] only when all of them have finished.
 //!
-//! Tasks: one host per consumer; one renewer (every `renew_interval` for leases no
-//! checkpoint wrote since, independent of slow listings); one shard worker per held lease. The main loop syncs leases with the
-//! shard list, and every `taker_interval` heartbeats, adopts leases handed to it, takes
-//! free or expired leases and requests at most one handoff (KCL's algorithm, see
+//! Tasks: one host per consumer; one renewer (the worker's heartbeat, and leases no
+//! checkpoint wrote since, every `renew_interval`, independent of slow listings); one
+//! shard worker per held lease. The main loop's lease cycle runs every
+//! `taker_interval` (every `renew_interval` while the worker holds less than its
+//! target or waits for a handoff): it reads the worker records, and only when they show
+//! something for this worker to take ([`weir_core::policy::census`]), or at least every
+//! [`FULL_LISTING_EVERY`] cycles, every lease; then it adopts leases handed to it,
+//! takes free or expired leases and requests at most one handoff (KCL's algorithm, see
 //! [`weir_core::policy::plan_takes`]). A requested handoff not completed within
-//! `handoff_timeout + failover` is forced with a conditional take.
+//! `handoff_timeout + failover` is forced with a conditional take. Leases are synced
+//! with the shard list every `shard_sync_interval` by the leader (the live worker
+//! with the smallest id) and by a worker whose shard ended.
+//!
+//! A worker's leases are valid only while its heartbeat is (see [`Liveness`]), so
+//! the others take every lease of a worker whose heartbeat stopped, without waiting
+//! for each lease's own counter.
 //!
 //! Shutdown (cancel the token): shard workers flush their consumers within
 //! `shutdown_timeout`, checkpoint and release their leases; then the renewer and the
@@ -22,20 +32,22 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use futures::FutureExt;
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use weir_core::policy::{Observations, leases_to_create, plan_takes};
-use weir_core::ports::{LeaseTable, ShardReader, StreamCatalog};
+use weir_core::policy::{Census, Observations, census, leases_to_create, plan_takes};
+use weir_core::ports::{LeaseTable, ShardReader, StreamCatalog, WorkerLoad};
 use weir_core::{Clock, Consumer, ConsumerName, LeaseChange, LeaseError, LeaseMutation, ShardId, WorkerId};
 
 use crate::config::{ConfigError, RuntimeConfig};
 use crate::held_lease::{HeldError, HeldLease};
 use crate::host::{HostHandle, run_host};
+use crate::liveness::Liveness;
 use crate::shard::{ShardDeps, ShardOutcome, ShardWorker};
 use crate::stats::{LeaseWrites, WorkerStats};
 
@@ -67,6 +79,11 @@ pub enum WorkerError {
 }
 
 type HeldMap = Arc<Mutex<BTreeMap<ShardId, Arc<HeldLease>>>>;
+
+/// A worker reads every lease at least once in this many lease cycles (at least half
+/// as many, drawn at random), whatever the worker records show (50 to 100 s at the
+/// default `taker_interval`): the net under what the records cannot show.
+pub const FULL_LISTING_EVERY: u32 = 10;
 
 /// A weir worker. See the module documentation.
 pub struct Worker {
@@ -111,10 +128,14 @@ impl Worker {
     pub async fn run(mut self, shutdown: CancellationToken) -> Result<(), WorkerError> {
         let me = self.config.worker_id.clone();
         let instance = format!("{:032x}", rand::random::<u128>());
-        tokio::select! {
+        let registered = tokio::select! {
             registered = register(self.table.as_ref(), &me, &instance, self.config.failover) => registered?,
             _ = shutdown.cancelled() => return Ok(()),
-        }
+        };
+        let liveness = Arc::new(Liveness::new(registered, self.config.failover.mul_f64(0.9)));
+        let active = Arc::new(AtomicU32::new(0));
+        let displaced: Arc<Mutex<Option<String>>> = Arc::default();
+        let displaced_signal = CancellationToken::new();
         tracing::info!(worker = %me, instance, consumers = self.consumers.len(), "worker starting");
 
         let mut host_tasks = JoinSet::new();
@@ -128,21 +149,39 @@ impl Worker {
         let held: HeldMap = Arc::default();
         let renewer_stop = CancellationToken::new();
         let mut renewer = JoinSet::new();
-        renewer.spawn(renew_loop(held.clone(), self.config.renew_interval, self.stats.clone(), renewer_stop.clone()));
+        let heartbeat = Heartbeat {
+            table: self.table.clone(),
+            worker: me.clone(),
+            instance: instance.clone(),
+            liveness: liveness.clone(),
+            active: active.clone(),
+            displaced: displaced.clone(),
+            displaced_signal: displaced_signal.clone(),
+        };
+        renewer.spawn(renew_loop(
+            held.clone(),
+            heartbeat,
+            self.config.renew_interval,
+            self.stats.clone(),
+            renewer_stop.clone(),
+        ));
         let shard_stop = CancellationToken::new();
-        let shard_ended = Arc::new(Notify::new());
+        let (shard_ended, mut ended_shards) = mpsc::unbounded_channel();
         let deps = ShardDeps {
             table: self.table.clone(),
             reader: self.reader.clone(),
             hosts,
             config: self.config.clone(),
             stats: self.stats.clone(),
-            shard_ended: shard_ended.clone(),
+            shard_ended,
             reads: crate::shard::ActiveReads::new(),
         };
         let mut coordinator = Coordinator {
-            instance: instance.clone(),
-            displaced: None,
+            liveness,
+            active,
+            census: None,
+            cycles_since_listing: 0,
+            listed_once: false,
             table: self.table.clone(),
             catalog: self.catalog.clone(),
             config: self.config.clone(),
@@ -160,6 +199,7 @@ impl Worker {
             tokio::select! {
                 biased;
                 _ = shutdown.cancelled() => break,
+                _ = displaced_signal.cancelled() => break,
                 Some(done) = shards.join_next() => {
                     // The task left the held set itself. Not by key here: this worker
                     // may have taken the shard again meanwhile (a lease lost while its
@@ -171,13 +211,20 @@ impl Worker {
                     }
                     publish_held(&held, &self.stats);
                 }
-                _ = shard_ended.notified() => coordinator.sync_shards().await,
-                _ = sync.tick() => coordinator.sync_shards().await,
+                Some(first) = ended_shards.recv() => {
+                    let mut ended = vec![first];
+                    while let Ok(more) = ended_shards.try_recv() {
+                        ended.push(more);
+                    }
+                    coordinator.create_children(&ended).await;
+                }
+                // Until the first census every worker syncs (a new application's first
+                // leases); then the leader does.
+                _ = sync.tick() => if coordinator.census.as_ref().is_none_or(|c| c.leader) {
+                    coordinator.sync_shards().await;
+                },
                 _ = tokio::time::sleep_until(next_take) => {
                     let new_leases = coordinator.cycle(&held).await;
-                    if coordinator.displaced.is_some() {
-                        break;
-                    }
                     // While a requested handoff is pending, look again soon: the lease
                     // is idle between the transfer and its adoption here. So too while
                     // this worker holds less than its target: what a draining worker
@@ -236,7 +283,8 @@ impl Worker {
         if let Err(e) = self.table.remove_worker(&me, &instance).await {
             tracing::warn!(worker = %me, error = %e, "could not remove worker record");
         }
-        if let Some(holder) = coordinator.displaced {
+        let displaced = displaced.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(holder) = displaced {
             tracing::error!(worker = %me, other = holder, "another process took over this worker id; stopped");
             return Err(WorkerError::DuplicateWorkerId { worker: me, instance: holder });
         }
@@ -252,8 +300,52 @@ fn publish_held(held: &HeldMap, stats: &WorkerStats) {
     stats.set_held(keys);
 }
 
-/// Renews every valid held lease about every `every`, and tells `stats` how the
-/// renewals of each tick went (see [`WorkerStats::renewals`]).
+/// The worker's heartbeat, written by the renewer.
+struct Heartbeat {
+    table: Arc<dyn LeaseTable>,
+    worker: WorkerId,
+    instance: String,
+    /// Extended by every heartbeat that lands.
+    liveness: Arc<Liveness>,
+    /// The active leases the coordinator last counted (reported with the heartbeat).
+    active: Arc<AtomicU32>,
+    /// Set (with the other process's instance) when another process took the id over.
+    displaced: Arc<Mutex<Option<String>>>,
+    displaced_signal: CancellationToken,
+}
+
+impl Heartbeat {
+    /// Writes one heartbeat reporting `held` leases, waiting for the answer until the
+    /// heartbeat's validity ends but at least `patience`; the error, if the store
+    /// failed or did not answer.
+    async fn beat(&self, held: usize, patience: std::time::Duration) -> Option<String> {
+        let load =
+            WorkerLoad { held: u32::try_from(held).unwrap_or(u32::MAX), active: self.active.load(Ordering::Relaxed) };
+        let started = Instant::now();
+        let until = self.liveness.until(self.liveness.epoch()).max(started + patience);
+        let answer = tokio::time::timeout_at(until, self.table.heartbeat(&self.worker, &self.instance, load)).await;
+        match answer {
+            Ok(Ok(())) => {
+                self.liveness.landed(started);
+                None
+            }
+            Ok(Err(LeaseError::WorkerIdInUse { instance, .. })) => {
+                *self.displaced.lock().unwrap_or_else(|p| p.into_inner()) = Some(instance);
+                self.displaced_signal.cancel();
+                None
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "heartbeat failed");
+                Some(format!("heartbeat: {e}"))
+            }
+            Err(_) => Some("heartbeat: no answer from the lease table".to_owned()),
+        }
+    }
+}
+
+/// Writes the worker's heartbeat and renews every valid held lease about every
+/// `every`, and tells `stats` how the writes of each tick went (see
+/// [`WorkerStats::renewals`] and [`WorkerStats::heartbeat`]).
 ///
 /// A lease whose own checkpoint (or any write of this worker) landed recently needs no
 /// renewal: its counter moved then, which is all other workers look at. The loop ticks
@@ -263,7 +355,13 @@ fn publish_held(held: &HeldMap, stats: &WorkerStats) {
 /// renewed at all (at 10,000 shards checkpointing every second, 3,000 writes a second
 /// fewer). No lease goes longer than 7/6 of `every` between writes that land while
 /// the table answers (the renewal interval is at most half of `failover`).
-async fn renew_loop(held: HeldMap, every: std::time::Duration, stats: WorkerStats, stop: CancellationToken) {
+async fn renew_loop(
+    held: HeldMap,
+    heartbeat: Heartbeat,
+    every: std::time::Duration,
+    stats: WorkerStats,
+    stop: CancellationToken,
+) {
     let mut tick = tokio::time::interval(every / 3);
     let fresh = every * 5 / 6;
     loop {
@@ -271,6 +369,9 @@ async fn renew_loop(held: HeldMap, every: std::time::Duration, stats: WorkerStat
             _ = stop.cancelled() => return,
             _ = tick.tick() => {
                 let leases: Vec<Arc<HeldLease>> = held.lock().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
+                let beat = async {
+                    if heartbeat.liveness.written_within(fresh) { None } else { Some(heartbeat.beat(leases.len(), every).await) }
+                };
                 let valid: Vec<&Arc<HeldLease>> = leases.iter().filter(|l| l.is_valid()).collect();
                 let (recent, due): (Vec<_>, Vec<_>) = valid.into_iter().partition(|l| l.written_within(fresh));
                 let renewals = due.into_iter().map(|l| async move {
@@ -285,7 +386,11 @@ async fn renew_loop(held: HeldMap, every: std::time::Duration, stats: WorkerStat
                 for _ in &recent {
                     writes.add(None);
                 }
-                for (key, renewed) in futures::future::join_all(renewals).await {
+                let (beat, renewed) = futures::future::join(beat, futures::future::join_all(renewals)).await;
+                if let Some(beat) = beat {
+                    stats.heartbeat(beat.map_or(Ok(()), Err));
+                }
+                for (key, renewed) in renewed {
                     match renewed {
                         Ok(()) => writes.add(None),
                         Err(HeldError::Store(e)) => writes.add(Some(format!("shard {key}: {e}"))),
@@ -307,15 +412,17 @@ fn store_failure(e: &LeaseError) -> Option<String> {
 }
 
 /// Makes the heartbeat record of `me` this process's (see the module documentation).
+/// Returns when the write that made it so started.
 async fn register(
     table: &dyn LeaseTable,
     me: &WorkerId,
     instance: &str,
     failover: std::time::Duration,
-) -> Result<(), WorkerError> {
+) -> Result<Instant, WorkerError> {
     loop {
-        let holder = match table.heartbeat(me, instance).await {
-            Ok(()) => return Ok(()),
+        let started = Instant::now();
+        let holder = match table.heartbeat(me, instance, WorkerLoad::default()).await {
+            Ok(()) => return Ok(started),
             Err(LeaseError::WorkerIdInUse { instance, .. }) => instance,
             Err(e) => return Err(WorkerError::Lease(e)),
         };
@@ -333,20 +440,36 @@ async fn register(
                 return Err(WorkerError::DuplicateWorkerId { worker: me.clone(), instance: now.instance });
             }
             Some(_) => {
+                let started = Instant::now();
                 if table.claim_worker(&seen, instance).await.map_err(WorkerError::Lease)? {
                     tracing::info!(worker = %me, previous = seen.instance, "took over the record of a stopped process");
-                    return Ok(());
+                    return Ok(started);
                 }
             }
         }
     }
 }
 
+/// What a lease cycle read.
+struct Judged {
+    /// Every lease of the streams read (`full`), or those of pending handoffs.
+    leases: Vec<weir_core::Lease>,
+    workers: Vec<weir_core::ports::WorkerHeartbeat>,
+    full: bool,
+}
+
 struct Coordinator {
-    /// This process's instance token.
-    instance: String,
-    /// Set when another process took over this worker id (its instance).
-    displaced: Option<String>,
+    /// This worker's heartbeat validity, which every lease it takes shares.
+    liveness: Arc<Liveness>,
+    /// Active leases as this worker last counted them (listing or shard sync),
+    /// reported with its heartbeats.
+    active: Arc<AtomicU32>,
+    /// The fleet as the worker records showed it in the last cycle.
+    census: Option<Census>,
+    /// Lease cycles since this worker last read every lease.
+    cycles_since_listing: u32,
+    /// Whether this worker has read every lease since it started.
+    listed_once: bool,
     table: Arc<dyn LeaseTable>,
     catalog: Arc<dyn StreamCatalog>,
     config: Arc<RuntimeConfig>,
@@ -354,7 +477,8 @@ struct Coordinator {
     seen: Observations,
     /// Handoffs this worker requested, with the time after which it forces them.
     pending_steals: HashMap<ShardId, Instant>,
-    /// Why the last lease cycle could not heartbeat or list (`None`: it could).
+    /// Why the last lease cycle could not read the worker records or the leases
+    /// (`None`: it could).
     cycle_error: Option<String>,
     /// How the lease writes of the last cycle went, when it began with no lease held
     /// and got as far as its takes (see [`WorkerStats::takes_holding_nothing`]).
@@ -374,25 +498,131 @@ impl Coordinator {
                 return;
             }
         };
-        let existing: HashSet<ShardId> = match self.table.list().await {
-            Ok(l) => l.into_iter().map(|l| l.key).collect(),
+        let listed = match self.table.list().await {
+            Ok(l) => l,
             Err(e) => {
                 tracing::warn!(error = %e, "shard sync: cannot list leases");
                 return;
             }
         };
+        let mut active = listed.iter().filter(|l| !l.ended && self.catalog.covers(&l.key)).count();
+        let existing: HashSet<ShardId> = listed.into_iter().map(|l| l.key).collect();
         for lease in leases_to_create(&shards, &existing, &self.config.initial_position) {
             let key = lease.key.clone();
             match self.table.create_if_absent(lease).await {
-                Ok(true) => tracing::info!(shard = %key, "lease created"),
+                Ok(true) => {
+                    active += 1;
+                    tracing::info!(shard = %key, "lease created");
+                }
                 Ok(false) => {}
                 Err(e) => {
                     // Stop here: children must not be created before their parents.
                     tracing::warn!(shard = %key, error = %e, "shard sync: cannot create lease");
-                    return;
+                    break;
                 }
             }
         }
+        self.active.store(u32::try_from(active).unwrap_or(u32::MAX), Ordering::Relaxed);
+    }
+
+    /// Creates the leases of the children of `ended` (shards this worker just
+    /// finished) without reading the leases: each creation is conditional on the lease
+    /// not existing, so a child the leader or a merged sibling created already stays.
+    async fn create_children(&self, ended: &[ShardId]) {
+        let shards = match self.catalog.list_shards().await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(error = %e, "after a shard's end: cannot list shards; the leader's sync creates its children");
+                return;
+            }
+        };
+        let children: HashSet<&ShardId> =
+            shards.iter().filter(|s| s.parents.iter().any(|p| ended.contains(p))).map(|s| &s.id).collect();
+        let others: HashSet<ShardId> =
+            shards.iter().filter(|s| !children.contains(&s.id)).map(|s| s.id.clone()).collect();
+        let mut created = 0u32;
+        for lease in leases_to_create(&shards, &others, &self.config.initial_position) {
+            let key = lease.key.clone();
+            match self.table.create_if_absent(lease).await {
+                Ok(true) => {
+                    created += 1;
+                    tracing::info!(shard = %key, "lease created");
+                }
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::warn!(shard = %key, error = %e, "cannot create a child's lease; the leader's sync will");
+                    break;
+                }
+            }
+        }
+        // What this worker reports as active until its next listing: the ended shards
+        // are no longer, the children are.
+        let ended = u32::try_from(ended.len()).unwrap_or(u32::MAX);
+        let _ = self
+            .active
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |a| Some((a + created).saturating_sub(ended)));
+    }
+
+    fn adopt(&self, lease: weir_core::Lease, since: Instant, out: &mut Vec<Arc<HeldLease>>) {
+        out.push(HeldLease::new(lease, since, self.table.clone(), self.config.failover, self.liveness.clone()));
+    }
+
+    /// The leases this cycle looks at: every lease when the worker records call for it
+    /// (or the periodic full reading is due), else only those of pending handoffs.
+    /// `None` when the table could not be read.
+    async fn leases_to_judge(&mut self, mine: usize) -> Option<Judged> {
+        let me = self.config.worker_id.clone();
+        let now = self.clock.now();
+        let workers = match self.table.list_workers().await {
+            Ok(w) => w,
+            Err(e) => {
+                tracing::warn!(error = %e, "taker: cannot read the worker records");
+                self.cycle_error = Some(format!("reading worker records: {e}"));
+                return None;
+            }
+        };
+        self.seen.observe_workers(&workers, now);
+        let my_active = self.active.load(Ordering::Relaxed) as usize;
+        let fleet = census(&me, mine, my_active, &workers, &self.seen, now, self.config.failover);
+        self.underloaded = mine < fleet.target;
+        self.cycles_since_listing += 1;
+        let full = !self.listed_once || fleet.list || self.cycles_since_listing >= FULL_LISTING_EVERY;
+        self.census = Some(fleet);
+        if full {
+            let leases = match self.table.list().await {
+                Ok(l) => l,
+                Err(e) => {
+                    tracing::warn!(error = %e, "taker: cannot list leases");
+                    self.cycle_error = Some(format!("listing leases: {e}"));
+                    return None;
+                }
+            };
+            self.listed_once = true;
+            // The next full reading comes after FULL_LISTING_EVERY / 2 to
+            // FULL_LISTING_EVERY cycles, so that workers started together spread theirs.
+            self.cycles_since_listing = rand::random::<u32>() % (FULL_LISTING_EVERY / 2);
+            // Leases of streams this fleet does not read (any more) are left alone.
+            let leases: Vec<weir_core::Lease> = leases.into_iter().filter(|l| self.catalog.covers(&l.key)).collect();
+            self.seen.observe_leases(&leases, now);
+            let active = leases.iter().filter(|l| !l.ended).count();
+            self.active.store(u32::try_from(active).unwrap_or(u32::MAX), Ordering::Relaxed);
+            return Some(Judged { leases, workers, full: true });
+        }
+        let mut pending = Vec::new();
+        for key in self.pending_steals.keys().cloned().collect::<Vec<_>>() {
+            match self.table.get(&key).await {
+                Ok(Some(l)) => pending.push(l),
+                Ok(None) => {
+                    self.pending_steals.remove(&key);
+                }
+                Err(e) => {
+                    tracing::warn!(shard = %key, error = %e, "taker: cannot read a lease handed over");
+                    self.cycle_error = Some(format!("reading lease {key}: {e}"));
+                    return None;
+                }
+            }
+        }
+        Some(Judged { leases: pending, workers, full: false })
     }
 
     /// One taker cycle; returns leases newly held.
@@ -400,34 +630,12 @@ impl Coordinator {
         let me = self.config.worker_id.clone();
         let now = self.clock.now();
         self.takes_holding_nothing = None;
-        match self.table.heartbeat(&me, &self.instance).await {
-            Ok(()) => {}
-            Err(LeaseError::WorkerIdInUse { instance, .. }) => {
-                self.displaced = Some(instance);
-                return Vec::new();
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "heartbeat failed");
-                self.cycle_error = Some(format!("heartbeat: {e}"));
-            }
-        }
-        let (leases, workers) = match (self.table.list().await, self.table.list_workers().await) {
-            (Ok(l), Ok(w)) => (l, w),
-            (Err(e), _) | (_, Err(e)) => {
-                tracing::warn!(error = %e, "taker: cannot list leases");
-                self.cycle_error = Some(format!("listing leases: {e}"));
-                return Vec::new();
-            }
-        };
-        // Leases of streams this fleet does not read (any more) are left alone.
-        let leases: Vec<weir_core::Lease> = leases.into_iter().filter(|l| self.catalog.covers(&l.key)).collect();
-        self.seen.observe(&leases, &workers, now);
         let held_keys: HashSet<ShardId> = held.lock().unwrap_or_else(|p| p.into_inner()).keys().cloned().collect();
+        let Some(Judged { leases, workers, full }) = self.leases_to_judge(held_keys.len()).await else {
+            return Vec::new();
+        };
         let mut out = Vec::new();
         let mut writes = LeaseWrites::None;
-        let adopt = |lease: weir_core::Lease, since: Instant, out: &mut Vec<Arc<HeldLease>>| {
-            out.push(HeldLease::new(lease, since, self.table.clone(), self.config.failover));
-        };
 
         // Leases handed to this worker (or left owned by it by an earlier run). Held
         // only after a write of this worker's own: a lease's validity runs from the
@@ -442,7 +650,7 @@ impl Coordinator {
                     Ok(renewed) => {
                         tracing::info!(shard = %l.key, "lease adopted");
                         writes.add(None);
-                        adopt(renewed, since, &mut out);
+                        self.adopt(renewed, since, &mut out);
                     }
                     Err(e) => {
                         tracing::debug!(shard = %l.key, error = %e, "adopting a lease failed; next cycle");
@@ -469,7 +677,7 @@ impl Coordinator {
                     Ok(taken) => {
                         tracing::warn!(shard = %key, "handoff not completed in time; lease taken");
                         writes.add(None);
-                        adopt(taken, since, &mut out);
+                        self.adopt(taken, since, &mut out);
                     }
                     Err(e) => {
                         tracing::debug!(shard = %key, error = %e, "forced take lost a race");
@@ -477,6 +685,12 @@ impl Coordinator {
                     }
                 }
             }
+        }
+        if !full {
+            if held_keys.is_empty() {
+                self.takes_holding_nothing = Some(writes);
+            }
+            return out;
         }
 
         let plan = plan_takes(&me, &leases, &workers, &self.seen, now, self.config.failover);
@@ -491,7 +705,7 @@ impl Coordinator {
                     metrics::counter!(crate::metrics::LEASES_TAKEN).increment(1);
                     tracing::info!(shard = %l.key, previous = ?l.owner, "lease taken");
                     writes.add(None);
-                    adopt(taken, since, &mut out);
+                    self.adopt(taken, since, &mut out);
                 }
                 Err(e) => {
                     tracing::debug!(shard = %l.key, error = %e, "take lost a race");
@@ -531,6 +745,42 @@ mod tests {
     use weir_testkit::MemoryLeaseTable;
     use weir_testkit::fixtures::taken_lease;
 
+    fn unending() -> Arc<Liveness> {
+        Arc::new(Liveness::new(Instant::now(), std::time::Duration::from_secs(1 << 30)))
+    }
+
+    fn coordinator(table: Arc<dyn LeaseTable>, me: &str) -> Coordinator {
+        let stream = weir_local::MemoryStream::new(Default::default(), Arc::new(crate::TokioClock::new()));
+        Coordinator {
+            liveness: unending(),
+            active: Arc::default(),
+            census: None,
+            cycles_since_listing: 0,
+            listed_once: false,
+            table,
+            catalog: Arc::new(stream),
+            config: Arc::new(RuntimeConfig::new(WorkerId::new(me))),
+            clock: Arc::new(weir_testkit::ManualClock::new(Timestamp::from_millis(0))),
+            seen: Observations::default(),
+            pending_steals: HashMap::new(),
+            cycle_error: None,
+            takes_holding_nothing: None,
+            underloaded: false,
+        }
+    }
+
+    fn heartbeat(table: Arc<dyn LeaseTable>, me: &str, liveness: Arc<Liveness>) -> Heartbeat {
+        Heartbeat {
+            table,
+            worker: WorkerId::new(me),
+            instance: "i".into(),
+            liveness,
+            active: Arc::default(),
+            displaced: Arc::default(),
+            displaced_signal: CancellationToken::new(),
+        }
+    }
+
     /// A lease found owned by this worker (handed over, or left by an earlier run) is
     /// held only after a write of this worker's own: its counter moves, so a worker that
     /// has watched it unchanged since the transfer does not count it expired while this
@@ -541,20 +791,7 @@ mod tests {
         let handed = taken_lease(table.as_ref(), "s-1", "me").await;
         // Most of a failover passes before the taker cycle finds the lease.
         tokio::time::advance(std::time::Duration::from_secs(9)).await;
-        let stream = weir_local::MemoryStream::new(Default::default(), Arc::new(crate::TokioClock::new()));
-        let mut c = Coordinator {
-            instance: "i".into(),
-            displaced: None,
-            table: table.clone(),
-            catalog: Arc::new(stream),
-            config: Arc::new(RuntimeConfig::new(WorkerId::new("me"))),
-            clock: Arc::new(weir_testkit::ManualClock::new(Timestamp::from_millis(0))),
-            seen: Observations::default(),
-            pending_steals: HashMap::new(),
-            cycle_error: None,
-            takes_holding_nothing: None,
-            underloaded: false,
-        };
+        let mut c = coordinator(table.clone(), "me");
         let held = c.cycle(&HeldMap::default()).await;
         assert_eq!(held.len(), 1, "adopted");
         let stored = table.get(&ShardId::new("s-1")).await.unwrap().unwrap();
@@ -575,11 +812,13 @@ mod tests {
         let held = HeldMap::default();
         for key in ["busy", "idle"] {
             let lease = taken_lease(table.as_ref(), key, "me").await;
-            let h = HeldLease::new(lease, Instant::now(), table.clone(), failover);
+            let h = HeldLease::new(lease, Instant::now(), table.clone(), failover, unending());
             held.lock().unwrap().insert(ShardId::new(key), h);
         }
         let stop = CancellationToken::new();
-        let renewer = tokio::spawn(renew_loop(held.clone(), every, WorkerStats::default(), stop.clone()));
+        let liveness = Arc::new(Liveness::new(Instant::now(), failover.mul_f64(0.9)));
+        let beats = heartbeat(table.clone(), "me", liveness);
+        let renewer = tokio::spawn(renew_loop(held.clone(), beats, every, WorkerStats::default(), stop.clone()));
         let busy = held.lock().unwrap()[&ShardId::new("busy")].clone();
         let counter = |key: &'static str| {
             let table = table.clone();
@@ -607,5 +846,8 @@ mod tests {
         let idle_writes = counter("idle").await - idle_start;
         assert!((29..=31).contains(&idle_writes), "an idle lease renewed every 3.3 s: {idle_writes} in 100 s");
         assert!(longest <= every * 7 / 6, "an idle lease went {longest:?} between writes");
+        let beats = table.list_workers().await.unwrap().remove(0);
+        assert!((29..=31).contains(&beats.counter), "a heartbeat every 3.3 s: {} in 100 s", beats.counter);
+        assert_eq!(beats.load.held, 2, "reporting the leases held");
     }
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use common::{config, stream_data};
 use proptest::prelude::*;
-use weir_core::ports::{LeaseTable, NamespaceMeta, WorkerHeartbeat};
+use weir_core::ports::{LeaseTable, NamespaceMeta, WorkerHeartbeat, WorkerLoad};
 use weir_core::{
     Checkpoint, Consumer, ExtendedSequenceNumber, Lease, LeaseChange, LeaseError, LeaseMutation, NewLease, ShardId,
     WorkerId,
@@ -90,8 +90,8 @@ impl LeaseTable for CheckingTable {
     async fn delete_ended(&self, seen: &Lease) -> Result<bool, LeaseError> {
         self.inner.delete_ended(seen).await
     }
-    async fn heartbeat(&self, w: &WorkerId, instance: &str) -> Result<(), LeaseError> {
-        self.inner.heartbeat(w, instance).await
+    async fn heartbeat(&self, w: &WorkerId, instance: &str, load: WorkerLoad) -> Result<(), LeaseError> {
+        self.inner.heartbeat(w, instance, load).await
     }
     async fn claim_worker(&self, seen: &WorkerHeartbeat, instance: &str) -> Result<bool, LeaseError> {
         self.inner.claim_worker(seen, instance).await

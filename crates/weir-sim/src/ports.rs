@@ -10,7 +10,7 @@ use rand::Rng;
 use weir_archiver::{FunctionInvoker, InvokeError};
 use weir_core::ports::{
     LeaseTable, NamespaceMeta, ObjectMeta, ObjectSink, PutOptions, PutOutcome, ReadError, ReadMode, ShardInfo,
-    ShardReader, ShardSubscription, SinkError, StreamCatalog, WorkerHeartbeat,
+    ShardReader, ShardSubscription, SinkError, StreamCatalog, WorkerHeartbeat, WorkerLoad,
 };
 use weir_core::{Lease, LeaseError, LeaseMutation, NewLease, RecordBatch, ShardId, StartingPosition, WorkerId};
 
@@ -85,9 +85,10 @@ impl LeaseTable for NodeTable {
         through(&self.0, Op::LeaseWrite, what, self.0.world().table().delete_ended(seen), table_error).await
     }
 
-    async fn heartbeat(&self, worker: &WorkerId, instance: &str) -> Result<(), LeaseError> {
+    async fn heartbeat(&self, worker: &WorkerId, instance: &str, load: WorkerLoad) -> Result<(), LeaseError> {
         let what = format!("heartbeat {worker}");
-        through(&self.0, Op::LeaseWrite, what, self.0.world().table().heartbeat(worker, instance), table_error).await
+        let call = self.0.world().table().heartbeat(worker, instance, load);
+        through(&self.0, Op::LeaseWrite, what, call, table_error).await
     }
 
     async fn claim_worker(&self, seen: &WorkerHeartbeat, instance: &str) -> Result<bool, LeaseError> {

@@ -3,7 +3,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use weir_core::ports::{LeaseTable, NamespaceMeta, WorkerHeartbeat};
+use weir_core::ports::{LeaseTable, NamespaceMeta, WorkerHeartbeat, WorkerLoad};
 use weir_core::{Lease, LeaseError, LeaseMutation, NewLease, ShardId, WorkerId};
 
 /// One worker's view of a shared lease table that can be cut off (a network partition
@@ -117,9 +117,9 @@ impl LeaseTable for FaultyLeaseTable {
         self.check().await?;
         self.inner.delete_ended(seen).await
     }
-    async fn heartbeat(&self, worker: &WorkerId, instance: &str) -> Result<(), LeaseError> {
+    async fn heartbeat(&self, worker: &WorkerId, instance: &str, load: WorkerLoad) -> Result<(), LeaseError> {
         self.check().await?;
-        self.inner.heartbeat(worker, instance).await
+        self.inner.heartbeat(worker, instance, load).await
     }
     async fn claim_worker(&self, seen: &WorkerHeartbeat, instance: &str) -> Result<bool, LeaseError> {
         self.check().await?;

@@ -4,7 +4,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
 use weir_core::ports::{
-    LeaseTable, MAX_LEASE_ITEM_BYTES, MAX_TRANSACTION_BYTES, NamespaceMeta, WorkerHeartbeat, lease_item_bytes,
+    LeaseTable, MAX_LEASE_ITEM_BYTES, MAX_TRANSACTION_BYTES, NamespaceMeta, WorkerHeartbeat, WorkerLoad,
+    lease_item_bytes,
 };
 use weir_core::{Lease, LeaseError, LeaseMutation, NewLease, ShardId, WorkerId};
 
@@ -27,7 +28,7 @@ struct State {
     leases: BTreeMap<ShardId, Lease>,
     meta: Option<NamespaceMeta>,
     /// Counter and instance of each worker record.
-    workers: BTreeMap<WorkerId, (u64, String)>,
+    workers: BTreeMap<WorkerId, (u64, String, WorkerLoad)>,
 }
 
 impl MemoryLeaseTable {
@@ -146,21 +147,23 @@ impl LeaseTable for MemoryLeaseTable {
         Ok(unchanged)
     }
 
-    async fn heartbeat(&self, worker: &WorkerId, instance: &str) -> Result<(), LeaseError> {
+    async fn heartbeat(&self, worker: &WorkerId, instance: &str, load: WorkerLoad) -> Result<(), LeaseError> {
         let mut s = self.check()?;
-        let (counter, owner) = s.workers.entry(worker.clone()).or_insert((0, instance.to_owned()));
+        let (counter, owner, stored) =
+            s.workers.entry(worker.clone()).or_insert((0, instance.to_owned(), WorkerLoad::default()));
         if !owner.is_empty() && owner != instance {
             return Err(LeaseError::WorkerIdInUse { worker: worker.clone(), instance: owner.clone() });
         }
         *counter += 1;
         *owner = instance.to_owned();
+        *stored = load;
         Ok(())
     }
 
     async fn claim_worker(&self, seen: &WorkerHeartbeat, instance: &str) -> Result<bool, LeaseError> {
         let mut s = self.check()?;
         match s.workers.get_mut(&seen.worker) {
-            Some((counter, owner)) if *counter == seen.counter && *owner == seen.instance => {
+            Some((counter, owner, _)) if *counter == seen.counter && *owner == seen.instance => {
                 *counter += 1;
                 *owner = instance.to_owned();
                 Ok(true)
@@ -191,13 +194,18 @@ impl LeaseTable for MemoryLeaseTable {
             .check()?
             .workers
             .iter()
-            .map(|(w, (c, i))| WorkerHeartbeat { worker: w.clone(), counter: *c, instance: i.clone() })
+            .map(|(w, (c, i, load))| WorkerHeartbeat {
+                worker: w.clone(),
+                counter: *c,
+                instance: i.clone(),
+                load: *load,
+            })
             .collect())
     }
 
     async fn remove_worker(&self, worker: &WorkerId, instance: &str) -> Result<(), LeaseError> {
         let mut s = self.check()?;
-        if s.workers.get(worker).is_some_and(|(_, owner)| owner.is_empty() || owner == instance) {
+        if s.workers.get(worker).is_some_and(|(_, owner, _)| owner.is_empty() || owner == instance) {
             s.workers.remove(worker);
         }
         Ok(())

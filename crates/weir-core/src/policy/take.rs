@@ -1,8 +1,11 @@
 //! Which leases to take or steal: KCL's algorithm.
 //!
 //! - Expiry is judged by the observer's own clock: a lease whose counter has not
-//!   changed for the failover time (as this worker saw it) is expired. Clocks of
-//!   different hosts are never compared.
+//!   changed for the failover time (as this worker saw it) is expired, and so is every
+//!   lease of a worker whose heartbeat counter has not changed for the failover time (a
+//!   worker's leases are valid only within the failover time of its last heartbeat's
+//!   start, as of its last lease write's start). Clocks of different hosts are never
+//!   compared.
 //! - Target per worker: `ceil(active leases / live workers)`.
 //! - Expired and free leases are taken first, up to the target.
 //! - When none is free, at most one lease per cycle is stolen from the most loaded
@@ -25,38 +28,40 @@ pub struct Observations {
 }
 
 impl Observations {
-    /// Records the counters seen at `now`. A counter seen for the first time, or
-    /// changed, restarts its expiry clock.
+    /// Records the counters of every lease and every worker record seen at `now`
+    /// ([`Observations::observe_leases`] and [`Observations::observe_workers`]).
     pub fn observe(&mut self, leases: &[Lease], workers: &[WorkerHeartbeat], now: Timestamp) {
-        fn note<K: std::hash::Hash + Eq + Clone>(
-            map: &mut HashMap<K, (u64, Timestamp)>,
-            key: &K,
-            counter: u64,
-            now: Timestamp,
-        ) {
-            match map.get_mut(key) {
-                Some(entry) if entry.0 == counter => {}
-                Some(entry) => *entry = (counter, now),
-                None => {
-                    map.insert(key.clone(), (counter, now));
-                }
-            }
-        }
+        self.observe_leases(leases, now);
+        self.observe_workers(workers, now);
+    }
+
+    /// Records the counters of every lease, listed at `now`. A counter seen for the
+    /// first time, or changed, restarts its expiry clock; leases not listed are
+    /// forgotten.
+    pub fn observe_leases(&mut self, leases: &[Lease], now: Timestamp) {
         for l in leases {
             note(&mut self.leases, &l.key, l.counter, now);
         }
+        let keys: BTreeSet<&ShardId> = leases.iter().map(|l| &l.key).collect();
+        self.leases.retain(|k, _| keys.contains(k));
+    }
+
+    /// Records the counters of every worker record, listed at `now` (as
+    /// [`Observations::observe_leases`]).
+    pub fn observe_workers(&mut self, workers: &[WorkerHeartbeat], now: Timestamp) {
         for w in workers {
             note(&mut self.workers, &w.worker, w.counter, now);
         }
-        let keys: BTreeSet<&ShardId> = leases.iter().map(|l| &l.key).collect();
-        self.leases.retain(|k, _| keys.contains(k));
         let ids: BTreeSet<&WorkerId> = workers.iter().map(|w| &w.worker).collect();
         self.workers.retain(|k, _| ids.contains(k));
     }
 
-    /// Whether `lease` is free or its owner stopped renewing it.
+    /// Whether `lease` is free, its owner stopped renewing it, or its owner's heartbeat
+    /// stopped (a lease whose owner has no record is judged by its own counter only:
+    /// leases imported from the KCL, or an owner that removed its record on leaving).
     pub fn is_expired(&self, lease: &Lease, now: Timestamp, failover: Duration) -> bool {
-        if lease.owner.is_none() {
+        let Some(owner) = &lease.owner else { return true };
+        if self.worker_gone(owner, now, failover) {
             return true;
         }
         match self.leases.get(&lease.key) {
@@ -65,10 +70,32 @@ impl Observations {
         }
     }
 
-    fn worker_alive(&self, worker: &WorkerId, now: Timestamp, failover: Duration) -> bool {
+    /// Whether `worker`'s record was seen and has not changed for `failover`.
+    pub fn worker_gone(&self, worker: &WorkerId, now: Timestamp, failover: Duration) -> bool {
+        self.workers.get(worker).is_some_and(|(_, since)| now.saturating_since(*since) >= failover)
+    }
+
+    /// Whether `worker`'s record was seen and changed within `failover`.
+    pub fn worker_alive(&self, worker: &WorkerId, now: Timestamp, failover: Duration) -> bool {
         match self.workers.get(worker) {
             Some((_, since)) => now.saturating_since(*since) < failover,
             None => false,
+        }
+    }
+}
+
+/// Records `counter` for `key` at `now` unless it is the counter already recorded.
+fn note<K: std::hash::Hash + Eq + Clone>(
+    map: &mut HashMap<K, (u64, Timestamp)>,
+    key: &K,
+    counter: u64,
+    now: Timestamp,
+) {
+    match map.get_mut(key) {
+        Some(entry) if entry.0 == counter => {}
+        Some(entry) => *entry = (counter, now),
+        None => {
+            map.insert(key.clone(), (counter, now));
         }
     }
 }
@@ -160,7 +187,24 @@ mod tests {
     }
 
     fn hb(w: &str, c: u64) -> WorkerHeartbeat {
-        WorkerHeartbeat { worker: WorkerId::new(w), counter: c, instance: String::new() }
+        WorkerHeartbeat { worker: WorkerId::new(w), counter: c, instance: String::new(), load: Default::default() }
+    }
+
+    #[test]
+    fn leases_of_a_worker_whose_heartbeat_stopped_expire_with_it() {
+        let me = WorkerId::new("a");
+        let leases = vec![lease("s0", Some("b"), 7), lease("s1", Some("kcl-worker"), 3)];
+        let mut seen = Observations::default();
+        seen.observe(&leases, &[hb("a", 1), hb("b", 4)], Timestamp::from_millis(0));
+        // The leases' counters keep moving; b's heartbeat does not.
+        let moved = vec![lease("s0", Some("b"), 9), lease("s1", Some("kcl-worker"), 5)];
+        seen.observe_leases(&moved, Timestamp::from_millis(9_000));
+        seen.observe_workers(&[hb("a", 2), hb("b", 4)], Timestamp::from_millis(9_000));
+        let at = |ms| plan_takes(&me, &moved, &[hb("a", 2), hb("b", 4)], &seen, Timestamp::from_millis(ms), F);
+        assert!(at(9_999).take.is_empty(), "b's heartbeat seen within failover");
+        let plan = at(10_000);
+        let taken: Vec<&str> = plan.take.iter().map(|l| l.key.as_str()).collect();
+        assert_eq!(taken, ["s0"], "b's lease goes with its heartbeat; an owner without a record keeps its own counter");
     }
 
     const F: Duration = Duration::from_secs(10);

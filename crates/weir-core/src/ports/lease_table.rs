@@ -5,7 +5,13 @@ use crate::lease::{Lease, LeaseChange, LeaseError, LeaseMutation, NewLease};
 
 /// The newest lease format this weir writes. A namespace whose record names a newer one
 /// was written by a newer weir, whose fields this one would drop when rewriting a lease.
-pub const LEASE_FORMAT: u32 = 1;
+///
+/// - 1: the first.
+/// - 2: a store may spread a namespace's leases over several places (the DynamoDB
+///   table, over several hash keys) and say so in the namespace record; a weir that
+///   writes format 1 would look for leases in one place only, so it must refuse.
+///   Claiming a format-1 namespace rewrites its record as format 2 and keeps its layout.
+pub const LEASE_FORMAT: u32 = 2;
 
 /// The largest lease item a lease table must store: DynamoDB's item limit (400 KB,
 /// attribute names and values included). <https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/ServiceQuotas.html>
@@ -25,6 +31,25 @@ pub fn lease_item_bytes(lease: &Lease) -> usize {
     let owner = lease.owner.as_ref().map_or(0, |o| o.as_str().len());
     let handoff = lease.handoff_to.as_ref().map_or(0, |h| h.as_str().len());
     json + 2 * lease.key.as_str().len() + owner + handoff + 320
+}
+
+/// The hash keys a DynamoDB lease table spreads a new namespace's leases over: 32,000
+/// write units a second at DynamoDB's limit per hash key value (10,000 shards
+/// checkpointing every second use a third). Stored in the namespace record, so a
+/// namespace keeps the count it was created with.
+pub const LEASE_PARTITIONS: u32 = 32;
+
+/// The partition (of `partitions`) a store that spreads leases puts lease `shard` in:
+/// FNV-1a (64 bits) of the shard id, modulo `partitions`. Written out rather than taken
+/// from a hasher crate: the value is part of the stored layout and must never change
+/// with a dependency's version.
+pub fn lease_partition(shard: &str, partitions: u32) -> u32 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in shard.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    u32::try_from(h % u64::from(partitions.max(1))).unwrap_or(0)
 }
 
 /// What a namespace belongs to: written by the first worker of an application, checked
@@ -54,6 +79,21 @@ pub struct WorkerHeartbeat {
     /// The process that owns the record (empty: written by a weir without instances,
     /// claimable by any).
     pub instance: String,
+    /// What the worker reported with its last heartbeat (zero in records written by a
+    /// weir that reported nothing).
+    pub load: WorkerLoad,
+}
+
+/// What a worker reports of the fleet's state with each heartbeat, so that the others
+/// can tell whether a cycle needs to read every lease (see
+/// [`crate::policy::census`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WorkerLoad {
+    /// Leases the worker holds.
+    pub held: u32,
+    /// Leases not ended in the namespace, as the worker last listed them (zero: it
+    /// has not listed yet).
+    pub active: u32,
 }
 
 /// Durable, strongly consistent store of shard leases and worker heartbeats, scoped to
@@ -102,13 +142,14 @@ pub trait LeaseTable: Send + Sync {
     /// and held by no worker (`weir leases delete-ended`). Returns whether it did.
     async fn delete_ended(&self, seen: &Lease) -> Result<bool, LeaseError>;
 
-    /// Records a heartbeat of `worker` by `instance`: creates the record when there is
-    /// none, else increments its counter, conditionally on the record belonging to
-    /// `instance` (or to no instance). A record of another instance is left alone and
-    /// the answer is [`LeaseError::WorkerIdInUse`].
-    async fn heartbeat(&self, worker: &WorkerId, instance: &str) -> Result<(), LeaseError>;
+    /// Records a heartbeat of `worker` by `instance` reporting `load`: creates the
+    /// record when there is none, else increments its counter and stores `load`,
+    /// conditionally on the record belonging to `instance` (or to no instance). A record
+    /// of another instance is left alone and the answer is
+    /// [`LeaseError::WorkerIdInUse`].
+    async fn heartbeat(&self, worker: &WorkerId, instance: &str, load: WorkerLoad) -> Result<(), LeaseError>;
 
-    /// Gives the record `seen` to `instance` (counter incremented), conditionally on the
+    /// Gives the record `seen` to `instance` (counter incremented, load kept), conditionally on the
     /// stored record still being `seen` (same instance, same counter): how a process
     /// takes over the id of a process that stopped without removing its record.
     /// Returns whether it did.

@@ -9,8 +9,8 @@ mod store_location;
 mod stream_writer;
 
 pub use lease_table::{
-    LEASE_FORMAT, LeaseTable, MAX_LEASE_ITEM_BYTES, MAX_TRANSACTION_BYTES, NamespaceMeta, WorkerHeartbeat,
-    lease_item_bytes,
+    LEASE_FORMAT, LEASE_PARTITIONS, LeaseTable, MAX_LEASE_ITEM_BYTES, MAX_TRANSACTION_BYTES, NamespaceMeta,
+    WorkerHeartbeat, WorkerLoad, lease_item_bytes, lease_partition,
 };
 pub use object_sink::{ObjectMeta, ObjectSink, PutOptions, PutOutcome, SinkError, validate_key};
 pub use reader::{ReadError, ReadMode, ShardInfo, ShardReader, ShardSubscription, StreamCatalog};

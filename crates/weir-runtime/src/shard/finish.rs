@@ -103,7 +103,8 @@ impl ShardWorker {
         }
         metrics::counter!(crate::metrics::SHARDS_ENDED).increment(1);
         tracing::info!(shard = %self.held.key(), ?children, "shard finished by every consumer");
-        self.deps.shard_ended.notify_one();
+        // The worker outlives its shard workers; a send fails only while it stops.
+        let _ = self.deps.shard_ended.send(self.held.key().clone());
         if let Err(e) = self.held.let_go(None).await {
             tracing::debug!(shard = %self.held.key(), error = %e, "release of ended lease failed");
         }

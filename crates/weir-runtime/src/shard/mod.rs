@@ -20,7 +20,7 @@ mod reads;
 
 use std::sync::Arc;
 
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use weir_core::ports::{LeaseTable, ReadMode, ShardReader};
@@ -68,8 +68,8 @@ pub(crate) struct ShardDeps {
     pub hosts: Vec<HostHandle>,
     pub config: Arc<RuntimeConfig>,
     pub stats: WorkerStats,
-    /// Notified when a shard ended, so leases of its children are created at once.
-    pub shard_ended: Arc<Notify>,
+    /// Told which shard ended, so leases of its children are created at once.
+    pub shard_ended: mpsc::UnboundedSender<weir_core::ShardId>,
     /// This worker's shards with records left to read or deliver.
     pub reads: ActiveReads,
 }

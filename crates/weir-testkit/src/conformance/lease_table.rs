@@ -2,7 +2,7 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
 
-use weir_core::ports::{LeaseTable, NamespaceMeta};
+use weir_core::ports::{LeaseTable, NamespaceMeta, WorkerLoad};
 use weir_core::{
     Checkpoint, ConsumerName, ExtendedSequenceNumber, Intent, LeaseChange, LeaseError, LeaseMutation, SequenceNumber,
     ShardId, WorkerId,
@@ -370,13 +370,14 @@ async fn workers_and_listing(t: Arc<dyn LeaseTable>) {
     assert_eq!(keys.len(), 150, "list must return every lease (paging)");
     assert_eq!(keys[149], "shard-0149");
     let w = WorkerId::new("w1");
-    t.heartbeat(&w, "a").await.unwrap();
+    t.heartbeat(&w, "a", WorkerLoad { held: 0, active: 150 }).await.unwrap();
     let first = t.list_workers().await.unwrap();
-    t.heartbeat(&w, "a").await.unwrap();
+    t.heartbeat(&w, "a", WorkerLoad { held: 75, active: 150 }).await.unwrap();
     let second = t.list_workers().await.unwrap();
     assert_eq!(first.len(), 1);
-    assert_eq!(first[0].instance, "a");
+    assert_eq!((first[0].instance.as_str(), first[0].load), ("a", WorkerLoad { held: 0, active: 150 }));
     assert!(second[0].counter > first[0].counter, "heartbeat must change the counter");
+    assert_eq!(second[0].load, WorkerLoad { held: 75, active: 150 }, "a heartbeat stores the load it reports");
     t.remove_worker(&w, "a").await.unwrap();
     assert!(t.list_workers().await.unwrap().is_empty());
 }
@@ -403,28 +404,35 @@ async fn namespace_record(t: Arc<dyn LeaseTable>) {
 /// another instance leaves it.
 async fn worker_instances(t: Arc<dyn LeaseTable>) {
     let w = WorkerId::new("w1");
-    t.heartbeat(&w, "a").await.unwrap();
-    match t.heartbeat(&w, "b").await {
+    t.heartbeat(&w, "a", WorkerLoad { held: 2, active: 4 }).await.unwrap();
+    match t.heartbeat(&w, "b", WorkerLoad::default()).await {
         Err(LeaseError::WorkerIdInUse { worker, instance }) => {
             assert_eq!((worker, instance.as_str()), (w.clone(), "a"));
         }
         other => panic!("a second instance's heartbeat must be refused, got {other:?}"),
     }
     let seen = t.list_workers().await.unwrap().remove(0);
-    assert_eq!((seen.instance.as_str(), seen.counter), ("a", 1), "a refused heartbeat changes nothing");
+    assert_eq!(
+        (seen.instance.as_str(), seen.counter, seen.load),
+        ("a", 1, WorkerLoad { held: 2, active: 4 }),
+        "a refused heartbeat changes nothing"
+    );
     t.remove_worker(&w, "b").await.unwrap();
     assert_eq!(t.list_workers().await.unwrap().len(), 1, "another instance cannot remove the record");
     // The record changed since it was seen: no claim.
-    t.heartbeat(&w, "a").await.unwrap();
+    t.heartbeat(&w, "a", WorkerLoad::default()).await.unwrap();
     assert!(!t.claim_worker(&seen, "b").await.unwrap(), "a claim on a changed record must fail");
     let seen = t.list_workers().await.unwrap().remove(0);
     assert!(t.claim_worker(&seen, "b").await.unwrap(), "a claim on an unchanged record succeeds");
     let now = t.list_workers().await.unwrap().remove(0);
-    assert_eq!(now.instance, "b");
+    assert_eq!((now.instance.as_str(), now.load), ("b", seen.load), "a claim keeps the load");
     assert!(now.counter > seen.counter, "a claim changes the counter");
     assert!(!t.claim_worker(&seen, "c").await.unwrap(), "a record is claimed once");
-    assert!(matches!(t.heartbeat(&w, "a").await, Err(LeaseError::WorkerIdInUse { .. })), "the old instance is out");
-    t.heartbeat(&w, "b").await.unwrap();
+    assert!(
+        matches!(t.heartbeat(&w, "a", WorkerLoad::default()).await, Err(LeaseError::WorkerIdInUse { .. })),
+        "the old instance is out"
+    );
+    t.heartbeat(&w, "b", WorkerLoad::default()).await.unwrap();
     t.remove_worker(&w, "b").await.unwrap();
     assert!(t.list_workers().await.unwrap().is_empty());
     assert!(!t.claim_worker(&now, "c").await.unwrap(), "no claim on a removed record");
