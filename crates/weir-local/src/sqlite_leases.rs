@@ -56,14 +56,13 @@ fn store_err(what: &str, e: impl std::error::Error + Send + Sync + 'static) -> L
     LeaseError::store(format!("sqlite {what}"), true, e)
 }
 
-impl SqliteLeaseTable {
-    /// Opens (creating if needed) the database at `path` and the lease namespace.
-    pub fn open(path: impl AsRef<Path>, namespace: &str) -> Result<Self, LeaseError> {
-        let path = path.as_ref().to_path_buf();
-        let conn = Connection::open(&path).map_err(|e| store_err("open", e))?;
-        conn.busy_timeout(Duration::from_secs(10)).map_err(|e| store_err("busy timeout", e))?;
-        conn.pragma_update(None, "journal_mode", "WAL").map_err(|e| store_err("wal", e))?;
-        conn.pragma_update(None, "synchronous", "FULL").map_err(|e| store_err("synchronous", e))?;
+/// Creates the tables, or brings those of an earlier weir up to date (worker instances,
+/// worker loads), in one immediate transaction: processes opening one database at once
+/// (a worker and `weir replay --status`) take turns, and the second finds the columns
+/// the first added.
+fn create_and_migrate(conn: &Connection) -> Result<(), LeaseError> {
+    conn.execute_batch("BEGIN IMMEDIATE").map_err(|e| store_err("begin schema transaction", e))?;
+    let done = (|| {
         conn.execute_batch(
             "CREATE TABLE IF NOT EXISTS leases (
                 namespace TEXT NOT NULL,
@@ -77,6 +76,8 @@ impl SqliteLeaseTable {
                 worker TEXT NOT NULL,
                 counter INTEGER NOT NULL,
                 instance TEXT NOT NULL DEFAULT '',
+                held INTEGER NOT NULL DEFAULT 0,
+                active INTEGER NOT NULL DEFAULT 0,
                 PRIMARY KEY (namespace, worker));
              CREATE TABLE IF NOT EXISTS namespaces (
                 namespace TEXT NOT NULL PRIMARY KEY,
@@ -84,27 +85,40 @@ impl SqliteLeaseTable {
                 format INTEGER NOT NULL);",
         )
         .map_err(|e| store_err("create tables", e))?;
-        // Databases of a weir without worker instances: add the column.
-        let has_instance = conn
-            .prepare("SELECT 1 FROM pragma_table_info('workers') WHERE name = 'instance'")
-            .and_then(|mut s| s.exists([]))
-            .map_err(|e| store_err("read the workers table", e))?;
-        if !has_instance {
+        let has = |column: &str| {
+            conn.prepare("SELECT 1 FROM pragma_table_info('workers') WHERE name = ?1")
+                .and_then(|mut s| s.exists([column]))
+                .map_err(|e| store_err("read the workers table", e))
+        };
+        // Databases of a weir without worker instances.
+        if !has("instance")? {
             conn.execute_batch("ALTER TABLE workers ADD COLUMN instance TEXT NOT NULL DEFAULT ''")
                 .map_err(|e| store_err("add workers.instance", e))?;
         }
-        // Databases of a weir whose heartbeats reported no load: add the columns.
-        let has_load = conn
-            .prepare("SELECT 1 FROM pragma_table_info('workers') WHERE name = 'held'")
-            .and_then(|mut s| s.exists([]))
-            .map_err(|e| store_err("read the workers table", e))?;
-        if !has_load {
+        // Databases of a weir whose heartbeats reported no load.
+        if !has("held")? {
             conn.execute_batch(
                 "ALTER TABLE workers ADD COLUMN held INTEGER NOT NULL DEFAULT 0;
                  ALTER TABLE workers ADD COLUMN active INTEGER NOT NULL DEFAULT 0;",
             )
             .map_err(|e| store_err("add workers.held and workers.active", e))?;
         }
+        Ok(())
+    })();
+    let end = if done.is_ok() { "COMMIT" } else { "ROLLBACK" };
+    conn.execute_batch(end).map_err(|e| store_err("end schema transaction", e))?;
+    done
+}
+
+impl SqliteLeaseTable {
+    /// Opens (creating if needed) the database at `path` and the lease namespace.
+    pub fn open(path: impl AsRef<Path>, namespace: &str) -> Result<Self, LeaseError> {
+        let path = path.as_ref().to_path_buf();
+        let conn = Connection::open(&path).map_err(|e| store_err("open", e))?;
+        conn.busy_timeout(Duration::from_secs(10)).map_err(|e| store_err("busy timeout", e))?;
+        conn.pragma_update(None, "journal_mode", "WAL").map_err(|e| store_err("wal", e))?;
+        conn.pragma_update(None, "synchronous", "FULL").map_err(|e| store_err("synchronous", e))?;
+        create_and_migrate(&conn)?;
         Ok(Self {
             conn: Arc::new(Mutex::new(conn)),
             queued: Arc::default(),
@@ -533,6 +547,33 @@ mod tests {
         assert_eq!(synchronous, 2, "FULL");
         let journal: String = conn.pragma_query_value(None, "journal_mode", |r| r.get(0)).unwrap();
         assert_eq!(journal, "wal");
+    }
+
+    /// Processes opening an earlier weir's database at once (a worker and `weir replay
+    /// --status` polling it) all open it: its columns are added once.
+    #[tokio::test]
+    async fn concurrent_openers_of_an_older_database_all_open_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("leases.db");
+        for round in 0..20 {
+            let db = path.with_extension(format!("{round}.db"));
+            let old = Connection::open(&db).unwrap();
+            old.execute_batch(
+                "CREATE TABLE workers (namespace TEXT NOT NULL, worker TEXT NOT NULL, counter INTEGER NOT NULL,
+                    PRIMARY KEY (namespace, worker));",
+            )
+            .unwrap();
+            drop(old);
+            let openers: Vec<_> = (0..4)
+                .map(|_| {
+                    let db = db.clone();
+                    std::thread::spawn(move || SqliteLeaseTable::open(&db, "app").map(|_| ()))
+                })
+                .collect();
+            for o in openers {
+                o.join().unwrap().expect("every opener opens it");
+            }
+        }
     }
 
     /// A database written by a weir without worker instances (or loads) gains the
