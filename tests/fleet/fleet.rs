@@ -9,7 +9,7 @@
 //! 3. one worker is SIGKILLed and a replacement started;
 //! 4. scale 3 -> 5 -> 2 (the three leaving ones stopped with SIGTERM).
 //!
-//! The workers run with the production timings (failover 10 s, taker cycles 10 s) and
+//! The workers run with the production timings (failover 10 s, taker cycles 3.3 s) and
 //! CloudWatch EMF metrics on.
 //!
 //! Then: DuckDB finds every produced record in the S3 archive exactly once (archiver in
@@ -221,7 +221,7 @@ fn config(dir: &Path, kinesis: &str, moto: &str) -> PathBuf {
     let text = format!(
         r#"
 # Production timings: failover, renewals and taker cycles at their defaults (10 s,
-# 3.3 s, 10 s); only the shard sync is sooner, so that the split is seen at once.
+# 3.3 s, 3.3 s); only the shard sync is sooner, so that the split is seen at once.
 [worker]
 shard_sync_interval = "5s"
 shutdown_timeout = "30s"

@@ -116,7 +116,18 @@ impl SqliteLeaseTable {
         let path = path.as_ref().to_path_buf();
         let conn = Connection::open(&path).map_err(|e| store_err("open", e))?;
         conn.busy_timeout(Duration::from_secs(10)).map_err(|e| store_err("busy timeout", e))?;
-        conn.pragma_update(None, "journal_mode", "WAL").map_err(|e| store_err("wal", e))?;
+        // Switching to WAL takes the database exclusively and answers "locked" at once
+        // (without the busy handler) while another process opens it: retried here.
+        let mut patience = 0;
+        while let Err(e) = conn.pragma_update(None, "journal_mode", "WAL") {
+            let busy =
+                matches!(&e, rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::DatabaseBusy);
+            if !busy || patience >= 1_000 {
+                return Err(store_err("wal", e));
+            }
+            patience += 1;
+            std::thread::sleep(Duration::from_millis(10));
+        }
         conn.pragma_update(None, "synchronous", "FULL").map_err(|e| store_err("synchronous", e))?;
         create_and_migrate(&conn)?;
         Ok(Self {

@@ -14,7 +14,8 @@ pub struct RuntimeConfig {
     pub failover: Duration,
     /// How often held leases are renewed (KCL: failover / 3).
     pub renew_interval: Duration,
-    /// How often the worker looks for leases to take or steal.
+    /// How often the worker looks for leases to take or steal (reading the worker
+    /// records; every lease only when they call for it).
     pub taker_interval: Duration,
     /// How often the shard list is read to create leases for new shards.
     pub shard_sync_interval: Duration,
@@ -72,7 +73,7 @@ impl RuntimeConfig {
             worker_id,
             failover,
             renew_interval: failover / 3,
-            taker_interval: failover,
+            taker_interval: failover / 3,
             shard_sync_interval: Duration::from_secs(60),
             handoff_timeout: failover,
             shutdown_timeout: Duration::from_secs(30),

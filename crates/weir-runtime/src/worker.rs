@@ -19,8 +19,9 @@
 //! for each lease's own counter.
 //!
 //! Shutdown (cancel the token): shard workers flush their consumers within
-//! `shutdown_timeout`, checkpoint and release their leases; then the renewer and the
-//! hosts stop and the worker's heartbeat record is removed.
+//! `shutdown_timeout`, checkpoint and release their leases; then the renewer stops, the
+//! worker's heartbeat record is removed (so the others count the leases free), and the
+//! hosts stop.
 //!
 //! One worker id, one process: the worker draws a random instance token at start and
 //! its heartbeat record carries it (see [`weir_core::ports::WorkerHeartbeat`]). A
@@ -36,7 +37,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use futures::FutureExt;
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -81,9 +82,10 @@ pub enum WorkerError {
 type HeldMap = Arc<Mutex<BTreeMap<ShardId, Arc<HeldLease>>>>;
 
 /// A worker reads every lease at least once in this many lease cycles (at least half
-/// as many, drawn at random), whatever the worker records show (50 to 100 s at the
-/// default `taker_interval`): the net under what the records cannot show.
-pub const FULL_LISTING_EVERY: u32 = 10;
+/// as many, drawn at random), whatever the worker records show (150 to 300 s at the
+/// default `taker_interval`): the net under what the records cannot show. At 10,000
+/// shards and 500 workers these readings are most of the lease table's reads.
+pub const FULL_LISTING_EVERY: u32 = 60;
 
 /// A weir worker. See the module documentation.
 pub struct Worker {
@@ -149,7 +151,9 @@ impl Worker {
         let held: HeldMap = Arc::default();
         let renewer_stop = CancellationToken::new();
         let mut renewer = JoinSet::new();
+        let held_changed = Arc::new(Notify::new());
         let heartbeat = Heartbeat {
+            held_changed: held_changed.clone(),
             table: self.table.clone(),
             worker: me.clone(),
             instance: instance.clone(),
@@ -194,9 +198,10 @@ impl Worker {
         };
         let mut shards: JoinSet<(ShardId, ShardOutcome)> = JoinSet::new();
         let mut next_take = Instant::now();
+        let mut next_poll = Instant::now();
         let mut sync = tokio::time::interval(self.config.shard_sync_interval);
         loop {
-            tokio::select! {
+            let new_leases = tokio::select! {
                 biased;
                 _ = shutdown.cancelled() => break,
                 _ = displaced_signal.cancelled() => break,
@@ -210,6 +215,7 @@ impl Worker {
                         Err(e) => tracing::error!(error = %e, "shard worker task failed"),
                     }
                     publish_held(&held, &self.stats);
+                    continue;
                 }
                 Some(first) = ended_shards.recv() => {
                     let mut ended = vec![first];
@@ -217,12 +223,22 @@ impl Worker {
                         ended.push(more);
                     }
                     coordinator.create_children(&ended).await;
+                    continue;
                 }
                 // Until the first census every worker syncs (a new application's first
                 // leases); then the leader does.
-                _ = sync.tick() => if coordinator.census.as_ref().is_none_or(|c| c.leader) {
-                    coordinator.sync_shards().await;
-                },
+                _ = sync.tick() => {
+                    if coordinator.census.as_ref().is_none_or(|c| c.leader) {
+                        coordinator.sync_shards().await;
+                    }
+                    continue;
+                }
+                // A handoff completes when its owner has drained: watch for it a few
+                // times a renewal interval (a read of each pending lease, nothing else).
+                _ = tokio::time::sleep_until(next_poll), if !coordinator.pending_steals.is_empty() => {
+                    next_poll = Instant::now() + self.config.renew_interval / 3;
+                    coordinator.poll_handoffs(&held).await
+                }
                 _ = tokio::time::sleep_until(next_take) => {
                     let new_leases = coordinator.cycle(&held).await;
                     // While a requested handoff is pending, look again soon: the lease
@@ -230,42 +246,53 @@ impl Worker {
                     // this worker holds less than its target: what a draining worker
                     // lets go is taken within a renewal interval, not a taker interval
                     // (workers at their target list no more often than before).
-                    next_take = Instant::now() + if coordinator.pending_steals.is_empty() && !coordinator.underloaded {
+                    // Up to a tenth shorter, at random: workers started together (a
+                    // scale-out, a deploy wave) drift apart instead of reading the table
+                    // in the same second.
+                    let every = if coordinator.pending_steals.is_empty() && !coordinator.underloaded {
                         self.config.taker_interval
                     } else {
                         self.config.renew_interval
                     };
-                    for lease in new_leases {
-                        let key = lease.key().clone();
-                        held.lock().unwrap_or_else(|p| p.into_inner()).insert(key.clone(), lease.clone());
-                        let worker = ShardWorker::new(lease.clone(), deps.clone(), shard_stop.child_token());
-                        let (held, stats) = (held.clone(), self.stats.clone());
-                        shards.spawn(async move {
-                            // A panic in the shard worker still leaves the held set.
-                            let outcome = AssertUnwindSafe(worker.run()).catch_unwind().await;
-                            // Here, not where this loop joins the task: the loop may be
-                            // inside a lease-table call that hangs, and what the worker
-                            // reports held must not include a shard it stopped working.
-                            {
-                                let mut map = held.lock().unwrap_or_else(|p| p.into_inner());
-                                if map.get(&key).is_some_and(|l| Arc::ptr_eq(l, &lease)) {
-                                    map.remove(&key);
-                                }
-                            }
-                            publish_held(&held, &stats);
-                            match outcome {
-                                Ok(outcome) => (key, outcome),
-                                Err(panic) => std::panic::resume_unwind(panic),
-                            }
-                        });
-                    }
-                    publish_held(&held, &self.stats);
+                    next_take = Instant::now() + every.mul_f64(0.9 + 0.1 * rand::random::<f64>());
+                    next_poll = Instant::now() + self.config.renew_interval / 3;
                     if let Some(writes) = coordinator.takes_holding_nothing.take() {
                         self.stats.takes_holding_nothing(writes);
                     }
                     self.stats.lease_cycle(coordinator.cycle_error.take().map_or(Ok(()), Err));
+                    new_leases
                 }
+            };
+            let new_leases_empty = new_leases.is_empty();
+            for lease in new_leases {
+                let key = lease.key().clone();
+                held.lock().unwrap_or_else(|p| p.into_inner()).insert(key.clone(), lease.clone());
+                let worker = ShardWorker::new(lease.clone(), deps.clone(), shard_stop.child_token());
+                let (held, stats, held_changed) = (held.clone(), self.stats.clone(), held_changed.clone());
+                shards.spawn(async move {
+                    // A panic in the shard worker still leaves the held set.
+                    let outcome = AssertUnwindSafe(worker.run()).catch_unwind().await;
+                    // Here, not where this loop joins the task: the loop may be
+                    // inside a lease-table call that hangs, and what the worker
+                    // reports held must not include a shard it stopped working.
+                    {
+                        let mut map = held.lock().unwrap_or_else(|p| p.into_inner());
+                        if map.get(&key).is_some_and(|l| Arc::ptr_eq(l, &lease)) {
+                            map.remove(&key);
+                        }
+                    }
+                    publish_held(&held, &stats);
+                    held_changed.notify_one();
+                    match outcome {
+                        Ok(outcome) => (key, outcome),
+                        Err(panic) => std::panic::resume_unwind(panic),
+                    }
+                });
             }
+            if !new_leases_empty {
+                held_changed.notify_one();
+            }
+            publish_held(&held, &self.stats);
         }
         tracing::info!(worker = %me, shards = shards.len(), "worker shutting down");
         shard_stop.cancel();
@@ -278,11 +305,13 @@ impl Worker {
         publish_held(&held, &self.stats);
         renewer_stop.cancel();
         while renewer.join_next().await.is_some() {}
-        drop(deps);
-        while host_tasks.join_next().await.is_some() {}
+        // Before the consumers' last flush: the record still reports the leases just
+        // let go, and the others count them free only once it goes.
         if let Err(e) = self.table.remove_worker(&me, &instance).await {
             tracing::warn!(worker = %me, error = %e, "could not remove worker record");
         }
+        drop(deps);
+        while host_tasks.join_next().await.is_some() {}
         let displaced = displaced.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(holder) = displaced {
             tracing::error!(worker = %me, other = holder, "another process took over this worker id; stopped");
@@ -302,6 +331,9 @@ fn publish_held(held: &HeldMap, stats: &WorkerStats) {
 
 /// The worker's heartbeat, written by the renewer.
 struct Heartbeat {
+    /// Notified when the leases held changed (taken, adopted, let go or lost): the next
+    /// heartbeat goes at once, so the others' census counts them without waiting.
+    held_changed: Arc<Notify>,
     table: Arc<dyn LeaseTable>,
     worker: WorkerId,
     instance: String,
@@ -367,6 +399,11 @@ async fn renew_loop(
     loop {
         tokio::select! {
             _ = stop.cancelled() => return,
+            _ = heartbeat.held_changed.notified() => {
+                let held = held.lock().unwrap_or_else(|p| p.into_inner()).len();
+                let beat = heartbeat.beat(held, every).await;
+                stats.heartbeat(beat.map_or(Ok(()), Err));
+            }
             _ = tick.tick() => {
                 let leases: Vec<Arc<HeldLease>> = held.lock().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
                 let beat = async {
@@ -586,7 +623,10 @@ impl Coordinator {
         let fleet = census(&me, mine, my_active, &workers, &self.seen, now, self.config.failover);
         self.underloaded = mine < fleet.target;
         self.cycles_since_listing += 1;
-        let full = !self.listed_once || fleet.list || self.cycles_since_listing >= FULL_LISTING_EVERY;
+        // A worker waiting for handoffs it requested watches those leases instead,
+        // unless leases are free (a worker left): those it can take at once.
+        let wanted = fleet.list && (self.pending_steals.is_empty() || fleet.free > 0);
+        let full = !self.listed_once || wanted || self.cycles_since_listing >= FULL_LISTING_EVERY;
         self.census = Some(fleet);
         if full {
             let leases = match self.table.list().await {
@@ -625,24 +665,25 @@ impl Coordinator {
         Some(Judged { leases: pending, workers, full: false })
     }
 
-    /// One taker cycle; returns leases newly held.
-    async fn cycle(&mut self, held: &HeldMap) -> Vec<Arc<HeldLease>> {
+    /// Adopts the leases of `leases` owned by this worker but not held (a completed
+    /// handoff, or left by an earlier run), and settles pending handoff requests:
+    /// dropped when overtaken, forced when overdue or their owner is gone. Returns the
+    /// keys adopted.
+    async fn settle_handoffs(
+        &mut self,
+        leases: &[weir_core::Lease],
+        held_keys: &HashSet<ShardId>,
+        now: weir_core::Timestamp,
+        writes: &mut LeaseWrites,
+        out: &mut Vec<Arc<HeldLease>>,
+    ) -> HashSet<ShardId> {
         let me = self.config.worker_id.clone();
-        let now = self.clock.now();
-        self.takes_holding_nothing = None;
-        let held_keys: HashSet<ShardId> = held.lock().unwrap_or_else(|p| p.into_inner()).keys().cloned().collect();
-        let Some(Judged { leases, workers, full }) = self.leases_to_judge(held_keys.len()).await else {
-            return Vec::new();
-        };
-        let mut out = Vec::new();
-        let mut writes = LeaseWrites::None;
-
         // Leases handed to this worker (or left owned by it by an earlier run). Held
         // only after a write of this worker's own: a lease's validity runs from the
         // start of its holder's last write, and the transfer (or the earlier run's last
         // renewal) may be most of a failover old already, so others may count it
         // expired soon.
-        for l in &leases {
+        for l in leases {
             if l.is_owned_by(&me) && !l.ended && !held_keys.contains(&l.key) {
                 self.pending_steals.remove(&l.key);
                 let since = Instant::now();
@@ -650,7 +691,7 @@ impl Coordinator {
                     Ok(renewed) => {
                         tracing::info!(shard = %l.key, "lease adopted");
                         writes.add(None);
-                        self.adopt(renewed, since, &mut out);
+                        self.adopt(renewed, since, out);
                     }
                     Err(e) => {
                         tracing::debug!(shard = %l.key, error = %e, "adopting a lease failed; next cycle");
@@ -670,14 +711,16 @@ impl Coordinator {
             };
             if l.handoff_to.as_ref() != Some(&me) || l.ended {
                 self.pending_steals.remove(&key);
-            } else if Instant::now() >= deadline {
+            } else if Instant::now() >= deadline || self.seen.is_expired(l, now, self.config.failover) {
+                // Overdue, or its owner is gone (crashed after the request): nobody
+                // will hand it over.
                 self.pending_steals.remove(&key);
                 let since = Instant::now();
                 match self.table.mutate(&LeaseMutation::on(l, LeaseChange::Take { owner: me.clone() })).await {
                     Ok(taken) => {
                         tracing::warn!(shard = %key, "handoff not completed in time; lease taken");
                         writes.add(None);
-                        self.adopt(taken, since, &mut out);
+                        self.adopt(taken, since, out);
                     }
                     Err(e) => {
                         tracing::debug!(shard = %key, error = %e, "forced take lost a race");
@@ -686,6 +729,43 @@ impl Coordinator {
                 }
             }
         }
+        adopted
+    }
+
+    /// Between lease cycles, while handoffs this worker requested are pending: reads
+    /// those leases and adopts the ones handed over (the lease is idle from the
+    /// transfer to its adoption here). Returns leases newly held.
+    async fn poll_handoffs(&mut self, held: &HeldMap) -> Vec<Arc<HeldLease>> {
+        let held_keys: HashSet<ShardId> = held.lock().unwrap_or_else(|p| p.into_inner()).keys().cloned().collect();
+        let mut pending = Vec::new();
+        for key in self.pending_steals.keys().cloned().collect::<Vec<_>>() {
+            match self.table.get(&key).await {
+                Ok(Some(l)) => pending.push(l),
+                Ok(None) => {
+                    self.pending_steals.remove(&key);
+                }
+                Err(e) => tracing::debug!(shard = %key, error = %e, "cannot read a lease handed over; next poll"),
+            }
+        }
+        let (mut writes, mut out) = (LeaseWrites::None, Vec::new());
+        let now = self.clock.now();
+        self.settle_handoffs(&pending, &held_keys, now, &mut writes, &mut out).await;
+        out
+    }
+
+    /// One taker cycle; returns leases newly held.
+    async fn cycle(&mut self, held: &HeldMap) -> Vec<Arc<HeldLease>> {
+        let me = self.config.worker_id.clone();
+        let now = self.clock.now();
+        self.takes_holding_nothing = None;
+        let held_keys: HashSet<ShardId> = held.lock().unwrap_or_else(|p| p.into_inner()).keys().cloned().collect();
+        let Some(Judged { leases, workers, full }) = self.leases_to_judge(held_keys.len()).await else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        let mut writes = LeaseWrites::None;
+
+        let adopted = self.settle_handoffs(&leases, &held_keys, now, &mut writes, &mut out).await;
         if !full {
             if held_keys.is_empty() {
                 self.takes_holding_nothing = Some(writes);
@@ -700,7 +780,9 @@ impl Coordinator {
                 continue;
             }
             let since = Instant::now();
-            match self.table.mutate(&LeaseMutation::on(&l, LeaseChange::Take { owner: me.clone() })).await {
+            // Written from the listed lease (one conditional put; a read only when it
+            // changed since, and then the take is judged again).
+            match self.table.mutate_seen(&l, LeaseChange::Take { owner: me.clone() }).await {
                 Ok(taken) => {
                     metrics::counter!(crate::metrics::LEASES_TAKEN).increment(1);
                     tracing::info!(shard = %l.key, previous = ?l.owner, "lease taken");
@@ -713,10 +795,11 @@ impl Coordinator {
                 }
             }
         }
-        if let Some(l) = plan.steal
-            && self.pending_steals.is_empty()
-        {
-            match self.table.mutate(&LeaseMutation::on(&l, LeaseChange::RequestHandoff { to: me.clone() })).await {
+        // Handoffs are requested when none is pending: the leases of the last requests
+        // are not in the listing's load yet.
+        let steals = if self.pending_steals.is_empty() { plan.steal } else { Vec::new() };
+        for l in steals {
+            match self.table.mutate_seen(&l, LeaseChange::RequestHandoff { to: me.clone() }).await {
                 Ok(_) => {
                     writes.add(None);
                     metrics::counter!(crate::metrics::LEASE_STEALS).increment(1);
@@ -778,6 +861,7 @@ mod tests {
             active: Arc::default(),
             displaced: Arc::default(),
             displaced_signal: CancellationToken::new(),
+            held_changed: Arc::default(),
         }
     }
 

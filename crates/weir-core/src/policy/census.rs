@@ -46,6 +46,8 @@ pub struct Census {
     pub held: usize,
     /// Active leases over live workers, rounded up.
     pub target: usize,
+    /// Active leases no live worker holds (free, or a dead worker's).
+    pub free: usize,
     /// Whether this worker is the leader (the live worker with the smallest id).
     pub leader: bool,
     /// Whether this worker should read every lease this cycle.
@@ -71,11 +73,11 @@ pub fn census(
     let active = leader_record.map_or(my_active, |l| (l.load.active as usize).max(my_active));
     let held = mine + others.iter().map(|w| w.load.held as usize).sum::<usize>();
     let target = active.div_ceil(live);
-    let mut census = Census { live, active, held, target, leader, list: false };
+    let free = active.saturating_sub(held);
+    let mut census = Census { live, active, held, target, free, leader, list: false };
     if mine >= target {
         return census;
     }
-    let free = active.saturating_sub(held);
     let excess: usize = others.iter().map(|w| (w.load.held as usize).saturating_sub(target)).sum();
     // Workers below target, neediest first; this one among them.
     let mut needy: Vec<(usize, &WorkerId)> =
@@ -121,7 +123,7 @@ mod tests {
         let workers: Vec<_> = ["a", "b", "c", "d"].iter().map(|w| hb(w, 1, 25, 100)).collect();
         for me in ["a", "b", "c", "d"] {
             let c = judge(me, 25, 100, &workers);
-            assert_eq!((c.live, c.active, c.held, c.target, c.list), (4, 100, 100, 25, false), "{me}");
+            assert_eq!((c.live, c.active, c.held, c.target, c.free, c.list), (4, 100, 100, 25, 0, false), "{me}");
         }
         assert!(judge("a", 25, 100, &workers).leader);
         assert!(!judge("b", 25, 100, &workers).leader);

@@ -8,9 +8,13 @@
 //!   compared.
 //! - Target per worker: `ceil(active leases / live workers)`.
 //! - Expired and free leases are taken first, up to the target.
-//! - When none is free, at most one lease per cycle is stolen from the most loaded
-//!   worker, and only if that worker is above the target (or at it while this worker
-//!   needs more than one).
+//! - When none is free, leases are stolen (through graceful handoffs) from the most
+//!   loaded workers, as many as this worker needs: from a worker above the target as
+//!   many as it holds above it, from one at the target one while this worker needs more
+//!   than one. (The KCL steals one lease per cycle; at 500 workers, where a new worker
+//!   needs 20, one per cycle meant 20 readings of every lease per new worker.) Which of
+//!   a worker's leases is stolen follows a hash of the stealer's id and the lease key,
+//!   so that workers stealing at once pick different leases.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
@@ -105,8 +109,8 @@ fn note<K: std::hash::Hash + Eq + Clone>(
 pub struct TakePlan {
     /// Free or expired leases to take.
     pub take: Vec<Lease>,
-    /// A lease to steal (through a graceful handoff) from a more loaded worker.
-    pub steal: Option<Lease>,
+    /// Leases to steal (through graceful handoffs) from more loaded workers.
+    pub steal: Vec<Lease>,
     /// The per-worker target used (active leases over live workers, rounded up). A
     /// worker below it looks again at the renewal interval rather than the taker
     /// interval, so that leases a draining worker lets go are taken in seconds.
@@ -159,16 +163,36 @@ pub fn plan_takes(
         plan.take = expired;
         return plan;
     }
-    let most_loaded =
-        load.iter().filter(|(w, _)| *w != me).max_by(|a, b| a.1.len().cmp(&b.1.len()).then_with(|| b.0.cmp(a.0)));
-    if let Some((_, their)) = most_loaded {
+    let mut victims: Vec<(&WorkerId, &Vec<&Lease>)> = load.iter().filter(|(w, _)| *w != me).collect();
+    victims.sort_by(|a, b| b.1.len().cmp(&a.1.len()).then_with(|| a.0.cmp(b.0)));
+    for (_, their) in victims {
+        let wanted = needed - plan.steal.len();
         let count = their.len();
-        if count > target || (count == target && needed > 1) {
-            plan.steal =
-                their.iter().filter(|l| l.handoff_to.is_none()).max_by(|a, b| a.key.cmp(&b.key)).map(|l| (*l).clone());
+        let allowance = if count > target {
+            count - target
+        } else if count == target && wanted > 1 {
+            1
+        } else {
+            break;
+        };
+        let mut open: Vec<&&Lease> = their.iter().filter(|l| l.handoff_to.is_none()).collect();
+        open.sort_by_key(|l| steal_order(me, &l.key));
+        plan.steal.extend(open.into_iter().take(allowance.min(wanted)).map(|l| (*l).clone()));
+        if plan.steal.len() >= needed {
+            break;
         }
     }
     plan
+}
+
+/// The order in which `stealer` prefers another worker's leases: FNV-1a of both.
+fn steal_order(stealer: &WorkerId, key: &ShardId) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in stealer.as_str().bytes().chain([0]).chain(key.as_str().bytes()) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
 }
 
 #[cfg(test)]
@@ -219,7 +243,7 @@ mod tests {
         let plan = plan_takes(&WorkerId::new("a"), &leases, &workers, &seen, t0, F);
         assert_eq!(plan.target, 4);
         assert_eq!(plan.take.len(), 4);
-        assert!(plan.steal.is_none());
+        assert!(plan.steal.is_empty());
     }
 
     #[test]
@@ -254,7 +278,30 @@ mod tests {
         let plan = plan_takes(&WorkerId::new("d"), &leases, &workers, &seen, t, F);
         assert_eq!(plan.target, 4); // ceil(13 / 4)
         assert!(plan.take.is_empty());
-        assert_eq!(plan.steal.unwrap().owner, Some(WorkerId::new("c")));
+        let owners: Vec<_> = plan.steal.iter().map(|l| l.owner.clone().unwrap()).collect();
+        // d needs 4: one from c (5, above the target), then one each from a and b (at
+        // the target, while d still needs more than one); then d needs one: no more.
+        assert_eq!(owners, [WorkerId::new("c"), WorkerId::new("a"), WorkerId::new("b")]);
+    }
+
+    #[test]
+    fn a_new_worker_steals_all_it_needs_at_once_and_stealers_pick_different_leases() {
+        let mut leases = Vec::new();
+        for i in 0..40 {
+            leases.push(lease(&format!("a{i:02}"), Some("a"), 1));
+        }
+        let workers = [hb("a", 1), hb("b", 1), hb("c", 1), hb("d", 1)];
+        let mut seen = Observations::default();
+        let t = Timestamp::from_millis(0);
+        seen.observe(&leases, &workers, t);
+        let plans: Vec<TakePlan> =
+            ["b", "c", "d"].iter().map(|me| plan_takes(&WorkerId::new(*me), &leases, &workers, &seen, t, F)).collect();
+        for p in &plans {
+            assert_eq!((p.target, p.steal.len()), (10, 10), "each needs 10 of a's 30 above the target");
+        }
+        let keys = |p: &TakePlan| p.steal.iter().map(|l| l.key.clone()).collect::<BTreeSet<_>>();
+        let common = keys(&plans[0]).intersection(&keys(&plans[1])).count();
+        assert!(common < 10, "b and c prefer different leases: {common} in common");
     }
 
     #[test]
@@ -281,7 +328,7 @@ mod tests {
         let t = Timestamp::from_millis(0);
         seen.observe(&leases, &workers, t);
         let plan = plan_takes(&WorkerId::new("b"), &leases, &workers, &seen, t, F);
-        assert!(plan.steal.is_none() && plan.take.is_empty());
+        assert!(plan.steal.is_empty() && plan.take.is_empty());
     }
 
     #[test]
