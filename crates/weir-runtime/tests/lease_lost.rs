@@ -33,11 +33,16 @@ async fn partitioned_owner_stops_before_takeover() {
     .await;
     let checkpoints_after_takeover = fleet.leases().await;
     // a's partition heals and its consumer wakes and finishes its batch: nothing of
-    // that may reach the table. (A steal back by a needs a request, a renewal by b and
-    // a transfer: more than the 2 s looked at here; then a is killed.)
+    // that may reach the table. a is killed as soon as its old shard workers have
+    // closed their shards as lost (a steal back by a, which needs a lease cycle, a
+    // request and b's drain, would be a new and legitimate ownership).
     fleet.workers["a"].table.set_down(false);
     a.resume();
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    eventually("a closed both shards as lost", Duration::from_secs(60), || async {
+        let closes = a.recorded().closes;
+        fleet.stream.open_shards().iter().all(|s| closes.contains(&(s.clone(), CloseReason::LeaseLost)))
+    })
+    .await;
     fleet.kill("a");
     producer.await.unwrap();
     eventually("b delivered everything", Duration::from_secs(300), || async {

@@ -29,6 +29,9 @@ use crate::time::Timestamp;
 pub struct Observations {
     leases: HashMap<ShardId, (u64, Timestamp)>,
     workers: HashMap<WorkerId, (u64, Timestamp)>,
+    /// Workers whose records report a load: written by a weir whose leases lapse with
+    /// its heartbeat (see [`Observations::worker_gone`]).
+    reporting: BTreeSet<WorkerId>,
 }
 
 impl Observations {
@@ -58,6 +61,11 @@ impl Observations {
         }
         let ids: BTreeSet<&WorkerId> = workers.iter().map(|w| &w.worker).collect();
         self.workers.retain(|k, _| ids.contains(k));
+        self.reporting = workers
+            .iter()
+            .filter(|w| w.load != crate::ports::WorkerLoad::default())
+            .map(|w| w.worker.clone())
+            .collect();
     }
 
     /// Whether `lease` is free, its owner stopped renewing it, or its owner's heartbeat
@@ -74,9 +82,14 @@ impl Observations {
         }
     }
 
-    /// Whether `worker`'s record was seen and has not changed for `failover`.
+    /// Whether `worker`'s record was seen and has not changed for `failover`, and it
+    /// reports a load. A record without one was written by an earlier weir, which
+    /// heartbeats only every taker cycle and keeps using its leases while their own
+    /// writes land: its leases are judged by their own counters (a fleet in the middle
+    /// of an upgrade does not take the leases of its older workers).
     pub fn worker_gone(&self, worker: &WorkerId, now: Timestamp, failover: Duration) -> bool {
-        self.workers.get(worker).is_some_and(|(_, since)| now.saturating_since(*since) >= failover)
+        self.reporting.contains(worker)
+            && self.workers.get(worker).is_some_and(|(_, since)| now.saturating_since(*since) >= failover)
     }
 
     /// Whether `worker`'s record was seen and changed within `failover`.
@@ -211,7 +224,24 @@ mod tests {
     }
 
     fn hb(w: &str, c: u64) -> WorkerHeartbeat {
-        WorkerHeartbeat { worker: WorkerId::new(w), counter: c, instance: String::new(), load: Default::default() }
+        let load = crate::ports::WorkerLoad { held: 1, active: 1 };
+        WorkerHeartbeat { worker: WorkerId::new(w), counter: c, instance: String::new(), load }
+    }
+
+    /// An earlier weir's record (no load) heartbeats every taker cycle and does not
+    /// tie its leases to it: its leases go by their own counters only.
+    #[test]
+    fn an_earlier_weirs_stale_record_takes_none_of_its_leases() {
+        let me = WorkerId::new("a");
+        let leases = vec![lease("s0", Some("old"), 7)];
+        let old = WorkerHeartbeat { load: Default::default(), ..hb("old", 4) };
+        let mut seen = Observations::default();
+        seen.observe(&leases, &[hb("a", 1), old.clone()], Timestamp::from_millis(0));
+        let moved = vec![lease("s0", Some("old"), 8)];
+        seen.observe_leases(&moved, Timestamp::from_millis(9_000));
+        seen.observe_workers(&[hb("a", 2), old.clone()], Timestamp::from_millis(10_000));
+        let plan = plan_takes(&me, &moved, &[hb("a", 2), old], &seen, Timestamp::from_millis(10_000), F);
+        assert!(plan.take.is_empty(), "the lease's own counter moved: {plan:?}");
     }
 
     #[test]
