@@ -33,7 +33,9 @@ use aws_sdk_dynamodb::types::{
     TransactWriteItem,
 };
 use futures::StreamExt;
-use weir_core::ports::{LEASE_PARTITIONS, LeaseTable, NamespaceMeta, WorkerHeartbeat, WorkerLoad, lease_partition};
+use weir_core::ports::{
+    LEASE_PARTITIONS, LeaseTable, NamespaceMeta, WorkerHeartbeat, WorkerLoad, lease_partition, lease_partition_key,
+};
 use weir_core::{Lease, LeaseChange, LeaseError, LeaseMutation, NewLease, ShardId, WorkerId};
 
 use crate::error::{ErrorClass, classify, describe};
@@ -145,13 +147,7 @@ impl DynamoDbLeaseTable {
             return Ok(());
         }
         let page = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .consistent_read(true)
-            .key_condition_expression("pk = :pk AND begins_with(sk, :prefix)")
-            .expression_attribute_values(":pk", s(&self.namespace))
-            .expression_attribute_values(":prefix", s("lease#"))
+            .query_items(&self.namespace, "lease#")
             .limit(1)
             .send()
             .await
@@ -175,7 +171,7 @@ impl DynamoDbLeaseTable {
     }
 
     fn partition_pk(&self, partition: u32) -> String {
-        format!("{}#leases-{partition}", self.namespace)
+        lease_partition_key(&self.namespace, partition)
     }
 
     /// The key of lease `shard`.
@@ -348,18 +344,25 @@ impl DynamoDbLeaseTable {
         serde_json::from_str(json).map_err(|e| LeaseError::store("decode lease", false, e))
     }
 
+    /// A strongly consistent `Query` of the items under hash key `pk` whose sort key
+    /// starts with `prefix`.
+    fn query_items(&self, pk: &str, prefix: &str) -> aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder {
+        self.client
+            .query()
+            .table_name(&self.table)
+            .consistent_read(true)
+            .key_condition_expression("pk = :pk AND begins_with(sk, :prefix)")
+            .expression_attribute_values(":pk", s(pk))
+            .expression_attribute_values(":prefix", s(prefix))
+    }
+
+    /// Every item [`Self::query_items`] finds, page by page.
     async fn query(&self, pk: &str, prefix: &str) -> Result<Vec<Item>, LeaseError> {
         let mut out = Vec::new();
         let mut start: Option<Item> = None;
         loop {
             let page = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .consistent_read(true)
-                .key_condition_expression("pk = :pk AND begins_with(sk, :prefix)")
-                .expression_attribute_values(":pk", s(pk))
-                .expression_attribute_values(":prefix", s(prefix))
+                .query_items(pk, prefix)
                 .set_exclusive_start_key(start.take())
                 .send()
                 .await

@@ -30,6 +30,7 @@ pub mod position;
 pub mod record;
 pub mod redact;
 pub mod sequence;
+mod stable_hash;
 pub mod time;
 
 pub use consumer::{

@@ -38,7 +38,7 @@ use async_trait::async_trait;
 use tokio::time::Instant;
 use weir_core::ports::{
     LEASE_PARTITIONS, LeaseTable, MAX_LEASE_ITEM_BYTES, MAX_TRANSACTION_BYTES, NamespaceMeta, WorkerHeartbeat,
-    WorkerLoad, lease_item_bytes, lease_partition,
+    WorkerLoad, lease_item_bytes, lease_partition, lease_partition_key,
 };
 use weir_core::{Lease, LeaseChange, LeaseError, LeaseMutation, NewLease, ShardId, WorkerId};
 use weir_testkit::MemoryLeaseTable;
@@ -119,7 +119,7 @@ impl CostedLeaseTable {
     fn lease_pk(&self, key: &ShardId) -> String {
         match self.partitions {
             0 => self.namespace.clone(),
-            n => format!("{}#leases-{}", self.namespace, lease_partition(key.as_str(), n)),
+            n => lease_partition_key(&self.namespace, lease_partition(key.as_str(), n)),
         }
     }
 
@@ -256,7 +256,7 @@ impl LeaseTable for CostedLeaseTable {
         // Every partition is queried (the adapter does not know which are empty).
         let mut by_pk: BTreeMap<String, Vec<usize>> = match self.partitions {
             0 => BTreeMap::from([(self.namespace.clone(), Vec::new())]),
-            n => (0..n).map(|p| (format!("{}#leases-{p}", self.namespace), Vec::new())).collect(),
+            n => (0..n).map(|p| (lease_partition_key(&self.namespace, p), Vec::new())).collect(),
         };
         let sizes: Vec<(ShardId, usize)> = self.sizes().leases.iter().map(|(k, b)| (k.clone(), *b)).collect();
         for (key, bytes) in sizes {

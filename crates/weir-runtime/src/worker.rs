@@ -42,7 +42,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use weir_core::policy::{Census, Observations, census, leases_to_create, plan_takes};
-use weir_core::ports::{LeaseTable, ShardReader, StreamCatalog, WorkerLoad};
+use weir_core::ports::{LeaseTable, ShardReader, StreamCatalog, WorkerHeartbeat, WorkerLoad};
 use weir_core::{Clock, Consumer, ConsumerName, LeaseChange, LeaseError, LeaseMutation, ShardId, WorkerId};
 
 use crate::config::{ConfigError, RuntimeConfig};
@@ -241,11 +241,9 @@ impl Worker {
                 }
                 _ = tokio::time::sleep_until(next_take) => {
                     let new_leases = coordinator.cycle(&held).await;
-                    // While a requested handoff is pending, look again soon: the lease
-                    // is idle between the transfer and its adoption here. So too while
-                    // this worker holds less than its target: what a draining worker
-                    // lets go is taken within a renewal interval, not a taker interval
-                    // (workers at their target list no more often than before).
+                    // While this worker holds less than its target (or waits for
+                    // handoffs), look again at the renewal interval: what a draining
+                    // worker lets go is taken within it.
                     // Up to a tenth shorter, at random: workers started together (a
                     // scale-out, a deploy wave) drift apart instead of reading the table
                     // in the same second.
@@ -255,7 +253,6 @@ impl Worker {
                         self.config.renew_interval
                     };
                     next_take = Instant::now() + every.mul_f64(0.9 + 0.1 * rand::random::<f64>());
-                    next_poll = Instant::now() + self.config.renew_interval / 3;
                     if let Some(writes) = coordinator.takes_holding_nothing.take() {
                         self.stats.takes_holding_nothing(writes);
                     }
@@ -487,14 +484,6 @@ async fn register(
     }
 }
 
-/// What a lease cycle read.
-struct Judged {
-    /// Every lease of the streams read (`full`), or those of pending handoffs.
-    leases: Vec<weir_core::Lease>,
-    workers: Vec<weir_core::ports::WorkerHeartbeat>,
-    full: bool,
-}
-
 struct Coordinator {
     /// This worker's heartbeat validity, which every lease it takes shares.
     liveness: Arc<Liveness>,
@@ -542,24 +531,33 @@ impl Coordinator {
                 return;
             }
         };
-        let mut active = listed.iter().filter(|l| !l.ended && self.catalog.covers(&l.key)).count();
+        let active = listed.iter().filter(|l| !l.ended && self.catalog.covers(&l.key)).count();
         let existing: HashSet<ShardId> = listed.into_iter().map(|l| l.key).collect();
-        for lease in leases_to_create(&shards, &existing, &self.config.initial_position) {
+        let missing = leases_to_create(&shards, &existing, &self.config.initial_position);
+        let created = self.create(missing, "shard sync: cannot create lease").await;
+        self.active.store(u32::try_from(active).unwrap_or(u32::MAX).saturating_add(created), Ordering::Relaxed);
+    }
+
+    /// Creates `leases` in order (parents before children) unless they exist; stops at
+    /// the first failure, logged with `failed`: a child must not be created before its
+    /// parents. Returns how many it created.
+    async fn create(&self, leases: Vec<weir_core::NewLease>, failed: &str) -> u32 {
+        let mut created = 0;
+        for lease in leases {
             let key = lease.key.clone();
             match self.table.create_if_absent(lease).await {
                 Ok(true) => {
-                    active += 1;
+                    created += 1;
                     tracing::info!(shard = %key, "lease created");
                 }
                 Ok(false) => {}
                 Err(e) => {
-                    // Stop here: children must not be created before their parents.
-                    tracing::warn!(shard = %key, error = %e, "shard sync: cannot create lease");
+                    tracing::warn!(shard = %key, error = %e, "{failed}");
                     break;
                 }
             }
         }
-        self.active.store(u32::try_from(active).unwrap_or(u32::MAX), Ordering::Relaxed);
+        created
     }
 
     /// Creates the leases of the children of `ended` (shards this worker just
@@ -577,21 +575,8 @@ impl Coordinator {
             shards.iter().filter(|s| s.parents.iter().any(|p| ended.contains(p))).map(|s| &s.id).collect();
         let others: HashSet<ShardId> =
             shards.iter().filter(|s| !children.contains(&s.id)).map(|s| s.id.clone()).collect();
-        let mut created = 0u32;
-        for lease in leases_to_create(&shards, &others, &self.config.initial_position) {
-            let key = lease.key.clone();
-            match self.table.create_if_absent(lease).await {
-                Ok(true) => {
-                    created += 1;
-                    tracing::info!(shard = %key, "lease created");
-                }
-                Ok(false) => {}
-                Err(e) => {
-                    tracing::warn!(shard = %key, error = %e, "cannot create a child's lease; the leader's sync will");
-                    break;
-                }
-            }
-        }
+        let missing = leases_to_create(&shards, &others, &self.config.initial_position);
+        let created = self.create(missing, "cannot create a child's lease; the leader's sync will").await;
         // What this worker reports as active until its next listing: the ended shards
         // are no longer, the children are.
         let ended = u32::try_from(ended.len()).unwrap_or(u32::MAX);
@@ -604,10 +589,12 @@ impl Coordinator {
         out.push(HeldLease::new(lease, since, self.table.clone(), self.config.failover, self.liveness.clone()));
     }
 
-    /// The leases this cycle looks at: every lease when the worker records call for it
-    /// (or the periodic full reading is due), else only those of pending handoffs.
-    /// `None` when the table could not be read.
-    async fn leases_to_judge(&mut self, mine: usize) -> Option<Judged> {
+    /// Reads the worker records and, when they call for it (or the periodic full
+    /// reading is due), every lease of the streams read: the leases and the records.
+    /// `None` when the records show nothing to take, or when the table could not be
+    /// read (then `cycle_error` says why). Pending handoffs are watched apart
+    /// ([`Self::poll_handoffs`]).
+    async fn read_leases(&mut self, mine: usize) -> Option<(Vec<weir_core::Lease>, Vec<WorkerHeartbeat>)> {
         let me = self.config.worker_id.clone();
         let now = self.clock.now();
         let workers = match self.table.list_workers().await {
@@ -646,23 +633,9 @@ impl Coordinator {
             self.seen.observe_leases(&leases, now);
             let active = leases.iter().filter(|l| !l.ended).count();
             self.active.store(u32::try_from(active).unwrap_or(u32::MAX), Ordering::Relaxed);
-            return Some(Judged { leases, workers, full: true });
+            return Some((leases, workers));
         }
-        let mut pending = Vec::new();
-        for key in self.pending_steals.keys().cloned().collect::<Vec<_>>() {
-            match self.table.get(&key).await {
-                Ok(Some(l)) => pending.push(l),
-                Ok(None) => {
-                    self.pending_steals.remove(&key);
-                }
-                Err(e) => {
-                    tracing::warn!(shard = %key, error = %e, "taker: cannot read a lease handed over");
-                    self.cycle_error = Some(format!("reading lease {key}: {e}"));
-                    return None;
-                }
-            }
-        }
-        Some(Judged { leases: pending, workers, full: false })
+        None
     }
 
     /// Adopts the leases of `leases` owned by this worker but not held (a completed
@@ -732,7 +705,7 @@ impl Coordinator {
         adopted
     }
 
-    /// Between lease cycles, while handoffs this worker requested are pending: reads
+    /// While handoffs this worker requested are pending: reads
     /// those leases and adopts the ones handed over (the lease is idle from the
     /// transfer to its adoption here). Returns leases newly held.
     async fn poll_handoffs(&mut self, held: &HeldMap) -> Vec<Arc<HeldLease>> {
@@ -759,19 +732,17 @@ impl Coordinator {
         let now = self.clock.now();
         self.takes_holding_nothing = None;
         let held_keys: HashSet<ShardId> = held.lock().unwrap_or_else(|p| p.into_inner()).keys().cloned().collect();
-        let Some(Judged { leases, workers, full }) = self.leases_to_judge(held_keys.len()).await else {
+        let Some((leases, workers)) = self.read_leases(held_keys.len()).await else {
+            // Nothing to take (not a failure: a worker holding nothing is not needed).
+            if held_keys.is_empty() && self.cycle_error.is_none() {
+                self.takes_holding_nothing = Some(LeaseWrites::None);
+            }
             return Vec::new();
         };
         let mut out = Vec::new();
         let mut writes = LeaseWrites::None;
 
         let adopted = self.settle_handoffs(&leases, &held_keys, now, &mut writes, &mut out).await;
-        if !full {
-            if held_keys.is_empty() {
-                self.takes_holding_nothing = Some(writes);
-            }
-            return out;
-        }
 
         let plan = plan_takes(&me, &leases, &workers, &self.seen, now, self.config.failover);
         let target = plan.target;

@@ -200,12 +200,7 @@ pub fn plan_takes(
 
 /// The order in which `stealer` prefers another worker's leases: FNV-1a of both.
 fn steal_order(stealer: &WorkerId, key: &ShardId) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in stealer.as_str().bytes().chain([0]).chain(key.as_str().bytes()) {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
+    crate::stable_hash::fnv1a(stealer.as_str().bytes().chain([0]).chain(key.as_str().bytes()))
 }
 
 #[cfg(test)]

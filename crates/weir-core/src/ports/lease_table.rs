@@ -40,16 +40,16 @@ pub fn lease_item_bytes(lease: &Lease) -> usize {
 pub const LEASE_PARTITIONS: u32 = 32;
 
 /// The partition (of `partitions`) a store that spreads leases puts lease `shard` in:
-/// FNV-1a (64 bits) of the shard id, modulo `partitions`. Written out rather than taken
-/// from a hasher crate: the value is part of the stored layout and must never change
-/// with a dependency's version.
+/// FNV-1a (64 bits) of the shard id, modulo `partitions` (part of the stored layout:
+/// it must never change).
 pub fn lease_partition(shard: &str, partitions: u32) -> u32 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in shard.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
+    let h = crate::stable_hash::fnv1a(shard.bytes());
     u32::try_from(h % u64::from(partitions.max(1))).unwrap_or(0)
+}
+
+/// The DynamoDB hash key of partition `partition` of `namespace`'s leases.
+pub fn lease_partition_key(namespace: &str, partition: u32) -> String {
+    format!("{namespace}#leases-{partition}")
 }
 
 /// What a namespace belongs to: written by the first worker of an application, checked
