@@ -1,14 +1,17 @@
 //! Lease table on DynamoDB.
 //!
-//! One table can hold many namespaces (an application, replay jobs). Worker records
-//! and the namespace record have the namespace as their hash key `pk` (range key `sk`
-//! `worker#<id>`, `meta`). Leases are spread over [`LEASE_PARTITIONS`] hash keys,
+//! One table can hold many namespaces (an application, replay jobs). The namespace
+//! record has the namespace as its hash key `pk` (range key `sk` `meta`). Worker
+//! records are spread over [`WORKER_PARTITIONS`] hash keys, `<namespace>#workers-<n>`
+//! (range key `worker#<id>`; every lease cycle of every worker reads them all), and
+//! leases over [`LEASE_PARTITIONS`] hash keys,
 //! `<namespace>#leases-<n>` with `n` a stable hash of the shard id (range key
 //! `lease#<shard>`): DynamoDB serves at most 1,000 write units a second per hash key
 //! value, and a checkpoint a second per shard passes that at about 1,000 shards. The
-//! namespace record names the partition count (`buckets`); a namespace written by a
-//! weir that kept every lease under the namespace itself (a record without `buckets`,
-//! or leases without a record) keeps that layout, read and written as it was. A lease
+//! namespace record names both counts (`buckets`, `worker_buckets`); a namespace
+//! written by a weir that kept its leases or its worker records under the namespace
+//! itself (a record without the count, or such items without a record) keeps that
+//! layout, read and written as it was. A lease
 //! item keeps `owner`, `counter` and `handoff_to` as top-level attributes (conditions
 //! and operators read them) and the whole lease as JSON in `lease`.
 //!
@@ -19,6 +22,9 @@
 //! concurrent change, the read-apply-write is retried: the mutation's own expectations
 //! (the owner and counter its writer saw) decide, exactly as in the other tables.
 //! `ConditionalCheckFailed` never counts as success.
+//!
+//! Reads are strongly consistent, but for [`LeaseTable::list_relaxed`] and
+//! [`LeaseTable::list_workers_relaxed`] (eventually consistent, half the read units).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -34,13 +40,21 @@ use aws_sdk_dynamodb::types::{
 };
 use futures::StreamExt;
 use weir_core::ports::{
-    LEASE_PARTITIONS, LeaseTable, NamespaceMeta, WorkerHeartbeat, WorkerLoad, lease_partition, lease_partition_key,
+    LEASE_PARTITIONS, LeaseTable, NamespaceMeta, WORKER_PARTITIONS, WorkerHeartbeat, WorkerLoad, lease_partition,
+    lease_partition_key, worker_partition, worker_partition_key,
 };
 use weir_core::{Lease, LeaseChange, LeaseError, LeaseMutation, NewLease, ShardId, WorkerId};
 
 use crate::error::{ErrorClass, classify, describe};
 
 type Item = HashMap<String, AttributeValue>;
+
+/// How a read is made: strongly consistent, or eventually (half the read units).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Consistency {
+    Strong,
+    Eventual,
+}
 
 /// Queries of a listing in flight at once.
 const LISTING_CONCURRENCY: usize = 8;
@@ -82,6 +96,8 @@ pub struct DynamoDbLeaseTable {
     /// Hash keys the leases are spread over; 0: every lease under the namespace (the
     /// layout of a namespace written before leases were spread).
     partitions: AtomicU32,
+    /// Hash keys the worker records are spread over; 0: under the namespace.
+    worker_partitions: AtomicU32,
 }
 
 impl Clone for DynamoDbLeaseTable {
@@ -91,6 +107,7 @@ impl Clone for DynamoDbLeaseTable {
             table: self.table.clone(),
             namespace: self.namespace.clone(),
             partitions: AtomicU32::new(self.partitions()),
+            worker_partitions: AtomicU32::new(self.worker_partitions()),
         }
     }
 }
@@ -127,6 +144,7 @@ impl DynamoDbLeaseTable {
             table: table.to_owned(),
             namespace: namespace.to_owned(),
             partitions: AtomicU32::new(LEASE_PARTITIONS),
+            worker_partitions: AtomicU32::new(WORKER_PARTITIONS),
         };
         this.ensure_table(create_if_missing).await?;
         this.learn_layout().await?;
@@ -138,28 +156,42 @@ impl DynamoDbLeaseTable {
         self.partitions.load(Ordering::Relaxed)
     }
 
+    /// How many hash keys the worker records are spread over (0: the namespace's own).
+    pub fn worker_partitions(&self) -> u32 {
+        self.worker_partitions.load(Ordering::Relaxed)
+    }
+
     /// Learns the namespace's layout: from its record, or, without one, from whether
-    /// leases exist under the namespace itself (written before records had a layout).
-    /// A new namespace spreads its leases.
+    /// leases or worker records exist under the namespace itself (written by a weir
+    /// from before namespace records, which kept both there). A new namespace spreads
+    /// both.
     async fn learn_layout(&self) -> Result<(), LeaseError> {
         if let Some(meta) = self.read_item("meta".into(), "get (namespace)").await? {
-            self.partitions.store(Self::partitions_in(&meta), Ordering::Relaxed);
+            self.store_layout(&meta);
             return Ok(());
         }
-        let page = self
-            .query_items(&self.namespace, "lease#")
-            .limit(1)
-            .send()
-            .await
-            .map_err(|e| store_err("query (layout)", &self.table, e))?;
-        let legacy = !page.items().is_empty();
-        self.partitions.store(if legacy { 0 } else { LEASE_PARTITIONS }, Ordering::Relaxed);
+        let mut legacy = false;
+        for prefix in ["lease#", "worker#"] {
+            let page = self
+                .query_items(&self.namespace, prefix, Consistency::Strong)
+                .limit(1)
+                .send()
+                .await
+                .map_err(|e| store_err("query (layout)", &self.table, e))?;
+            legacy |= !page.items().is_empty();
+        }
+        let (leases, workers) = if legacy { (0, 0) } else { (LEASE_PARTITIONS, WORKER_PARTITIONS) };
+        self.partitions.store(leases, Ordering::Relaxed);
+        self.worker_partitions.store(workers, Ordering::Relaxed);
         Ok(())
     }
 
-    /// The partition count a namespace record names (none: the single-key layout).
-    fn partitions_in(meta: &Item) -> u32 {
-        meta.get("buckets").and_then(|v| v.as_n().ok()).and_then(|n| n.parse().ok()).unwrap_or(0)
+    /// Takes the layout a namespace record names (a count it lacks: the single-key
+    /// layout).
+    fn store_layout(&self, meta: &Item) {
+        let count = |name: &str| meta.get(name).and_then(|v| v.as_n().ok()).and_then(|n| n.parse().ok()).unwrap_or(0);
+        self.partitions.store(count("buckets"), Ordering::Relaxed);
+        self.worker_partitions.store(count("worker_buckets"), Ordering::Relaxed);
     }
 
     /// The hash key of lease `shard`.
@@ -172,6 +204,23 @@ impl DynamoDbLeaseTable {
 
     fn partition_pk(&self, partition: u32) -> String {
         lease_partition_key(&self.namespace, partition)
+    }
+
+    /// The hash keys of the worker records.
+    fn worker_pks(&self) -> Vec<String> {
+        match self.worker_partitions() {
+            0 => vec![self.namespace.clone()],
+            n => (0..n).map(|p| worker_partition_key(&self.namespace, p)).collect(),
+        }
+    }
+
+    /// The key of worker `worker`'s record.
+    fn worker_key(&self, worker: &WorkerId) -> Item {
+        let pk = match self.worker_partitions() {
+            0 => self.namespace.clone(),
+            n => worker_partition_key(&self.namespace, worker_partition(worker.as_str(), n)),
+        };
+        HashMap::from([("pk".to_owned(), s(&pk)), ("sk".to_owned(), AttributeValue::S(format!("worker#{worker}")))])
     }
 
     /// The key of lease `shard`.
@@ -344,25 +393,29 @@ impl DynamoDbLeaseTable {
         serde_json::from_str(json).map_err(|e| LeaseError::store("decode lease", false, e))
     }
 
-    /// A strongly consistent `Query` of the items under hash key `pk` whose sort key
-    /// starts with `prefix`.
-    fn query_items(&self, pk: &str, prefix: &str) -> aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder {
+    /// A `Query` of the items under hash key `pk` whose sort key starts with `prefix`.
+    fn query_items(
+        &self,
+        pk: &str,
+        prefix: &str,
+        consistency: Consistency,
+    ) -> aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder {
         self.client
             .query()
             .table_name(&self.table)
-            .consistent_read(true)
+            .consistent_read(consistency == Consistency::Strong)
             .key_condition_expression("pk = :pk AND begins_with(sk, :prefix)")
             .expression_attribute_values(":pk", s(pk))
             .expression_attribute_values(":prefix", s(prefix))
     }
 
     /// Every item [`Self::query_items`] finds, page by page.
-    async fn query(&self, pk: &str, prefix: &str) -> Result<Vec<Item>, LeaseError> {
+    async fn query(&self, pk: &str, prefix: &str, consistency: Consistency) -> Result<Vec<Item>, LeaseError> {
         let mut out = Vec::new();
         let mut start: Option<Item> = None;
         loop {
             let page = self
-                .query_items(pk, prefix)
+                .query_items(pk, prefix, consistency)
                 .set_exclusive_start_key(start.take())
                 .send()
                 .await
@@ -373,6 +426,59 @@ impl DynamoDbLeaseTable {
                 _ => return Ok(out),
             }
         }
+    }
+
+    /// Every item under the hash keys `pks` whose sort key starts with `prefix`, a few
+    /// keys at a time.
+    async fn query_all(
+        &self,
+        pks: Vec<String>,
+        prefix: &str,
+        consistency: Consistency,
+    ) -> Result<Vec<Item>, LeaseError> {
+        let pages: Vec<Result<Vec<Item>, LeaseError>> = futures::stream::iter(pks)
+            .map(|pk| async move { self.query(&pk, prefix, consistency).await })
+            .buffer_unordered(LISTING_CONCURRENCY)
+            .collect()
+            .await;
+        let mut items = Vec::new();
+        for page in pages {
+            items.extend(page?);
+        }
+        Ok(items)
+    }
+
+    async fn list_leases(&self, consistency: Consistency) -> Result<Vec<Lease>, LeaseError> {
+        let pks: Vec<String> = match self.partitions() {
+            0 => vec![self.namespace.clone()],
+            n => (0..n).map(|p| self.partition_pk(p)).collect(),
+        };
+        let mut leases = self
+            .query_all(pks, "lease#", consistency)
+            .await?
+            .iter()
+            .map(Self::decode)
+            .collect::<Result<Vec<_>, _>>()?;
+        leases.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok(leases)
+    }
+
+    async fn workers(&self, consistency: Consistency) -> Result<Vec<WorkerHeartbeat>, LeaseError> {
+        let mut workers: Vec<WorkerHeartbeat> = self
+            .query_all(self.worker_pks(), "worker#", consistency)
+            .await?
+            .iter()
+            .filter_map(|item| {
+                let id = item.get("sk")?.as_s().ok()?.strip_prefix("worker#")?.to_owned();
+                let counter = item.get("counter")?.as_n().ok()?.parse().ok()?;
+                let instance = item.get("instance").and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
+                let number = |name: &str| item.get(name).and_then(|v| v.as_n().ok()).and_then(|n| n.parse().ok());
+                let load = WorkerLoad { held: number("held").unwrap_or(0), active: number("active").unwrap_or(0) };
+                Some(WorkerHeartbeat { worker: WorkerId::new(id), counter, instance, load })
+            })
+            .collect();
+        workers.sort_by(|a, b| a.worker.cmp(&b.worker));
+        Ok(workers)
     }
 }
 
@@ -392,23 +498,11 @@ impl LeaseTable for DynamoDbLeaseTable {
     }
 
     async fn list(&self) -> Result<Vec<Lease>, LeaseError> {
-        let pks: Vec<String> = match self.partitions() {
-            0 => vec![self.namespace.clone()],
-            n => (0..n).map(|p| self.partition_pk(p)).collect(),
-        };
-        let pages: Vec<Result<Vec<Item>, LeaseError>> = futures::stream::iter(pks)
-            .map(|pk| async move { self.query(&pk, "lease#").await })
-            .buffer_unordered(LISTING_CONCURRENCY)
-            .collect()
-            .await;
-        let mut leases = Vec::new();
-        for page in pages {
-            for item in page? {
-                leases.push(Self::decode(&item)?);
-            }
-        }
-        leases.sort_by(|a, b| a.key.cmp(&b.key));
-        Ok(leases)
+        self.list_leases(Consistency::Strong).await
+    }
+
+    async fn list_relaxed(&self) -> Result<Vec<Lease>, LeaseError> {
+        self.list_leases(Consistency::Eventual).await
     }
 
     async fn get(&self, key: &ShardId) -> Result<Option<Lease>, LeaseError> {
@@ -502,7 +596,7 @@ impl LeaseTable for DynamoDbLeaseTable {
             .client
             .update_item()
             .table_name(&self.table)
-            .set_key(Some(self.key(format!("worker#{worker}"))))
+            .set_key(Some(self.worker_key(worker)))
             .update_expression(
                 "SET #counter = if_not_exists(#counter, :zero) + :one, #instance = :me, #held = :held, #active = :active",
             )
@@ -523,7 +617,7 @@ impl LeaseTable for DynamoDbLeaseTable {
             return Ok(());
         }
         let holder = self
-            .read_item(format!("worker#{worker}"), "get (worker)")
+            .read_key(self.worker_key(worker), "get (worker)")
             .await?
             .and_then(|i| i.get("instance").and_then(|v| v.as_s().ok()).cloned())
             .unwrap_or_default();
@@ -540,7 +634,7 @@ impl LeaseTable for DynamoDbLeaseTable {
             .client
             .update_item()
             .table_name(&self.table)
-            .set_key(Some(self.key(format!("worker#{}", seen.worker))))
+            .set_key(Some(self.worker_key(&seen.worker)))
             .update_expression("SET #counter = #counter + :one, #instance = :me")
             .condition_expression(format!("#counter = :seen_counter AND {same_instance}"))
             .expression_attribute_names("#counter", "counter")
@@ -560,7 +654,7 @@ impl LeaseTable for DynamoDbLeaseTable {
         // weir that keeps leases under the namespace) decides the layout: leases are
         // written only after the namespace is claimed, which reads the record first.
         if let Some(i) = &item {
-            self.partitions.store(Self::partitions_in(i), Ordering::Relaxed);
+            self.store_layout(i);
         }
         Ok(item.map(|i| NamespaceMeta {
             stream: i.get("stream").and_then(|v| v.as_s().ok()).cloned().unwrap_or_default(),
@@ -577,6 +671,7 @@ impl LeaseTable for DynamoDbLeaseTable {
         item.insert("stream".into(), AttributeValue::S(meta.stream.clone()));
         item.insert("format".into(), AttributeValue::N(meta.format.to_string()));
         item.insert("buckets".into(), AttributeValue::N(self.partitions().to_string()));
+        item.insert("worker_buckets".into(), AttributeValue::N(self.worker_partitions().to_string()));
         let put = self.client.put_item().table_name(&self.table).set_item(Some(item));
         let put = match expected {
             None => put.condition_expression("attribute_not_exists(pk)"),
@@ -591,19 +686,11 @@ impl LeaseTable for DynamoDbLeaseTable {
     }
 
     async fn list_workers(&self) -> Result<Vec<WorkerHeartbeat>, LeaseError> {
-        Ok(self
-            .query(&self.namespace, "worker#")
-            .await?
-            .iter()
-            .filter_map(|item| {
-                let id = item.get("sk")?.as_s().ok()?.strip_prefix("worker#")?.to_owned();
-                let counter = item.get("counter")?.as_n().ok()?.parse().ok()?;
-                let instance = item.get("instance").and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
-                let number = |name: &str| item.get(name).and_then(|v| v.as_n().ok()).and_then(|n| n.parse().ok());
-                let load = WorkerLoad { held: number("held").unwrap_or(0), active: number("active").unwrap_or(0) };
-                Some(WorkerHeartbeat { worker: WorkerId::new(id), counter, instance, load })
-            })
-            .collect())
+        self.workers(Consistency::Strong).await
+    }
+
+    async fn list_workers_relaxed(&self) -> Result<Vec<WorkerHeartbeat>, LeaseError> {
+        self.workers(Consistency::Eventual).await
     }
 
     async fn remove_worker(&self, worker: &WorkerId, instance: &str) -> Result<(), LeaseError> {
@@ -611,7 +698,7 @@ impl LeaseTable for DynamoDbLeaseTable {
             .client
             .delete_item()
             .table_name(&self.table)
-            .set_key(Some(self.key(format!("worker#{worker}"))))
+            .set_key(Some(self.worker_key(worker)))
             .condition_expression("attribute_not_exists(#instance) OR #instance = :empty OR #instance = :me")
             .expression_attribute_names("#instance", "instance")
             .expression_attribute_values(":me", AttributeValue::S(instance.to_owned()))

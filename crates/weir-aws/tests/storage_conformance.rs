@@ -45,24 +45,34 @@ async fn dynamodb_lease_table_passes_conformance_on_moto() {
 
 /// The hash keys holding a namespace's lease items, read straight from the table.
 async fn lease_hash_keys(client: &aws_sdk_dynamodb::Client, table: &str) -> std::collections::BTreeMap<String, usize> {
+    hash_keys_of(client, table, "lease#").await
+}
+
+/// The hash keys items whose sort key starts with `prefix` are under, with their counts.
+async fn hash_keys_of(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+    prefix: &str,
+) -> std::collections::BTreeMap<String, usize> {
     let mut keys = std::collections::BTreeMap::new();
     for item in client.scan().table_name(table).send().await.unwrap().items() {
         let sk = item["sk"].as_s().unwrap();
-        if sk.starts_with("lease#") {
+        if sk.starts_with(prefix) {
             *keys.entry(item["pk"].as_s().unwrap().clone()).or_insert(0) += 1;
         }
     }
     keys
 }
 
-/// A new namespace spreads its leases over `LEASE_PARTITIONS` hash keys and says so in
-/// its record; a namespace written before (leases under the namespace itself, a record
-/// without a partition count, or no record) is read and written where it is, also
-/// after its record is rewritten as format 2.
+/// A new namespace spreads its leases over `LEASE_PARTITIONS` hash keys and its worker
+/// records over `WORKER_PARTITIONS`, and says so in its record; a namespace written
+/// before (leases or worker records under the namespace itself, a record without a
+/// partition count, or no record) is read and written where it is, also after its
+/// record is rewritten in the current format.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leases_spread_over_hash_keys_and_older_namespaces_keep_theirs() {
     use aws_sdk_dynamodb::types::AttributeValue;
-    use weir_core::ports::{LEASE_PARTITIONS, NamespaceMeta};
+    use weir_core::ports::{LEASE_FORMAT, LEASE_PARTITIONS, NamespaceMeta, WORKER_PARTITIONS, WorkerLoad};
     use weir_core::{LeaseChange, LeaseMutation, NewLease, ShardId, WorkerId};
     let moto = Emulator::start("moto", &[]);
     let client = dynamodb(&moto.endpoint).await;
@@ -76,7 +86,18 @@ async fn leases_spread_over_hash_keys_and_older_namespaces_keep_theirs() {
 
     let new = DynamoDbLeaseTable::open(client.clone(), &name, "new", true).await.unwrap();
     assert_eq!(new.partitions(), LEASE_PARTITIONS);
-    assert!(new.put_namespace_meta(&NamespaceMeta { stream: "s".into(), format: 2 }, None).await.unwrap());
+    assert_eq!(new.worker_partitions(), WORKER_PARTITIONS);
+    assert!(new.put_namespace_meta(&NamespaceMeta { stream: "s".into(), format: LEASE_FORMAT }, None).await.unwrap());
+    for i in 0..40 {
+        new.heartbeat(&WorkerId::new(format!("worker-{i}")), "a", WorkerLoad { held: i, active: 200 }).await.unwrap();
+    }
+    let workers = hash_keys_of(&client, &name, "worker#").await;
+    assert!(workers.keys().all(|pk| pk.starts_with("new#workers-")), "{workers:?}");
+    assert!(workers.len() >= 6, "40 records over 8 hash keys: {} used", workers.len());
+    let listed = new.list_workers().await.unwrap();
+    assert_eq!(listed.len(), 40, "a census reads every partition");
+    assert!(listed.iter().all(|w| w.load.held == w.worker.as_str()[7..].parse::<u32>().unwrap()), "{listed:?}");
+    assert_eq!(new.list_workers_relaxed().await.unwrap().len(), 40);
     for i in 0..200 {
         assert!(new.create_if_absent(lease(&format!("shardId-{i:012}"))).await.unwrap());
     }
@@ -88,6 +109,8 @@ async fn leases_spread_over_hash_keys_and_older_namespaces_keep_theirs() {
     assert_eq!(listed.len(), 200, "a listing reads every partition");
     let again = DynamoDbLeaseTable::open(client.clone(), &name, "new", false).await.unwrap();
     assert_eq!(again.partitions(), LEASE_PARTITIONS, "the record names the layout");
+    assert_eq!(again.worker_partitions(), WORKER_PARTITIONS);
+    assert_eq!(again.list_workers().await.unwrap().len(), 40);
     let meta = client
         .get_item()
         .table_name(&name)
@@ -97,6 +120,7 @@ async fn leases_spread_over_hash_keys_and_older_namespaces_keep_theirs() {
         .await
         .unwrap();
     assert_eq!(meta.item().unwrap()["buckets"].as_n().unwrap(), "32");
+    assert_eq!(meta.item().unwrap()["worker_buckets"].as_n().unwrap(), "8");
 
     // Written by a weir that kept every lease under the namespace: items as it wrote them.
     let old_lease = lease("shardId-000000000007").into_lease();
@@ -120,6 +144,36 @@ async fn leases_spread_over_hash_keys_and_older_namespaces_keep_theirs() {
         .send()
         .await
         .unwrap();
+    put("old", "worker#w-old")
+        .item("counter", AttributeValue::N("3".into()))
+        .item("instance", AttributeValue::S(String::new()))
+        .send()
+        .await
+        .unwrap();
+    // Format 2: leases spread, worker records under the namespace.
+    put("two", "meta")
+        .item("stream", AttributeValue::S("s".into()))
+        .item("format", AttributeValue::N("2".into()))
+        .item("buckets", AttributeValue::N("32".into()))
+        .send()
+        .await
+        .unwrap();
+    put("two", "worker#w-two")
+        .item("counter", AttributeValue::N("3".into()))
+        .item("instance", AttributeValue::S(String::new()))
+        .send()
+        .await
+        .unwrap();
+    let two = DynamoDbLeaseTable::open(client.clone(), &name, "two", false).await.unwrap();
+    assert_eq!((two.partitions(), two.worker_partitions()), (LEASE_PARTITIONS, 0));
+    assert_eq!(two.list_workers().await.unwrap().len(), 1, "a format-2 record is found");
+    two.heartbeat(&WorkerId::new("w-new"), "b", WorkerLoad::default()).await.unwrap();
+    let stored = two.namespace_meta().await.unwrap();
+    let next = NamespaceMeta { stream: "s".into(), format: LEASE_FORMAT };
+    assert!(two.put_namespace_meta(&next, stored.as_ref()).await.unwrap());
+    let reopened = DynamoDbLeaseTable::open(client.clone(), &name, "two", false).await.unwrap();
+    assert_eq!(reopened.worker_partitions(), 0, "the rewritten record keeps where the records are");
+    assert_eq!(reopened.list_workers().await.unwrap().len(), 2);
     put("older", "lease#shardId-000000000009")
         .item("counter", AttributeValue::N("0".into()))
         .item("ended", AttributeValue::Bool(false))
@@ -129,7 +183,7 @@ async fn leases_spread_over_hash_keys_and_older_namespaces_keep_theirs() {
         .unwrap();
     for ns in ["old", "older"] {
         let t = DynamoDbLeaseTable::open(client.clone(), &name, ns, false).await.unwrap();
-        assert_eq!(t.partitions(), 0, "{ns}: the single-key layout");
+        assert_eq!((t.partitions(), t.worker_partitions()), (0, 0), "{ns}: the single-key layout");
         let listed = t.list().await.unwrap();
         assert_eq!(listed.len(), 1, "{ns}: its lease is found");
         let taken =
@@ -137,14 +191,25 @@ async fn leases_spread_over_hash_keys_and_older_namespaces_keep_theirs() {
         assert_eq!(t.get(&taken.key).await.unwrap().unwrap().owner, Some(WorkerId::new("w")));
         assert!(t.create_if_absent(lease("shardId-000000000100")).await.unwrap());
         let stored = t.namespace_meta().await.unwrap();
-        let next = NamespaceMeta { stream: "s".into(), format: 2 };
-        assert!(t.put_namespace_meta(&next, stored.as_ref()).await.unwrap(), "{ns}: claimed as format 2");
+        t.heartbeat(&WorkerId::new("w"), "a", WorkerLoad::default()).await.unwrap();
+        let next = NamespaceMeta { stream: "s".into(), format: LEASE_FORMAT };
+        assert!(t.put_namespace_meta(&next, stored.as_ref()).await.unwrap(), "{ns}: claimed in the current format");
         let reopened = DynamoDbLeaseTable::open(client.clone(), &name, ns, false).await.unwrap();
-        assert_eq!(reopened.partitions(), 0, "{ns}: the rewritten record keeps the layout");
+        assert_eq!(
+            (reopened.partitions(), reopened.worker_partitions()),
+            (0, 0),
+            "{ns}: the rewritten record keeps the layout"
+        );
         assert_eq!(reopened.list().await.unwrap().len(), 2);
     }
     let keys = lease_hash_keys(&client, &name).await;
     assert_eq!((keys.get("old"), keys.get("older")), (Some(&2), Some(&2)), "written where they were: {keys:?}");
+    let workers = hash_keys_of(&client, &name, "worker#").await;
+    assert_eq!(
+        (workers.get("old"), workers.get("older"), workers.get("two")),
+        (Some(&2), Some(&1), Some(&2)),
+        "worker records written where the namespace keeps them: {workers:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

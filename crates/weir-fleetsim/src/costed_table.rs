@@ -4,15 +4,20 @@
 //! The state and the rules live in weir-testkit's [`MemoryLeaseTable`] (with
 //! DynamoDB's size limits); this wrapper issues, per call, the requests of
 //! `weir-aws/src/dynamodb.rs`, each charged to its partition-key value in the shared
-//! [`Meter`]: the namespace for worker records and the namespace record, and for a
-//! lease its partition of [`LEASE_PARTITIONS`] (`<namespace>#leases-<n>`, as the
-//! adapter spreads a new namespace's leases), or the namespace itself with
-//! [`CostedLeaseTable::with_partitions`]`(0)` (the layout before leases were spread):
+//! [`Meter`]: the namespace for the namespace record; for a worker record its
+//! partition of [`WORKER_PARTITIONS`] (`<namespace>#workers-<n>`), and for a lease its
+//! partition of [`LEASE_PARTITIONS`] (`<namespace>#leases-<n>`), as the adapter
+//! spreads a new namespace's; or the namespace itself with
+//! [`CostedLeaseTable::with_partitions`]`(0)` and
+//! [`CostedLeaseTable::with_worker_partitions`]`(0)` (the layouts before they were
+//! spread):
 //!
 //! | call | requests |
 //! |---|---|
 //! | `list` | per partition, `Query` `lease#*`, strongly consistent, one per 1 MB page |
-//! | `list_workers` | `Query` `worker#*`, strongly consistent, paged |
+//! | `list_relaxed` | the same, eventually consistent |
+//! | `list_workers` | per partition, `Query` `worker#*`, strongly consistent, paged |
+//! | `list_workers_relaxed` | the same, eventually consistent |
 //! | `get`, `namespace_meta` | `GetItem`, strongly consistent |
 //! | `mutate` | `GetItem` (strong) + conditional `PutItem`; again while the condition fails (at most 16 rounds) |
 //! | `mutate_all` | one `GetItem` (strong) per lease + `TransactWriteItems` (double units, charged to each item's partition key) |
@@ -37,8 +42,9 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use tokio::time::Instant;
 use weir_core::ports::{
-    LEASE_PARTITIONS, LeaseTable, MAX_LEASE_ITEM_BYTES, MAX_TRANSACTION_BYTES, NamespaceMeta, WorkerHeartbeat,
-    WorkerLoad, lease_item_bytes, lease_partition, lease_partition_key,
+    LEASE_PARTITIONS, LeaseTable, MAX_LEASE_ITEM_BYTES, MAX_TRANSACTION_BYTES, NamespaceMeta, WORKER_PARTITIONS,
+    WorkerHeartbeat, WorkerLoad, lease_item_bytes, lease_partition, lease_partition_key, worker_partition,
+    worker_partition_key,
 };
 use weir_core::{Lease, LeaseChange, LeaseError, LeaseMutation, NewLease, ShardId, WorkerId};
 use weir_testkit::MemoryLeaseTable;
@@ -67,6 +73,8 @@ pub struct CostedLeaseTable {
     namespace: String,
     /// Partition keys of the leases (0: the namespace's own).
     partitions: u32,
+    /// Partition keys of the worker records (0: the namespace's own).
+    worker_partitions: u32,
     table: String,
     inner: MemoryLeaseTable,
     meter: Arc<Meter>,
@@ -94,6 +102,7 @@ impl CostedLeaseTable {
         Self {
             namespace: namespace.to_owned(),
             partitions: LEASE_PARTITIONS,
+            worker_partitions: WORKER_PARTITIONS,
             table: table.to_owned(),
             inner: MemoryLeaseTable::with_dynamodb_limits(),
             meter,
@@ -110,9 +119,25 @@ impl CostedLeaseTable {
         self
     }
 
-    /// The partition-key value of the namespace's worker records and its record.
+    /// The same, with the worker records spread over `partitions` partition keys (0:
+    /// all under the namespace, the layout before they were spread).
+    #[must_use]
+    pub fn with_worker_partitions(mut self, partitions: u32) -> Self {
+        self.worker_partitions = partitions;
+        self
+    }
+
+    /// The partition-key value of the namespace's record.
     pub fn namespace(&self) -> &str {
         &self.namespace
+    }
+
+    /// The partition-key value of worker `worker`'s record, as the adapter computes it.
+    fn worker_pk(&self, worker: &WorkerId) -> String {
+        match self.worker_partitions {
+            0 => self.namespace.clone(),
+            n => worker_partition_key(&self.namespace, worker_partition(worker.as_str(), n)),
+        }
     }
 
     /// The partition-key value of lease `key`, as the adapter computes it.
@@ -171,7 +196,11 @@ impl CostedLeaseTable {
     }
 
     async fn read(&self, pk: &str, op: Op, what: &str, bytes: usize) -> Result<(), LeaseError> {
-        let charge = Charge { op, read_halves: read_half_units(bytes, Consistency::Strong), write_units: 0 };
+        self.read_as(pk, op, what, bytes, Consistency::Strong).await
+    }
+
+    async fn read_as(&self, pk: &str, op: Op, what: &str, bytes: usize, c: Consistency) -> Result<(), LeaseError> {
+        let charge = Charge { op, read_halves: read_half_units(bytes, c), write_units: 0 };
         self.request(pk, what, charge).await
     }
 
@@ -180,11 +209,43 @@ impl CostedLeaseTable {
         self.request(pk, what, charge).await
     }
 
-    /// A strongly consistent Query of partition key `pk` over items of `sizes`, page by
-    /// page.
-    async fn query(&self, pk: &str, sizes: Vec<usize>) -> Result<(), LeaseError> {
+    /// A Query of partition key `pk` over items of `sizes`, page by page.
+    async fn query(&self, pk: &str, sizes: Vec<usize>, c: Consistency) -> Result<(), LeaseError> {
         for page in query_pages(sizes) {
-            self.read(pk, Op::Query, "query", page.bytes).await?;
+            self.read_as(pk, Op::Query, "query", page.bytes, c).await?;
+        }
+        Ok(())
+    }
+
+    /// The Queries of every lease partition.
+    async fn query_leases(&self, c: Consistency) -> Result<(), LeaseError> {
+        // Every partition is queried (the adapter does not know which are empty).
+        let mut by_pk: BTreeMap<String, Vec<usize>> = match self.partitions {
+            0 => BTreeMap::from([(self.namespace.clone(), Vec::new())]),
+            n => (0..n).map(|p| (lease_partition_key(&self.namespace, p), Vec::new())).collect(),
+        };
+        let sizes: Vec<(ShardId, usize)> = self.sizes().leases.iter().map(|(k, b)| (k.clone(), *b)).collect();
+        for (key, bytes) in sizes {
+            by_pk.entry(self.lease_pk(&key)).or_default().push(bytes);
+        }
+        for (pk, sizes) in by_pk {
+            self.query(&pk, sizes, c).await?;
+        }
+        Ok(())
+    }
+
+    /// The Queries of every worker-record partition.
+    async fn query_workers(&self, c: Consistency) -> Result<(), LeaseError> {
+        let mut by_pk: BTreeMap<String, Vec<usize>> = match self.worker_partitions {
+            0 => BTreeMap::from([(self.namespace.clone(), Vec::new())]),
+            n => (0..n).map(|p| (worker_partition_key(&self.namespace, p), Vec::new())).collect(),
+        };
+        let sizes: Vec<(WorkerId, usize)> = self.sizes().workers.iter().map(|(k, b)| (k.clone(), *b)).collect();
+        for (worker, bytes) in sizes {
+            by_pk.entry(self.worker_pk(&worker)).or_default().push(bytes);
+        }
+        for (pk, sizes) in by_pk {
+            self.query(&pk, sizes, c).await?;
         }
         Ok(())
     }
@@ -253,18 +314,14 @@ impl LeaseTable for CostedLeaseTable {
     }
 
     async fn list(&self) -> Result<Vec<Lease>, LeaseError> {
-        // Every partition is queried (the adapter does not know which are empty).
-        let mut by_pk: BTreeMap<String, Vec<usize>> = match self.partitions {
-            0 => BTreeMap::from([(self.namespace.clone(), Vec::new())]),
-            n => (0..n).map(|p| (lease_partition_key(&self.namespace, p), Vec::new())).collect(),
-        };
-        let sizes: Vec<(ShardId, usize)> = self.sizes().leases.iter().map(|(k, b)| (k.clone(), *b)).collect();
-        for (key, bytes) in sizes {
-            by_pk.entry(self.lease_pk(&key)).or_default().push(bytes);
-        }
-        for (pk, sizes) in by_pk {
-            self.query(&pk, sizes).await?;
-        }
+        self.query_leases(Consistency::Strong).await?;
+        self.inner.list().await
+    }
+
+    /// Charged as eventually consistent; the simulator's reading is never stale (the
+    /// cost is what the simulator measures, not the staleness).
+    async fn list_relaxed(&self) -> Result<Vec<Lease>, LeaseError> {
+        self.query_leases(Consistency::Eventual).await?;
         self.inner.list().await
     }
 
@@ -361,12 +418,12 @@ impl LeaseTable for CostedLeaseTable {
     }
 
     async fn heartbeat(&self, worker: &WorkerId, instance: &str, load: WorkerLoad) -> Result<(), LeaseError> {
-        let bytes = worker_item_bytes(&self.namespace, worker);
-        self.write(&self.namespace, Op::UpdateItem, "update (heartbeat)", bytes, false).await?;
+        let bytes = worker_item_bytes(&self.worker_pk(worker), worker);
+        self.write(&self.worker_pk(worker), Op::UpdateItem, "update (heartbeat)", bytes, false).await?;
         match self.inner.heartbeat(worker, instance, load).await {
             Err(LeaseError::WorkerIdInUse { .. }) => {
                 // The adapter reads the record to name the process that has it.
-                self.read(&self.namespace, Op::GetItem, "get (worker)", bytes).await?;
+                self.read(&self.worker_pk(worker), Op::GetItem, "get (worker)", bytes).await?;
                 self.inner.heartbeat(worker, instance, load).await
             }
             Ok(()) => {
@@ -378,8 +435,8 @@ impl LeaseTable for CostedLeaseTable {
     }
 
     async fn claim_worker(&self, seen: &WorkerHeartbeat, instance: &str) -> Result<bool, LeaseError> {
-        let bytes = worker_item_bytes(&self.namespace, &seen.worker);
-        self.write(&self.namespace, Op::UpdateItem, "update (claim worker)", bytes, false).await?;
+        let bytes = worker_item_bytes(&self.worker_pk(&seen.worker), &seen.worker);
+        self.write(&self.worker_pk(&seen.worker), Op::UpdateItem, "update (claim worker)", bytes, false).await?;
         self.inner.claim_worker(seen, instance).await
     }
 
@@ -404,14 +461,18 @@ impl LeaseTable for CostedLeaseTable {
     }
 
     async fn list_workers(&self) -> Result<Vec<WorkerHeartbeat>, LeaseError> {
-        let sizes: Vec<usize> = self.sizes().workers.values().copied().collect();
-        self.query(&self.namespace, sizes).await?;
+        self.query_workers(Consistency::Strong).await?;
+        self.inner.list_workers().await
+    }
+
+    async fn list_workers_relaxed(&self) -> Result<Vec<WorkerHeartbeat>, LeaseError> {
+        self.query_workers(Consistency::Eventual).await?;
         self.inner.list_workers().await
     }
 
     async fn remove_worker(&self, worker: &WorkerId, instance: &str) -> Result<(), LeaseError> {
-        let bytes = worker_item_bytes(&self.namespace, worker);
-        self.write(&self.namespace, Op::DeleteItem, "delete (worker)", bytes, false).await?;
+        let bytes = worker_item_bytes(&self.worker_pk(worker), worker);
+        self.write(&self.worker_pk(worker), Op::DeleteItem, "delete (worker)", bytes, false).await?;
         self.inner.remove_worker(worker, instance).await?;
         // Gone unless another process holds the id (its record stays, same size).
         let still = self.inner.list_workers().await?.iter().any(|w| w.worker == *worker);

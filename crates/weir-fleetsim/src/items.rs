@@ -11,8 +11,8 @@
 //! a Query of the namespace).
 //!
 //! Worker and namespace records: computed attribute by attribute from what the adapter
-//! writes (`pk`, `sk`, `counter`, `instance`; `pk`, `sk`, `stream`, `format`), with the
-//! counter at its largest (20 digits).
+//! writes (`pk`, `sk`, `counter`, `instance`, `held`, `active`; `pk`, `sk`, `stream`,
+//! `format`, `buckets`, `worker_buckets`), with numbers at their largest (20 digits).
 
 use weir_core::WorkerId;
 
@@ -24,9 +24,10 @@ fn key_bytes(namespace: &str, sort_key_len: usize) -> usize {
     "pk".len() + namespace.len() + "sk".len() + sort_key_len
 }
 
-/// A worker record: `sk` = `worker#<id>`, `counter`, `instance` (32 hex digits).
-pub fn worker_item_bytes(namespace: &str, worker: &WorkerId) -> usize {
-    key_bytes(namespace, "worker#".len() + worker.as_str().len())
+/// A worker record under hash key `pk`: `sk` = `worker#<id>`, `counter`, `instance`
+/// (32 hex digits), `held`, `active`.
+pub fn worker_item_bytes(pk: &str, worker: &WorkerId) -> usize {
+    key_bytes(pk, "worker#".len() + worker.as_str().len())
         + "counter".len()
         + NUMBER_BYTES
         + "instance".len()
@@ -37,9 +38,17 @@ pub fn worker_item_bytes(namespace: &str, worker: &WorkerId) -> usize {
         + NUMBER_BYTES
 }
 
-/// The namespace record: `sk` = `meta`, `stream`, `format`.
+/// The namespace record: `sk` = `meta`, `stream`, `format`, `buckets`, `worker_buckets`.
 pub fn meta_item_bytes(namespace: &str, stream: &str) -> usize {
-    key_bytes(namespace, "meta".len()) + "stream".len() + stream.len() + "format".len() + NUMBER_BYTES
+    key_bytes(namespace, "meta".len())
+        + "stream".len()
+        + stream.len()
+        + "format".len()
+        + NUMBER_BYTES
+        + "buckets".len()
+        + NUMBER_BYTES
+        + "worker_buckets".len()
+        + NUMBER_BYTES
 }
 
 #[cfg(test)]
@@ -51,6 +60,6 @@ mod tests {
         // pk(2) + "app"(3) + sk(2) + "worker#w-1"(10) + counter(7+11) + instance(8+32)
         // + held(4+11) + active(6+11).
         assert_eq!(worker_item_bytes("app", &WorkerId::new("w-1")), 107);
-        assert_eq!(meta_item_bytes("app", "s"), 2 + 3 + 2 + 4 + 6 + 1 + 6 + 11);
+        assert_eq!(meta_item_bytes("app", "s"), 2 + 3 + 2 + 4 + 6 + 1 + 6 + 11 + 7 + 11 + 14 + 11);
     }
 }

@@ -40,6 +40,10 @@ struct Args {
     /// the layout before leases were spread).
     #[arg(long, default_value_t = weir_core::ports::LEASE_PARTITIONS)]
     lease_partitions: u32,
+    /// Partition keys a namespace's worker records are spread over (0: all under the
+    /// namespace, the layout before they were spread).
+    #[arg(long, default_value_t = weir_core::ports::WORKER_PARTITIONS)]
+    worker_partitions: u32,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -62,6 +66,7 @@ fn main() -> anyhow::Result<()> {
         limits: Limits { enforcement, ..Limits::DYNAMODB },
         deploy_settle: Duration::from_secs(args.deploy_settle_secs),
         lease_partitions: args.lease_partitions,
+        worker_partitions: args.worker_partitions,
     };
     let mut reports = Vec::new();
     let mut err = std::io::stderr();

@@ -93,6 +93,9 @@ pub struct Spec {
     /// Partition keys each namespace's leases are spread over (see
     /// [`CostedLeaseTable::with_partitions`]).
     pub lease_partitions: u32,
+    /// Partition keys each namespace's worker records are spread over (see
+    /// [`CostedLeaseTable::with_worker_partitions`]).
+    pub worker_partitions: u32,
 }
 
 /// The arrival time of the simulated clock's start.
@@ -119,7 +122,9 @@ async fn simulate(spec: &Spec, scenario: Scenario) -> anyhow::Result<Report> {
         let name = format!("app{a}");
         let retry = SdkRetry::standard(spec.seed.wrapping_add(a as u64 + 1));
         let table = Arc::new(
-            CostedLeaseTable::new("weir-leases", &name, meter.clone(), retry).with_partitions(spec.lease_partitions),
+            CostedLeaseTable::new("weir-leases", &name, meter.clone(), retry)
+                .with_partitions(spec.lease_partitions)
+                .with_worker_partitions(spec.worker_partitions),
         );
         let stream = SyntheticStream::new(&format!("{name}-"), spec.shards / app_count);
         let mut app = App::new(&name, table, stream, clock.clone());

@@ -119,8 +119,10 @@ async fn spread_leases_charge_their_own_partition_keys() {
 #[tokio::test(start_paused = true)]
 async fn a_partition_key_over_its_limit_is_throttled() {
     let meter = Arc::new(Meter::new(Limits::DYNAMODB));
-    let hot = table(&meter, "hot", SdkRetry::none());
-    let other = table(&meter, "other", SdkRetry::none());
+    // Worker records under the namespace's own key (the layout before they were
+    // spread), so that every heartbeat lands on one key.
+    let hot = table(&meter, "hot", SdkRetry::none()).with_worker_partitions(0);
+    let other = table(&meter, "other", SdkRetry::none()).with_worker_partitions(0);
     for i in 0..1_000 {
         hot.heartbeat(&WorkerId::new(format!("w-{i}")), "i", WorkerLoad::default()).await.unwrap();
     }
@@ -129,7 +131,7 @@ async fn a_partition_key_over_its_limit_is_throttled() {
     assert!(e.to_string().contains("ProvisionedThroughputExceededException"), "{e}");
     other.heartbeat(&WorkerId::new("w-x"), "i", WorkerLoad::default()).await.expect("its own partition key");
 
-    let retrying = table(&meter, "hot", SdkRetry::standard(3));
+    let retrying = table(&meter, "hot", SdkRetry::standard(3)).with_worker_partitions(0);
     let started = tokio::time::Instant::now();
     let refused_before = meter.totals()["hot"].throttled;
     // Refused for the rest of this second; the SDK's backoff (up to 1 s, then up to
@@ -143,4 +145,47 @@ async fn a_partition_key_over_its_limit_is_throttled() {
     let t = &meter.totals()["hot"];
     assert!(t.throttled > refused_before, "the refused attempts are counted");
     assert_eq!(t.write_units, 1_001, "refused attempts consume nothing");
+}
+
+/// Worker records spread over the adapter's partition keys: a heartbeat is charged to
+/// its record's key, a census queries every key, and the relaxed readings cost half
+/// the units of the strong ones.
+#[tokio::test(start_paused = true)]
+async fn worker_records_charge_their_own_partition_keys_and_relaxed_reads_half() {
+    let meter = Arc::new(Meter::new(Limits { enforcement: weir_fleetsim::Enforcement::Observe, ..Limits::DYNAMODB }));
+    let t = table(&meter, "app", SdkRetry::none());
+    for i in 0..400 {
+        t.heartbeat(&WorkerId::new(format!("app-w{i:04}")), "i", WorkerLoad::default()).await.unwrap();
+    }
+    let totals = meter.totals();
+    let keys: Vec<_> = totals.iter().filter(|(k, _)| k.starts_with("app#workers-")).collect();
+    let partitions = weir_core::ports::WORKER_PARTITIONS as usize;
+    assert_eq!(keys.len(), partitions, "one partition key per partition: {:?}", totals.keys());
+    assert!(!totals.contains_key("app"), "no worker record charged to the namespace's own key");
+    for (k, p) in &keys {
+        assert!(p.write_units > 400 / partitions as u64 / 2, "{k}: {} of 400 heartbeats", p.write_units);
+    }
+
+    let reads = |m: &Meter| m.totals().values().map(|p| p.read_halves).sum::<u64>();
+    let before = reads(&meter);
+    assert_eq!(t.list_workers().await.unwrap().len(), 400);
+    let strong = reads(&meter) - before;
+    assert_eq!(t.list_workers_relaxed().await.unwrap().len(), 400);
+    let relaxed = reads(&meter) - before - strong;
+    for (k, p) in meter.totals().iter().filter(|(k, _)| k.starts_with("app#workers-")) {
+        assert_eq!(p.requests[&Op::Query], 2, "{k}: one page of each census");
+    }
+    // 50 records of about 120 bytes a key: 6 KB, 2 strong units or 1 relaxed per key.
+    assert_eq!((strong, relaxed), (2 * 2 * partitions as u64, 2 * partitions as u64), "in half units");
+
+    for i in 0..100 {
+        t.create_if_absent(new_lease(i)).await.unwrap();
+    }
+    let before = reads(&meter);
+    t.list().await.unwrap();
+    let strong = reads(&meter) - before;
+    t.list_relaxed().await.unwrap();
+    let relaxed = reads(&meter) - before - strong;
+    assert!(relaxed * 2 <= strong + 2 * weir_core::ports::LEASE_PARTITIONS as u64, "{relaxed} vs {strong}");
+    assert!(relaxed < strong, "{relaxed} vs {strong}");
 }

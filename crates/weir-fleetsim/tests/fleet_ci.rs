@@ -31,6 +31,7 @@ fn spec(measured_secs: u64) -> Spec {
         limits: Limits { enforcement: Enforcement::Observe, ..Limits::DYNAMODB },
         deploy_settle: Duration::from_secs(5),
         lease_partitions: weir_core::ports::LEASE_PARTITIONS,
+        worker_partitions: weir_core::ports::WORKER_PARTITIONS,
     }
 }
 
@@ -43,7 +44,8 @@ fn a_fleet_of_15_workers_over_300_shards() {
     let steady = run(&spec(30), Scenario::Steady).unwrap();
     let crash = run(&spec(60), Scenario::Crash).unwrap();
     let deploy = run(&spec(150), Scenario::RollingDeploy).unwrap();
-    eprintln!("{}", markdown(&[steady.clone(), crash.clone(), deploy.clone()]));
+    let reshard = run(&spec(60), Scenario::Reshard).unwrap();
+    eprintln!("{}", markdown(&[steady.clone(), crash.clone(), deploy.clone(), reshard.clone()]));
 
     // Steady: balanced after the cold start, every shard held all along, nothing moves,
     // and a checkpoint a second per shard is what the table was charged for.
@@ -72,8 +74,22 @@ fn a_fleet_of_15_workers_over_300_shards() {
     assert!(deploy.moves > 0, "released leases went to other workers");
     assert!(deploy.longest_unowned <= 5, "a shard waited {} s for an owner in the deploy", deploy.longest_unowned);
 
+    // Reshard ×2: the holder of each parent takes both children, so every shard is
+    // owned again within a few seconds, nothing moves, and the fleet does not read
+    // every lease at once (reads within twice the steady state's).
+    let r = event(&reshard, "reshard ×2");
+    let owned = r.owned_after.expect("every child owned within the run");
+    assert!(owned <= 5, "children owned {owned} s after the reshard");
+    assert_eq!(reshard.moves, 0, "no lease moved in the reshard");
+    assert!(
+        reshard.read_units() <= 2.0 * steady.read_units().max(1.0),
+        "reads in the reshard: {} units/s against {} steady",
+        reshard.read_units(),
+        steady.read_units()
+    );
+
     // No partition key over its limits in any second, whatever the scenario.
-    for r in [&steady, &crash, &deploy] {
+    for r in [&steady, &crash, &deploy, &reshard] {
         let over: Vec<_> = r.partitions.iter().filter(|(_, p)| p.seconds_over_limit > 0).collect();
         assert!(over.is_empty(), "{:?}: partition keys over their limits: {over:?}", r.scenario);
     }
@@ -81,6 +97,7 @@ fn a_fleet_of_15_workers_over_300_shards() {
     let k = kcl::estimate(SHARDS, WORKERS);
     let kcl_cost = per_shard_hour(k.read_units, k.write_units, SHARDS);
     for r in [&steady, &crash, &deploy] {
+        // (The reshard doubles the shards halfway: its cost is not per 300 shards.)
         let cost = per_shard_hour(r.read_units(), r.write_units(), SHARDS);
         assert!(cost <= kcl_cost, "{:?}: ${cost:.6} per shard-hour against the KCL's ${kcl_cost:.6}", r.scenario);
     }

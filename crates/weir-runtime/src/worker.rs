@@ -222,8 +222,7 @@ impl Worker {
                     while let Ok(more) = ended_shards.try_recv() {
                         ended.push(more);
                     }
-                    coordinator.create_children(&ended).await;
-                    continue;
+                    coordinator.create_children(&ended).await
                 }
                 // Until the first census every worker syncs (a new application's first
                 // leases); then the leader does.
@@ -524,7 +523,9 @@ impl Coordinator {
                 return;
             }
         };
-        let listed = match self.table.list().await {
+        // Relaxed: a lease created within the last second and missed is created
+        // again conditionally, which leaves it as it is.
+        let listed = match self.table.list_relaxed().await {
             Ok(l) => l,
             Err(e) => {
                 tracing::warn!(error = %e, "shard sync: cannot list leases");
@@ -542,12 +543,17 @@ impl Coordinator {
     /// the first failure, logged with `failed`: a child must not be created before its
     /// parents. Returns how many it created.
     async fn create(&self, leases: Vec<weir_core::NewLease>, failed: &str) -> u32 {
-        let mut created = 0;
+        u32::try_from(self.create_listed(leases, failed).await.len()).unwrap_or(u32::MAX)
+    }
+
+    /// [`Self::create`], returning the leases created, as stored.
+    async fn create_listed(&self, leases: Vec<weir_core::NewLease>, failed: &str) -> Vec<weir_core::Lease> {
+        let mut created = Vec::new();
         for lease in leases {
             let key = lease.key.clone();
-            match self.table.create_if_absent(lease).await {
+            match self.table.create_if_absent(lease.clone()).await {
                 Ok(true) => {
-                    created += 1;
+                    created.push(lease.into_lease());
                     tracing::info!(shard = %key, "lease created");
                 }
                 Ok(false) => {}
@@ -563,12 +569,19 @@ impl Coordinator {
     /// Creates the leases of the children of `ended` (shards this worker just
     /// finished) without reading the leases: each creation is conditional on the lease
     /// not existing, so a child the leader or a merged sibling created already stays.
-    async fn create_children(&self, ended: &[ShardId]) {
+    ///
+    /// Then takes the children it created whose parents all ended here (both halves of
+    /// a split; a merge whose two parents this worker held): one conditional write each,
+    /// from the lease as created, and no reading. A worker's load follows its shards
+    /// through a reshard (doubling a stream doubles every worker's leases), where
+    /// leaving the children free would send every worker whose shard ended to read
+    /// every lease at once. Returns the leases taken.
+    async fn create_children(&self, ended: &[ShardId]) -> Vec<Arc<HeldLease>> {
         let shards = match self.catalog.list_shards().await {
             Ok(s) => s,
             Err(e) => {
                 tracing::warn!(error = %e, "after a shard's end: cannot list shards; the leader's sync creates its children");
-                return;
+                return Vec::new();
             }
         };
         let children: HashSet<&ShardId> =
@@ -576,13 +589,31 @@ impl Coordinator {
         let others: HashSet<ShardId> =
             shards.iter().filter(|s| !children.contains(&s.id)).map(|s| s.id.clone()).collect();
         let missing = leases_to_create(&shards, &others, &self.config.initial_position);
-        let created = self.create(missing, "cannot create a child's lease; the leader's sync will").await;
+        let created = self.create_listed(missing, "cannot create a child's lease; the leader's sync will").await;
         // What this worker reports as active until its next listing: the ended shards
         // are no longer, the children are.
-        let ended = u32::try_from(ended.len()).unwrap_or(u32::MAX);
-        let _ = self
-            .active
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |a| Some((a + created).saturating_sub(ended)));
+        let (created_count, ended_count) =
+            (u32::try_from(created.len()).unwrap_or(u32::MAX), u32::try_from(ended.len()).unwrap_or(u32::MAX));
+        let _ = self.active.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |a| {
+            Some(a.saturating_add(created_count).saturating_sub(ended_count))
+        });
+        let me = self.config.worker_id.clone();
+        let mut out = Vec::new();
+        for child in created {
+            if child.parents.is_empty() || !child.parents.iter().all(|p| ended.contains(p)) {
+                continue;
+            }
+            let since = Instant::now();
+            match self.table.mutate_seen(&child, LeaseChange::Take { owner: me.clone() }).await {
+                Ok(taken) => {
+                    metrics::counter!(crate::metrics::LEASES_TAKEN).increment(1);
+                    tracing::info!(shard = %taken.key, "child lease taken");
+                    self.adopt(taken, since, &mut out);
+                }
+                Err(e) => tracing::debug!(shard = %child.key, error = %e, "a child's lease was taken first"),
+            }
+        }
+        out
     }
 
     fn adopt(&self, lease: weir_core::Lease, since: Instant, out: &mut Vec<Arc<HeldLease>>) {
@@ -597,7 +628,10 @@ impl Coordinator {
     async fn read_leases(&mut self, mine: usize) -> Option<(Vec<weir_core::Lease>, Vec<WorkerHeartbeat>)> {
         let me = self.config.worker_id.clone();
         let now = self.clock.now();
-        let workers = match self.table.list_workers().await {
+        // Relaxed reads (half the units): a heartbeat read late makes its worker look
+        // alive longer, never gone sooner; every take and handoff request is a write
+        // conditioned on the lease as read, which fails on a lease that moved since.
+        let workers = match self.table.list_workers_relaxed().await {
             Ok(w) => w,
             Err(e) => {
                 tracing::warn!(error = %e, "taker: cannot read the worker records");
@@ -616,7 +650,7 @@ impl Coordinator {
         let full = !self.listed_once || wanted || self.cycles_since_listing >= FULL_LISTING_EVERY;
         self.census = Some(fleet);
         if full {
-            let leases = match self.table.list().await {
+            let leases = match self.table.list_relaxed().await {
                 Ok(l) => l,
                 Err(e) => {
                     tracing::warn!(error = %e, "taker: cannot list leases");

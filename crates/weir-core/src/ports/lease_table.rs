@@ -11,7 +11,11 @@ use crate::lease::{Lease, LeaseChange, LeaseError, LeaseMutation, NewLease};
 ///   table, over several hash keys) and say so in the namespace record; a weir that
 ///   writes format 1 would look for leases in one place only, so it must refuse.
 ///   Claiming a format-1 namespace rewrites its record as format 2 and keeps its layout.
-pub const LEASE_FORMAT: u32 = 2;
+/// - 3: a store may spread the worker records too (DynamoDB: over
+///   [`WORKER_PARTITIONS`] hash keys); a weir of format 2 would read the records in
+///   one place only, count the fleet's workers as gone and take their leases. Claiming
+///   an older namespace keeps where its records are.
+pub const LEASE_FORMAT: u32 = 3;
 
 /// The largest lease item a lease table must store: DynamoDB's item limit (400 KB,
 /// attribute names and values included). <https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/ServiceQuotas.html>
@@ -50,6 +54,26 @@ pub fn lease_partition(shard: &str, partitions: u32) -> u32 {
 /// The DynamoDB hash key of partition `partition` of `namespace`'s leases.
 pub fn lease_partition_key(namespace: &str, partition: u32) -> String {
     format!("{namespace}#leases-{partition}")
+}
+
+/// The hash keys a DynamoDB lease table spreads a new namespace's worker records over.
+/// Every lease cycle of every worker reads all the records: at 500 workers (records of
+/// about 110 bytes, a cycle every 3.3 s) that is some 2,000 read units a second, two
+/// thirds of one hash key's limit, and bursts in a deploy pass it. Spread over 8 keys
+/// a census read costs a few units more (each key's share rounds up on its own) and no
+/// key carries more than an eighth. Stored in the namespace record.
+pub const WORKER_PARTITIONS: u32 = 8;
+
+/// The partition (of `partitions`) of worker `worker`'s record, as
+/// [`lease_partition`] computes a lease's (part of the stored layout: it must never
+/// change).
+pub fn worker_partition(worker: &str, partitions: u32) -> u32 {
+    lease_partition(worker, partitions)
+}
+
+/// The DynamoDB hash key of partition `partition` of `namespace`'s worker records.
+pub fn worker_partition_key(namespace: &str, partition: u32) -> String {
+    format!("{namespace}#workers-{partition}")
 }
 
 /// What a namespace belongs to: written by the first worker of an application, checked
@@ -113,6 +137,16 @@ pub trait LeaseTable: Send + Sync {
     /// Every lease of the namespace.
     async fn list(&self) -> Result<Vec<Lease>, LeaseError>;
 
+    /// Every lease of the namespace, as [`LeaseTable::list`], but possibly missing the
+    /// writes of about the last second (DynamoDB's eventually consistent reads, at half
+    /// the read units). For readers whose every decision ends in a conditional write
+    /// (which fails on a lease that moved since) or only waits longer: the lease
+    /// coordinator's cycles and shard syncs. A stale reading can make an observer see a
+    /// change late, never early.
+    async fn list_relaxed(&self) -> Result<Vec<Lease>, LeaseError> {
+        self.list().await
+    }
+
     /// One lease.
     async fn get(&self, key: &ShardId) -> Result<Option<Lease>, LeaseError>;
 
@@ -168,6 +202,13 @@ pub trait LeaseTable: Send + Sync {
 
     /// Every worker record.
     async fn list_workers(&self) -> Result<Vec<WorkerHeartbeat>, LeaseError>;
+
+    /// Every worker record, possibly missing the writes of about the last second (see
+    /// [`LeaseTable::list_relaxed`]): for the census of a lease cycle. An observer that
+    /// reads a heartbeat late judges its worker gone later, never sooner.
+    async fn list_workers_relaxed(&self) -> Result<Vec<WorkerHeartbeat>, LeaseError> {
+        self.list_workers().await
+    }
 
     /// Removes the record of `worker` if it belongs to `instance` (graceful shutdown;
     /// a record another process took over stays).

@@ -10,7 +10,8 @@ mod stream_writer;
 
 pub use lease_table::{
     LEASE_FORMAT, LEASE_PARTITIONS, LeaseTable, MAX_LEASE_ITEM_BYTES, MAX_TRANSACTION_BYTES, NamespaceMeta,
-    WorkerHeartbeat, WorkerLoad, lease_item_bytes, lease_partition, lease_partition_key,
+    WORKER_PARTITIONS, WorkerHeartbeat, WorkerLoad, lease_item_bytes, lease_partition, lease_partition_key,
+    worker_partition, worker_partition_key,
 };
 pub use object_sink::{ObjectMeta, ObjectSink, PutOptions, PutOutcome, SinkError, validate_key};
 pub use reader::{ReadError, ReadMode, ShardInfo, ShardReader, ShardSubscription, StreamCatalog};

@@ -380,6 +380,40 @@ async fn workers_and_listing(t: Arc<dyn LeaseTable>) {
     assert_eq!(second[0].load, WorkerLoad { held: 75, active: 150 }, "a heartbeat stores the load it reports");
     t.remove_worker(&w, "a").await.unwrap();
     assert!(t.list_workers().await.unwrap().is_empty());
+
+    // Many workers (a store may spread their records): every one is listed, once.
+    let ids: Vec<WorkerId> = (0..40).map(|i| WorkerId::new(format!("w-{i:02}"))).collect();
+    for (i, w) in ids.iter().enumerate() {
+        t.heartbeat(w, "a", WorkerLoad { held: u32::try_from(i).unwrap_or(0), active: 150 }).await.unwrap();
+    }
+    let mut listed: Vec<(WorkerId, u32)> =
+        t.list_workers().await.unwrap().into_iter().map(|h| (h.worker, h.load.held)).collect();
+    listed.sort();
+    assert_eq!(listed.len(), 40, "every worker record is listed: {listed:?}");
+    assert!(listed.iter().enumerate().all(|(i, (w, held))| *w == ids[i] && *held as usize == i), "{listed:?}");
+
+    // The relaxed readings see the same, at the latest after a moment (eventually
+    // consistent reads; current at once in a store on one node).
+    let current = (relaxed_keys(t.list().await.unwrap()), t.list_workers().await.unwrap().len());
+    let mut agreed = false;
+    for _ in 0..50 {
+        let relaxed = (relaxed_keys(t.list_relaxed().await.unwrap()), t.list_workers_relaxed().await.unwrap().len());
+        if relaxed == current {
+            agreed = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(agreed, "the relaxed readings never caught up with {} leases and {} workers", current.0.len(), current.1);
+    for w in &ids {
+        t.remove_worker(w, "a").await.unwrap();
+    }
+}
+
+fn relaxed_keys(leases: Vec<weir_core::Lease>) -> Vec<String> {
+    let mut keys: Vec<String> = leases.into_iter().map(|l| l.key.to_string()).collect();
+    keys.sort();
+    keys
 }
 
 /// The namespace record is created once and changed only from what was read.
