@@ -505,6 +505,27 @@ impl LeaseTable for DynamoDbLeaseTable {
         self.list_leases(Consistency::Eventual).await
     }
 
+    /// One part per hash key of the spread layout; one for the single-key layout.
+    fn lease_parts(&self) -> u32 {
+        self.partitions().max(1)
+    }
+
+    async fn list_part_relaxed(&self, part: u32) -> Result<Vec<Lease>, LeaseError> {
+        let pk = match self.partitions() {
+            0 if part == 0 => self.namespace.clone(),
+            n if part < n => self.partition_pk(part),
+            _ => return Ok(Vec::new()),
+        };
+        let mut leases = self
+            .query(&pk, "lease#", Consistency::Eventual)
+            .await?
+            .iter()
+            .map(Self::decode)
+            .collect::<Result<Vec<_>, _>>()?;
+        leases.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok(leases)
+    }
+
     async fn get(&self, key: &ShardId) -> Result<Option<Lease>, LeaseError> {
         self.read_key(self.lease_key(key.as_str()), "get").await?.as_ref().map(Self::decode).transpose()
     }

@@ -16,6 +16,7 @@
 //! |---|---|
 //! | `list` | per partition, `Query` `lease#*`, strongly consistent, one per 1 MB page |
 //! | `list_relaxed` | the same, eventually consistent |
+//! | `list_part_relaxed` | the `Query` of one partition, eventually consistent |
 //! | `list_workers` | per partition, `Query` `worker#*`, strongly consistent, paged |
 //! | `list_workers_relaxed` | the same, eventually consistent |
 //! | `get`, `namespace_meta` | `GetItem`, strongly consistent |
@@ -323,6 +324,27 @@ impl LeaseTable for CostedLeaseTable {
     async fn list_relaxed(&self) -> Result<Vec<Lease>, LeaseError> {
         self.query_leases(Consistency::Eventual).await?;
         self.inner.list().await
+    }
+
+    fn lease_parts(&self) -> u32 {
+        self.partitions.max(1)
+    }
+
+    async fn list_part_relaxed(&self, part: u32) -> Result<Vec<Lease>, LeaseError> {
+        if part >= self.lease_parts() {
+            return Ok(Vec::new());
+        }
+        let pk = match self.partitions {
+            0 => self.namespace.clone(),
+            _ => lease_partition_key(&self.namespace, part),
+        };
+        let sizes: Vec<usize> = {
+            let s = self.sizes();
+            s.leases.iter().filter(|(k, _)| self.lease_pk(k) == pk).map(|(_, b)| *b).collect()
+        };
+        self.query(&pk, sizes, Consistency::Eventual).await?;
+        let all = self.inner.list().await?;
+        Ok(all.into_iter().filter(|l| self.lease_pk(&l.key) == pk).collect())
     }
 
     async fn get(&self, key: &ShardId) -> Result<Option<Lease>, LeaseError> {

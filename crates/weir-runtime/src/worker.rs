@@ -6,13 +6,16 @@
 //! shard worker per held lease. The main loop's lease cycle runs every
 //! `taker_interval` (every `renew_interval` while the worker holds less than its
 //! target or waits for a handoff): it reads the worker records, and only when they show
-//! something for this worker to take ([`weir_core::policy::census`]), or at least every
-//! [`FULL_LISTING_EVERY`] cycles, every lease; then it adopts leases handed to it,
-//! takes free or expired leases and requests at most one handoff (KCL's algorithm, see
-//! [`weir_core::policy::plan_takes`]). A requested handoff not completed within
+//! something for this worker to take ([`weir_core::policy::census`]), a sample of the
+//! leases (one part of them after another, until the sample holds what the worker
+//! needs: [`weir_core::policy::plan_from_sample`]), and every
+//! [`FULL_LISTING_EVERY`] cycles or so, every lease ([`weir_core::policy::plan_takes`]);
+//! then it adopts leases handed to it, takes free or expired leases and requests
+//! handoffs for what it still needs. A requested handoff not completed within
 //! `handoff_timeout + failover` is forced with a conditional take. Leases are synced
 //! with the shard list every `shard_sync_interval` by the leader (the live worker
-//! with the smallest id) and by a worker whose shard ended.
+//! with the smallest id; at once after its first census); a worker whose shard ended
+//! creates the children's leases.
 //!
 //! A worker's leases are valid only while its heartbeat is (see [`Liveness`]), so
 //! the others take every lease of a worker whose heartbeat stopped, without waiting
@@ -41,7 +44,7 @@ use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use weir_core::policy::{Census, Observations, census, leases_to_create, plan_takes};
+use weir_core::policy::{Census, Observations, census, leases_to_create, plan_from_sample, plan_takes};
 use weir_core::ports::{LeaseTable, ShardReader, StreamCatalog, WorkerHeartbeat, WorkerLoad};
 use weir_core::{Clock, Consumer, ConsumerName, LeaseChange, LeaseError, LeaseMutation, ShardId, WorkerId};
 
@@ -184,8 +187,11 @@ impl Worker {
             liveness,
             active,
             census: None,
-            cycles_since_listing: 0,
-            listed_once: false,
+            // The first full reading comes within FULL_LISTING_EVERY cycles: workers
+            // started together (a scale-out, a deploy) do not all read every lease at
+            // once; what they need, they find in samples.
+            cycles_since_listing: rand::random::<u32>() % FULL_LISTING_EVERY,
+            synced_once: false,
             table: self.table.clone(),
             catalog: self.catalog.clone(),
             config: self.config.clone(),
@@ -224,10 +230,9 @@ impl Worker {
                     }
                     coordinator.create_children(&ended).await
                 }
-                // Until the first census every worker syncs (a new application's first
-                // leases); then the leader does.
+                // The leader syncs (at once after its first census, below).
                 _ = sync.tick() => {
-                    if coordinator.census.as_ref().is_none_or(|c| c.leader) {
+                    if coordinator.census.as_ref().is_some_and(|c| c.leader) {
                         coordinator.sync_shards().await;
                     }
                     continue;
@@ -239,7 +244,16 @@ impl Worker {
                     coordinator.poll_handoffs(&held).await
                 }
                 _ = tokio::time::sleep_until(next_take) => {
-                    let new_leases = coordinator.cycle(&held).await;
+                    let mut new_leases = coordinator.cycle(&held).await;
+                    // A leader that has not synced yet (a new application's first
+                    // worker, or one that became the leader) creates the leases now and
+                    // looks again, instead of waiting for the sync interval.
+                    if !coordinator.synced_once && coordinator.census.as_ref().is_some_and(|c| c.leader) {
+                        coordinator.sync_shards().await;
+                        if new_leases.is_empty() {
+                            new_leases = coordinator.cycle(&held).await;
+                        }
+                    }
                     // While this worker holds less than its target (or waits for
                     // handoffs), look again at the renewal interval: what a draining
                     // worker lets go is taken within it.
@@ -299,6 +313,7 @@ impl Worker {
         }
         held.lock().unwrap_or_else(|p| p.into_inner()).clear();
         publish_held(&held, &self.stats);
+        coordinator.release_unadopted().await;
         renewer_stop.cancel();
         while renewer.join_next().await.is_some() {}
         // Before the consumers' last flush: the record still reports the leases just
@@ -483,6 +498,14 @@ async fn register(
     }
 }
 
+/// What a lease cycle read of the leases.
+enum Reading {
+    /// Every lease of the streams read.
+    All(Vec<weir_core::Lease>),
+    /// Some of them (parts of a spread table).
+    Sample(Vec<weir_core::Lease>),
+}
+
 struct Coordinator {
     /// This worker's heartbeat validity, which every lease it takes shares.
     liveness: Arc<Liveness>,
@@ -493,8 +516,8 @@ struct Coordinator {
     census: Option<Census>,
     /// Lease cycles since this worker last read every lease.
     cycles_since_listing: u32,
-    /// Whether this worker has read every lease since it started.
-    listed_once: bool,
+    /// Whether this worker has synced leases with the shards since it started.
+    synced_once: bool,
     table: Arc<dyn LeaseTable>,
     catalog: Arc<dyn StreamCatalog>,
     config: Arc<RuntimeConfig>,
@@ -515,7 +538,8 @@ struct Coordinator {
 
 impl Coordinator {
     /// Creates leases for shards that have none, parents first.
-    async fn sync_shards(&self) {
+    async fn sync_shards(&mut self) {
+        self.synced_once = true;
         let shards = match self.catalog.list_shards().await {
             Ok(s) => s,
             Err(e) => {
@@ -620,12 +644,13 @@ impl Coordinator {
         out.push(HeldLease::new(lease, since, self.table.clone(), self.config.failover, self.liveness.clone()));
     }
 
-    /// Reads the worker records and, when they call for it (or the periodic full
-    /// reading is due), every lease of the streams read: the leases and the records.
-    /// `None` when the records show nothing to take, or when the table could not be
-    /// read (then `cycle_error` says why). Pending handoffs are watched apart
-    /// ([`Self::poll_handoffs`]).
-    async fn read_leases(&mut self, mine: usize) -> Option<(Vec<weir_core::Lease>, Vec<WorkerHeartbeat>)> {
+    /// Reads the worker records and, when they call for it, a sample of the leases
+    /// (parts of them, until the sample holds what this worker needs), or, when the
+    /// periodic full reading is due, every lease of the streams read. `None` when the
+    /// records show nothing to take and no full reading is due, or when the table
+    /// could not be read (then `cycle_error` says why). Pending handoffs are watched
+    /// apart ([`Self::poll_handoffs`]).
+    async fn read_leases(&mut self, mine: usize) -> Option<(Reading, Vec<WorkerHeartbeat>)> {
         let me = self.config.worker_id.clone();
         let now = self.clock.now();
         // Relaxed reads (half the units): a heartbeat read late makes its worker look
@@ -647,9 +672,11 @@ impl Coordinator {
         // A worker waiting for handoffs it requested watches those leases instead,
         // unless leases are free (a worker left): those it can take at once.
         let wanted = fleet.list && (self.pending_steals.is_empty() || fleet.free > 0);
-        let full = !self.listed_once || wanted || self.cycles_since_listing >= FULL_LISTING_EVERY;
-        self.census = Some(fleet);
-        if full {
+        let due = self.cycles_since_listing >= FULL_LISTING_EVERY;
+        self.census = Some(fleet.clone());
+        // A store that reads its leases in one part gives all of them to a sample.
+        let parts = self.table.lease_parts().max(1);
+        if due || (wanted && parts == 1) {
             let leases = match self.table.list_relaxed().await {
                 Ok(l) => l,
                 Err(e) => {
@@ -658,7 +685,6 @@ impl Coordinator {
                     return None;
                 }
             };
-            self.listed_once = true;
             // The next full reading comes after FULL_LISTING_EVERY / 2 to
             // FULL_LISTING_EVERY cycles, so that workers started together spread theirs.
             self.cycles_since_listing = rand::random::<u32>() % (FULL_LISTING_EVERY / 2);
@@ -667,9 +693,42 @@ impl Coordinator {
             self.seen.observe_leases(&leases, now);
             let active = leases.iter().filter(|l| !l.ended).count();
             self.active.store(u32::try_from(active).unwrap_or(u32::MAX), Ordering::Relaxed);
-            return Some((leases, workers));
+            return Some((Reading::All(leases), workers));
         }
-        None
+        if !wanted {
+            return None;
+        }
+        // A sample: parts of the leases, from one that follows this worker's id (so
+        // that needy workers start in different parts), until it holds what this
+        // worker needs.
+        let start = weir_core::ports::lease_partition(me.as_str(), parts);
+        let needed = fleet.target.saturating_sub(mine);
+        let mut sample = Vec::new();
+        for i in 0..parts {
+            let part = match self.table.list_part_relaxed((start + i) % parts).await {
+                Ok(l) => l,
+                Err(e) => {
+                    tracing::warn!(error = %e, "taker: cannot read leases");
+                    self.cycle_error = Some(format!("reading leases: {e}"));
+                    return None;
+                }
+            };
+            let part: Vec<weir_core::Lease> = part.into_iter().filter(|l| self.catalog.covers(&l.key)).collect();
+            self.seen.observe_some_leases(&part, now);
+            sample.extend(part);
+            let plan = plan_from_sample(&me, mine, &sample, &fleet, &workers, &self.seen, now, self.config.failover);
+            // While the census shows free leases, look for those (a handoff waits for
+            // its owner to drain; a free lease is taken at once).
+            let enough = if fleet.free > 0 {
+                plan.take.len() >= needed.min(fleet.free)
+            } else {
+                plan.take.len() + plan.steal.len() >= needed
+            };
+            if enough {
+                break;
+            }
+        }
+        Some((Reading::Sample(sample), workers))
     }
 
     /// Adopts the leases of `leases` owned by this worker but not held (a completed
@@ -679,6 +738,7 @@ impl Coordinator {
     async fn settle_handoffs(
         &mut self,
         leases: &[weir_core::Lease],
+        complete: bool,
         held_keys: &HashSet<ShardId>,
         now: weir_core::Timestamp,
         writes: &mut LeaseWrites,
@@ -713,7 +773,10 @@ impl Coordinator {
         let by_key: HashMap<&ShardId, &weir_core::Lease> = leases.iter().map(|l| (&l.key, l)).collect();
         for (key, deadline) in self.pending_steals.clone() {
             let Some(l) = by_key.get(&key) else {
-                self.pending_steals.remove(&key);
+                // Gone from a reading of every lease; a sample may just not hold it.
+                if complete {
+                    self.pending_steals.remove(&key);
+                }
                 continue;
             };
             if l.handoff_to.as_ref() != Some(&me) || l.ended {
@@ -756,8 +819,24 @@ impl Coordinator {
         }
         let (mut writes, mut out) = (LeaseWrites::None, Vec::new());
         let now = self.clock.now();
-        self.settle_handoffs(&pending, &held_keys, now, &mut writes, &mut out).await;
+        self.settle_handoffs(&pending, false, &held_keys, now, &mut writes, &mut out).await;
         out
+    }
+
+    /// At shutdown: releases the leases handed over to this worker that it has not
+    /// adopted yet (the owner completed a requested handoff between two polls), so
+    /// the others take them at once instead of after their own counters expire.
+    async fn release_unadopted(&mut self) {
+        let me = self.config.worker_id.clone();
+        for key in std::mem::take(&mut self.pending_steals).into_keys() {
+            let Ok(Some(lease)) = self.table.get(&key).await else { continue };
+            if lease.is_owned_by(&me) && !lease.ended {
+                match self.table.mutate(&LeaseMutation::on(&lease, LeaseChange::Release)).await {
+                    Ok(_) => tracing::info!(shard = %key, "lease handed over during shutdown released"),
+                    Err(e) => tracing::debug!(shard = %key, error = %e, "cannot release a lease handed over"),
+                }
+            }
+        }
     }
 
     /// One taker cycle; returns leases newly held.
@@ -766,7 +845,7 @@ impl Coordinator {
         let now = self.clock.now();
         self.takes_holding_nothing = None;
         let held_keys: HashSet<ShardId> = held.lock().unwrap_or_else(|p| p.into_inner()).keys().cloned().collect();
-        let Some((leases, workers)) = self.read_leases(held_keys.len()).await else {
+        let Some((reading, workers)) = self.read_leases(held_keys.len()).await else {
             // Nothing to take (not a failure: a worker holding nothing is not needed).
             if held_keys.is_empty() && self.cycle_error.is_none() {
                 self.takes_holding_nothing = Some(LeaseWrites::None);
@@ -776,9 +855,19 @@ impl Coordinator {
         let mut out = Vec::new();
         let mut writes = LeaseWrites::None;
 
-        let adopted = self.settle_handoffs(&leases, &held_keys, now, &mut writes, &mut out).await;
+        let (leases, complete) = match reading {
+            Reading::All(l) => (l, true),
+            Reading::Sample(l) => (l, false),
+        };
+        let adopted = self.settle_handoffs(&leases, complete, &held_keys, now, &mut writes, &mut out).await;
 
-        let plan = plan_takes(&me, &leases, &workers, &self.seen, now, self.config.failover);
+        let failover = self.config.failover;
+        let plan = match &self.census {
+            Some(fleet) if !complete => {
+                plan_from_sample(&me, held_keys.len(), &leases, fleet, &workers, &self.seen, now, failover)
+            }
+            _ => plan_takes(&me, &leases, &workers, &self.seen, now, failover),
+        };
         let target = plan.target;
         for l in plan.take {
             if held_keys.contains(&l.key) || adopted.contains(&l.key) {
@@ -843,8 +932,9 @@ mod tests {
             liveness: unending(),
             active: Arc::default(),
             census: None,
-            cycles_since_listing: 0,
-            listed_once: false,
+            // The first cycle reads every lease.
+            cycles_since_listing: FULL_LISTING_EVERY,
+            synced_once: false,
             table,
             catalog: Arc::new(stream),
             config: Arc::new(RuntimeConfig::new(WorkerId::new(me))),

@@ -10,9 +10,11 @@
 //! - the fleet's size: live workers (records that changed within the failover time,
 //!   this worker included);
 //! - the active leases: the larger of the *leader*'s last count (the live worker with
-//!   the smallest id, the one that syncs leases with the shards) and this worker's own
-//!   (a worker whose shard ended counts the children it created before the leader's
-//!   next sync does; counting too many costs a reading, too few a wait);
+//!   the smallest id, the one that syncs leases with the shards; while it has not
+//!   counted, as just after its restart, the largest count another live worker
+//!   reports) and this worker's own (a worker whose shard ended counts the children it
+//!   created before the leader's next sync does; counting too many costs a reading,
+//!   too few a wait);
 //! - the target per worker: active leases over live workers, rounded up (as
 //!   [`super::plan_takes`] computes it);
 //! - free leases: active leases less those live workers hold (a dead worker's leases are
@@ -70,7 +72,11 @@ pub fn census(
     let live = others.len() + 1;
     let leader_record = others.iter().filter(|w| w.worker < *me).min_by(|a, b| a.worker.cmp(&b.worker));
     let leader = leader_record.is_none();
-    let active = leader_record.map_or(my_active, |l| (l.load.active as usize).max(my_active));
+    // A leader that has not counted yet (just restarted) reports zero: then the
+    // largest count another live worker reports.
+    let others_active = || others.iter().map(|w| w.load.active as usize).max().unwrap_or(0);
+    let counted = leader_record.map_or(0, |l| l.load.active as usize);
+    let active = if counted > 0 { counted } else { others_active() }.max(my_active);
     let held = mine + others.iter().map(|w| w.load.held as usize).sum::<usize>();
     let target = active.div_ceil(live);
     let free = active.saturating_sub(held);
@@ -201,5 +207,15 @@ mod tests {
         // b created children the leader has not counted yet.
         let workers = [hb("a", 1, 50, 100), hb("b", 1, 49, 102)];
         assert_eq!(judge("b", 49, 102, &workers).active, 102);
+    }
+
+    /// A restarted leader has not counted yet: the others' count stands in, so a
+    /// deploy's first wave finds its free leases at once.
+    #[test]
+    fn a_leader_that_has_not_counted_yet_is_replaced_by_the_others_count() {
+        // a (the leader) just restarted: 0 held, 0 counted; b and c counted 100, 20 are free.
+        let workers = [hb("a", 1, 0, 0), hb("b", 1, 40, 100), hb("c", 1, 40, 99), hb("d", 1, 0, 0)];
+        let c = judge("d", 0, 0, &workers);
+        assert_eq!((c.active, c.target, c.free, c.list), (100, 25, 20, true));
     }
 }

@@ -8,4 +8,4 @@ mod take;
 pub use census::{Census, census};
 pub use cleanup::{Cleanup, ended_lease_cleanup};
 pub use create::leases_to_create;
-pub use take::{Observations, TakePlan, plan_takes};
+pub use take::{Observations, TakePlan, plan_from_sample, plan_takes};

@@ -15,12 +15,17 @@
 //!   needs 20, one per cycle meant 20 readings of every lease per new worker.) Which of
 //!   a worker's leases is stolen follows a hash of the stealer's id and the lease key,
 //!   so that workers stealing at once pick different leases.
+//!
+//! [`plan_from_sample`] plans the same way from a sample of the leases (one part of a
+//! spread table) and the fleet's [`Census`]: the census gives the target and what each
+//! worker holds, the sample the leases to ask for.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
 use crate::ids::{ShardId, WorkerId};
 use crate::lease::Lease;
+use crate::policy::Census;
 use crate::ports::WorkerHeartbeat;
 use crate::time::Timestamp;
 
@@ -51,6 +56,14 @@ impl Observations {
         }
         let keys: BTreeSet<&ShardId> = leases.iter().map(|l| &l.key).collect();
         self.leases.retain(|k, _| keys.contains(k));
+    }
+
+    /// Records the counters of `leases`, some of the leases, listed at `now`; the
+    /// others are kept as they were seen.
+    pub fn observe_some_leases(&mut self, leases: &[Lease], now: Timestamp) {
+        for l in leases {
+            note(&mut self.leases, &l.key, l.counter, now);
+        }
     }
 
     /// Records the counters of every worker record, listed at `now` (as
@@ -189,6 +202,63 @@ pub fn plan_takes(
             break;
         };
         let mut open: Vec<&&Lease> = their.iter().filter(|l| l.handoff_to.is_none()).collect();
+        open.sort_by_key(|l| steal_order(me, &l.key));
+        plan.steal.extend(open.into_iter().take(allowance.min(wanted)).map(|l| (*l).clone()));
+        if plan.steal.len() >= needed {
+            break;
+        }
+    }
+    plan
+}
+
+/// Decides which leases `me`, holding `mine`, takes or steals this cycle from
+/// `sample`, some of the active leases, as [`plan_takes`] decides from all of them:
+/// free and expired leases first, up to `fleet.target`; when the sample has none,
+/// handoffs from the workers holding the most (as their records report it), as many
+/// as each holds above the target (one from a worker at the target while this one
+/// needs more than one), among their leases in the sample. Ended leases are ignored.
+/// A plan with fewer leases than needed means the sample was too small.
+#[allow(clippy::too_many_arguments)]
+pub fn plan_from_sample(
+    me: &WorkerId,
+    mine: usize,
+    sample: &[Lease],
+    fleet: &Census,
+    workers: &[WorkerHeartbeat],
+    seen: &Observations,
+    now: Timestamp,
+    failover: Duration,
+) -> TakePlan {
+    let target = fleet.target;
+    let mut plan = TakePlan { target, ..TakePlan::default() };
+    if mine >= target {
+        return plan;
+    }
+    let needed = target - mine;
+    let active: Vec<&Lease> = sample.iter().filter(|l| !l.ended).collect();
+    let mut expired: Vec<Lease> =
+        active.iter().filter(|l| seen.is_expired(l, now, failover)).map(|l| (*l).clone()).collect();
+    if !expired.is_empty() {
+        expired.sort_by(|a, b| (!a.is_owned_by(me), &a.key).cmp(&(!b.is_owned_by(me), &b.key)));
+        expired.truncate(needed);
+        plan.take = expired;
+        return plan;
+    }
+    let mut victims: Vec<&WorkerHeartbeat> =
+        workers.iter().filter(|w| w.worker != *me && seen.worker_alive(&w.worker, now, failover)).collect();
+    victims.sort_by(|a, b| b.load.held.cmp(&a.load.held).then_with(|| a.worker.cmp(&b.worker)));
+    for victim in victims {
+        let wanted = needed - plan.steal.len();
+        let count = victim.load.held as usize;
+        let allowance = if count > target {
+            count - target
+        } else if count == target && wanted > 1 {
+            1
+        } else {
+            break;
+        };
+        let mut open: Vec<&&Lease> =
+            active.iter().filter(|l| l.is_owned_by(&victim.worker) && l.handoff_to.is_none()).collect();
         open.sort_by_key(|l| steal_order(me, &l.key));
         plan.steal.extend(open.into_iter().take(allowance.min(wanted)).map(|l| (*l).clone()));
         if plan.steal.len() >= needed {
@@ -373,5 +443,59 @@ mod tests {
         let later = Timestamp::from_millis(20_000);
         let plan = plan_takes(&WorkerId::new("a"), &leases, &workers, &seen, later, F);
         assert_eq!(plan.target, 4);
+    }
+
+    fn loaded(w: &str, held: u32) -> WorkerHeartbeat {
+        let load = crate::ports::WorkerLoad { held, active: 100 };
+        WorkerHeartbeat { worker: WorkerId::new(w), counter: 1, instance: String::new(), load }
+    }
+
+    fn fleet(target: usize) -> Census {
+        Census { live: 4, active: 100, held: 100, target, free: 0, leader: false, list: true }
+    }
+
+    /// From a sample, free and expired leases first, up to what the census's target
+    /// leaves this worker to take.
+    #[test]
+    fn a_sample_gives_its_free_leases_up_to_the_census_target() {
+        let me = WorkerId::new("d");
+        let sample: Vec<Lease> =
+            (0..10).map(|i| lease(&format!("s{i}"), if i < 4 { None } else { Some("a") }, 1)).collect();
+        let workers = [loaded("a", 30), loaded("b", 25), loaded("c", 25), loaded("d", 20)];
+        let mut seen = Observations::default();
+        let t0 = Timestamp::from_millis(0);
+        seen.observe(&sample, &workers, t0);
+        let plan = plan_from_sample(&me, 22, &sample, &fleet(25), &workers, &seen, t0, F);
+        assert_eq!(plan.target, 25);
+        let taken: Vec<&str> = plan.take.iter().map(|l| l.key.as_str()).collect();
+        assert_eq!(taken, ["s0", "s1", "s2"], "three to reach 25, free ones only");
+        assert!(plan.steal.is_empty());
+        assert_eq!(
+            plan_from_sample(&me, 25, &sample, &fleet(25), &workers, &seen, t0, F),
+            TakePlan { target: 25, ..TakePlan::default() }
+        );
+    }
+
+    /// Without free leases in the sample: handoffs from the workers the census shows
+    /// above the target, as many as each holds above it, among their sampled leases.
+    #[test]
+    fn a_sample_without_free_leases_gives_handoffs_from_the_most_loaded() {
+        let me = WorkerId::new("d");
+        let mut sample: Vec<Lease> = (0..6).map(|i| lease(&format!("a{i}"), Some("a"), 1)).collect();
+        sample.extend((0..6).map(|i| lease(&format!("b{i}"), Some("b"), 1)));
+        let mut handed = lease("a9", Some("a"), 1);
+        handed.handoff_to = Some(WorkerId::new("c"));
+        sample.push(handed);
+        let workers = [loaded("a", 28), loaded("b", 26), loaded("c", 25), loaded("d", 20)];
+        let mut seen = Observations::default();
+        let t0 = Timestamp::from_millis(0);
+        seen.observe(&sample, &workers, t0);
+        let plan = plan_from_sample(&me, 20, &sample, &fleet(25), &workers, &seen, t0, F);
+        assert!(plan.take.is_empty());
+        let from = |w: &str| plan.steal.iter().filter(|l| l.is_owned_by(&WorkerId::new(w))).count();
+        // c, at the target, would give one, but none of its leases is in the sample:
+        // four of the five needed (the coordinator reads another part).
+        assert_eq!((from("a"), from("b"), from("c")), (3, 1, 0), "a's excess, then b's: {plan:?}");
+        assert!(plan.steal.iter().all(|l| l.handoff_to.is_none()), "a lease already asked for is not asked for again");
     }
 }
