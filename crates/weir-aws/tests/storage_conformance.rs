@@ -107,6 +107,13 @@ async fn leases_spread_over_hash_keys_and_older_namespaces_keep_theirs() {
     assert!(keys.values().all(|n| *n <= 20), "none much above 200 / 32: {keys:?}");
     let listed = new.list().await.unwrap();
     assert_eq!(listed.len(), 200, "a listing reads every partition");
+    assert_eq!(new.lease_parts(), LEASE_PARTITIONS, "a part per hash key");
+    for part in [0, 17] {
+        let sampled = new.list_part_relaxed(part).await.unwrap();
+        let pk = format!("new#leases-{part}");
+        assert_eq!(sampled.len(), keys[&pk], "part {part} is the leases of {pk}");
+        assert!(sampled.iter().all(|l| weir_core::ports::lease_partition(l.key.as_str(), LEASE_PARTITIONS) == part));
+    }
     let again = DynamoDbLeaseTable::open(client.clone(), &name, "new", false).await.unwrap();
     assert_eq!(again.partitions(), LEASE_PARTITIONS, "the record names the layout");
     assert_eq!(again.worker_partitions(), WORKER_PARTITIONS);
@@ -186,6 +193,8 @@ async fn leases_spread_over_hash_keys_and_older_namespaces_keep_theirs() {
         assert_eq!((t.partitions(), t.worker_partitions()), (0, 0), "{ns}: the single-key layout");
         let listed = t.list().await.unwrap();
         assert_eq!(listed.len(), 1, "{ns}: its lease is found");
+        assert_eq!(t.lease_parts(), 1, "{ns}: one part, the namespace's own key");
+        assert_eq!(t.list_part_relaxed(0).await.unwrap(), listed);
         let taken =
             t.mutate(&LeaseMutation::on(&listed[0], LeaseChange::Take { owner: WorkerId::new("w") })).await.unwrap();
         assert_eq!(t.get(&taken.key).await.unwrap().unwrap().owner, Some(WorkerId::new("w")));

@@ -405,6 +405,24 @@ async fn workers_and_listing(t: Arc<dyn LeaseTable>) {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     assert!(agreed, "the relaxed readings never caught up with {} leases and {} workers", current.0.len(), current.1);
+
+    // The parts hold every lease once; a part past the last is empty.
+    let parts = t.lease_parts();
+    assert!(parts >= 1);
+    let mut in_parts = Vec::new();
+    for _ in 0..50 {
+        in_parts.clear();
+        for p in 0..parts {
+            in_parts.extend(relaxed_keys(t.list_part_relaxed(p).await.unwrap()));
+        }
+        in_parts.sort();
+        if in_parts == current.0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(in_parts, current.0, "the {parts} parts together are the leases, each once");
+    assert!(t.list_part_relaxed(parts).await.unwrap().is_empty());
     for w in &ids {
         t.remove_worker(w, "a").await.unwrap();
     }
