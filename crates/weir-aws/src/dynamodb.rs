@@ -497,6 +497,21 @@ impl LeaseTable for DynamoDbLeaseTable {
         self.applied("put (create lease)", r)
     }
 
+    /// One conditional `PutItem` of the lease as taken.
+    async fn create_taken(&self, lease: NewLease, owner: &WorkerId) -> Result<Option<Lease>, LeaseError> {
+        let created = lease.into_lease();
+        let taken = LeaseMutation::on(&created, LeaseChange::Take { owner: owner.clone() }).apply(&created)?;
+        let r = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(self.lease_item(&taken)?))
+            .condition_expression("attribute_not_exists(pk)")
+            .send()
+            .await;
+        Ok(self.applied("put (create taken lease)", r)?.then_some(taken))
+    }
+
     async fn list(&self) -> Result<Vec<Lease>, LeaseError> {
         self.list_leases(Consistency::Strong).await
     }

@@ -22,7 +22,7 @@
 //! | `get`, `namespace_meta` | `GetItem`, strongly consistent |
 //! | `mutate` | `GetItem` (strong) + conditional `PutItem`; again while the condition fails (at most 16 rounds) |
 //! | `mutate_all` | one `GetItem` (strong) per lease + `TransactWriteItems` (double units, charged to each item's partition key) |
-//! | `create_if_absent`, `put_namespace_meta` | conditional `PutItem` |
+//! | `create_if_absent`, `create_taken`, `put_namespace_meta` | conditional `PutItem` |
 //! | `heartbeat` | conditional `UpdateItem` (+ `GetItem` when the record is another process's) |
 //! | `claim_worker` | conditional `UpdateItem` |
 //! | `delete`, `delete_ended`, `remove_worker` | `DeleteItem` |
@@ -314,6 +314,23 @@ impl LeaseTable for CostedLeaseTable {
         Ok(created)
     }
 
+    /// As the adapter: one conditional put of the lease as taken.
+    async fn create_taken(&self, lease: NewLease, owner: &WorkerId) -> Result<Option<Lease>, LeaseError> {
+        let created = lease.clone().into_lease();
+        let taken = LeaseMutation::on(&created, LeaseChange::Take { owner: owner.clone() }).apply(&created)?;
+        let bytes = Self::check_item(&taken)?;
+        let existing = self.lease_size(&taken.key).unwrap_or(0);
+        self.write(&self.lease_pk(&taken.key), Op::PutItem, "put (create taken lease)", bytes.max(existing), false)
+            .await?;
+        if !self.inner.create_if_absent(lease).await? {
+            return Ok(None);
+        }
+        let written =
+            self.inner.mutate(&LeaseMutation::on(&created, LeaseChange::Take { owner: owner.clone() })).await?;
+        self.stored(&written, bytes);
+        Ok(Some(written))
+    }
+
     async fn list(&self) -> Result<Vec<Lease>, LeaseError> {
         self.query_leases(Consistency::Strong).await?;
         self.inner.list().await
@@ -336,7 +353,9 @@ impl LeaseTable for CostedLeaseTable {
         }
         let (pk, in_part): (String, Box<dyn Fn(&ShardId) -> bool + Send>) = match self.partitions {
             0 => (self.namespace.clone(), Box::new(|_| true)),
-            n => (lease_partition_key(&self.namespace, part), Box::new(move |k| lease_partition(k.as_str(), n) == part)),
+            n => {
+                (lease_partition_key(&self.namespace, part), Box::new(move |k| lease_partition(k.as_str(), n) == part))
+            }
         };
         let (keys, sizes): (Vec<ShardId>, Vec<usize>) =
             self.sizes().leases.iter().filter(|(k, _)| in_part(k)).map(|(k, b)| (k.clone(), *b)).unzip();

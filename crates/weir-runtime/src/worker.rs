@@ -567,17 +567,12 @@ impl Coordinator {
     /// the first failure, logged with `failed`: a child must not be created before its
     /// parents. Returns how many it created.
     async fn create(&self, leases: Vec<weir_core::NewLease>, failed: &str) -> u32 {
-        u32::try_from(self.create_listed(leases, failed).await.len()).unwrap_or(u32::MAX)
-    }
-
-    /// [`Self::create`], returning the leases created, as stored.
-    async fn create_listed(&self, leases: Vec<weir_core::NewLease>, failed: &str) -> Vec<weir_core::Lease> {
-        let mut created = Vec::new();
+        let mut created = 0;
         for lease in leases {
             let key = lease.key.clone();
-            match self.table.create_if_absent(lease.clone()).await {
+            match self.table.create_if_absent(lease).await {
                 Ok(true) => {
-                    created.push(lease.into_lease());
+                    created += 1;
                     tracing::info!(shard = %key, "lease created");
                 }
                 Ok(false) => {}
@@ -594,9 +589,9 @@ impl Coordinator {
     /// finished) without reading the leases: each creation is conditional on the lease
     /// not existing, so a child the leader or a merged sibling created already stays.
     ///
-    /// Then takes the children it created whose parents all ended here (both halves of
-    /// a split; a merge whose two parents this worker held): one conditional write each,
-    /// from the lease as created, and no reading. A worker's load follows its shards
+    /// The children whose parents all ended here (both halves of a split; a merge
+    /// whose two parents this worker held) it creates already taken: one conditional
+    /// write each, and no reading. A worker's load follows its shards
     /// through a reshard (doubling a stream doubles every worker's leases), where
     /// leaving the children free would send every worker whose shard ended to read
     /// every lease at once. Returns the leases taken.
@@ -613,30 +608,43 @@ impl Coordinator {
         let others: HashSet<ShardId> =
             shards.iter().filter(|s| !children.contains(&s.id)).map(|s| s.id.clone()).collect();
         let missing = leases_to_create(&shards, &others, &self.config.initial_position);
-        let created = self.create_listed(missing, "cannot create a child's lease; the leader's sync will").await;
-        // What this worker reports as active until its next listing: the ended shards
-        // are no longer, the children are.
-        let (created_count, ended_count) =
-            (u32::try_from(created.len()).unwrap_or(u32::MAX), u32::try_from(ended.len()).unwrap_or(u32::MAX));
-        let _ = self.active.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |a| {
-            Some(a.saturating_add(created_count).saturating_sub(ended_count))
-        });
         let me = self.config.worker_id.clone();
-        let mut out = Vec::new();
-        for child in created {
-            if child.parents.is_empty() || !child.parents.iter().all(|p| ended.contains(p)) {
-                continue;
-            }
+        let (mut created, mut out) = (0u32, Vec::new());
+        // In order, stopping at the first failure: a child is never created before its
+        // parents (here they are the ended shards, whose leases exist).
+        for lease in missing {
+            let key = lease.key.clone();
+            let mine = !lease.parents.is_empty() && lease.parents.iter().all(|p| ended.contains(p));
             let since = Instant::now();
-            match self.table.mutate_seen(&child, LeaseChange::Take { owner: me.clone() }).await {
-                Ok(taken) => {
-                    metrics::counter!(crate::metrics::LEASES_TAKEN).increment(1);
-                    tracing::info!(shard = %taken.key, "child lease taken");
-                    self.adopt(taken, since, &mut out);
+            let result = if mine {
+                self.table.create_taken(lease, &me).await.map(|taken| taken.map(Some))
+            } else {
+                self.table.create_if_absent(lease).await.map(|made| made.then_some(None))
+            };
+            match result {
+                Ok(Some(taken)) => {
+                    created += 1;
+                    if let Some(taken) = taken {
+                        metrics::counter!(crate::metrics::LEASES_TAKEN).increment(1);
+                        tracing::info!(shard = %key, "child lease created, taken");
+                        self.adopt(taken, since, &mut out);
+                    } else {
+                        tracing::info!(shard = %key, "lease created");
+                    }
                 }
-                Err(e) => tracing::debug!(shard = %child.key, error = %e, "a child's lease was taken first"),
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(shard = %key, error = %e, "cannot create a child's lease; the leader's sync will");
+                    break;
+                }
             }
         }
+        // What this worker reports as active until its next listing: the ended shards
+        // are no longer, the children are.
+        let ended_count = u32::try_from(ended.len()).unwrap_or(u32::MAX);
+        let _ = self.active.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |a| {
+            Some(a.saturating_add(created).saturating_sub(ended_count))
+        });
         out
     }
 

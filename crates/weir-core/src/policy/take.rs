@@ -239,7 +239,9 @@ pub fn plan_from_sample(
     let mut expired: Vec<Lease> =
         active.iter().filter(|l| seen.is_expired(l, now, failover)).map(|l| (*l).clone()).collect();
     if !expired.is_empty() {
-        expired.sort_by(|a, b| (!a.is_owned_by(me), &a.key).cmp(&(!b.is_owned_by(me), &b.key)));
+        // Leases this worker held before first, then in an order of its own (workers
+        // sampling the same part at once pick different ones).
+        expired.sort_by_key(|l| (!l.is_owned_by(me), steal_order(me, &l.key)));
         expired.truncate(needed);
         plan.take = expired;
         return plan;
@@ -467,8 +469,10 @@ mod tests {
         seen.observe(&sample, &workers, t0);
         let plan = plan_from_sample(&me, 22, &sample, &fleet(25), &workers, &seen, t0, F);
         assert_eq!(plan.target, 25);
-        let taken: Vec<&str> = plan.take.iter().map(|l| l.key.as_str()).collect();
-        assert_eq!(taken, ["s0", "s1", "s2"], "three to reach 25, free ones only");
+        assert_eq!(plan.take.len(), 3, "three to reach 25");
+        assert!(plan.take.iter().all(|l| l.owner.is_none()), "free ones only: {plan:?}");
+        let other = plan_from_sample(&WorkerId::new("e"), 22, &sample, &fleet(25), &workers, &seen, t0, F);
+        assert_ne!(other.take, plan.take, "another worker picks in its own order");
         assert!(plan.steal.is_empty());
         assert_eq!(
             plan_from_sample(&me, 25, &sample, &fleet(25), &workers, &seen, t0, F),

@@ -134,6 +134,19 @@ pub trait LeaseTable: Send + Sync {
     /// Creates the lease unless one exists with the key. Returns whether it was created.
     async fn create_if_absent(&self, lease: NewLease) -> Result<bool, LeaseError>;
 
+    /// Creates the lease already taken by `owner` (as `mutate_seen` of a take on the
+    /// lease as created would leave it: counter 1) unless one exists with the key:
+    /// the lease written, or `None` when one existed. One write where a store can
+    /// (a worker taking the children of the shard it ended, in a reshard of
+    /// thousands of shards at once).
+    async fn create_taken(&self, lease: NewLease, owner: &WorkerId) -> Result<Option<Lease>, LeaseError> {
+        let created = lease.clone().into_lease();
+        if !self.create_if_absent(lease).await? {
+            return Ok(None);
+        }
+        self.mutate_seen(&created, LeaseChange::Take { owner: owner.clone() }).await.map(Some)
+    }
+
     /// Every lease of the namespace.
     async fn list(&self) -> Result<Vec<Lease>, LeaseError>;
 

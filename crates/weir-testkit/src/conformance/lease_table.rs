@@ -206,7 +206,7 @@ async fn create_never_overwrites(t: Arc<dyn LeaseTable>) {
     t.mutate(&LeaseMutation::on(&l, LeaseChange::Take { owner: me.clone() })).await.unwrap();
     assert!(!t.create_if_absent(new_lease("s-1", &[])).await.unwrap());
     let again = t.get(&ShardId::new("s-1")).await.unwrap().unwrap();
-    assert_eq!(again.owner, Some(me), "create_if_absent overwrote an existing lease");
+    assert_eq!(again.owner, Some(me.clone()), "create_if_absent overwrote an existing lease");
     assert_eq!(again.parents, vec![ShardId::new("s-0")]);
     let missing = LeaseMutation {
         key: ShardId::new("nope"),
@@ -216,6 +216,17 @@ async fn create_never_overwrites(t: Arc<dyn LeaseTable>) {
     };
     assert!(matches!(t.mutate(&missing).await, Err(LeaseError::NotFound(_))));
     assert!(t.get(&ShardId::new("nope")).await.unwrap().is_none());
+
+    // Created already taken: owner and counter as a take leaves them; never over an
+    // existing lease.
+    let w2 = WorkerId::new("w2");
+    let taken = t.create_taken(new_lease("s-2", &["s-1"]), &w2).await.unwrap().expect("created");
+    assert_eq!((taken.owner.as_ref(), taken.counter), (Some(&w2), 1));
+    assert_eq!(t.get(&ShardId::new("s-2")).await.unwrap().as_ref(), Some(&taken));
+    assert_eq!(t.create_taken(new_lease("s-2", &[]), &me).await.unwrap(), None);
+    assert_eq!(t.create_taken(new_lease("s-1", &[]), &w2).await.unwrap(), None);
+    assert_eq!(t.get(&ShardId::new("s-2")).await.unwrap().unwrap().owner, Some(w2), "not overwritten");
+    t.mutate(&LeaseMutation::on(&taken, LeaseChange::Renew)).await.expect("the holder writes on from it");
 }
 
 async fn take_renew_and_fencing(t: Arc<dyn LeaseTable>) {
