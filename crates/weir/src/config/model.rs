@@ -73,9 +73,9 @@ pub struct WorkerSection {
     #[serde(with = "humantime_serde")]
     pub renew_interval: Duration,
     /// How often to look for leases to take or steal: a lease cycle reads the worker
-    /// records (a few hundred bytes a worker) and every lease only when they show
-    /// something to take, or every 30 to 60 cycles. A crashed worker's leases are taken
-    /// within `failover` plus about two of these.
+    /// records (about 120 bytes a worker), a sample of the leases only when they show
+    /// something to take, and every lease every 30 to 60 cycles. A crashed worker's
+    /// leases are taken within `failover` plus about two of these.
     #[serde(with = "humantime_serde")]
     pub taker_interval: Duration,
     /// How often to list shards and create leases for new ones.
