@@ -139,6 +139,7 @@ impl Worker {
         };
         let liveness = Arc::new(Liveness::new(registered, self.config.failover.mul_f64(0.9)));
         let active = Arc::new(AtomicU32::new(0));
+        let pending = Arc::new(AtomicU32::new(0));
         let displaced: Arc<Mutex<Option<String>>> = Arc::default();
         let displaced_signal = CancellationToken::new();
         tracing::info!(worker = %me, instance, consumers = self.consumers.len(), "worker starting");
@@ -162,6 +163,7 @@ impl Worker {
             instance: instance.clone(),
             liveness: liveness.clone(),
             active: active.clone(),
+            pending: pending.clone(),
             displaced: displaced.clone(),
             displaced_signal: displaced_signal.clone(),
         };
@@ -186,6 +188,8 @@ impl Worker {
         let mut coordinator = Coordinator {
             liveness,
             active,
+            pending,
+            held_changed: held_changed.clone(),
             census: None,
             // The first full reading comes within FULL_LISTING_EVERY cycles: workers
             // started together (a scale-out, a deploy) do not all read every lease at
@@ -352,18 +356,22 @@ struct Heartbeat {
     liveness: Arc<Liveness>,
     /// The active leases the coordinator last counted (reported with the heartbeat).
     active: Arc<AtomicU32>,
+    /// Handoffs the coordinator requested and has not adopted yet, reported with the
+    /// held leases: a lease in a handoff is owned by someone the whole time, and a
+    /// census that counted it nowhere would count it free.
+    pending: Arc<AtomicU32>,
     /// Set (with the other process's instance) when another process took the id over.
     displaced: Arc<Mutex<Option<String>>>,
     displaced_signal: CancellationToken,
 }
 
 impl Heartbeat {
-    /// Writes one heartbeat reporting `held` leases, waiting for the answer until the
-    /// heartbeat's validity ends but at least `patience`; the error, if the store
-    /// failed or did not answer.
+    /// Writes one heartbeat reporting `held` leases (and the handoffs on their way to
+    /// this worker), waiting for the answer until the heartbeat's validity ends but at
+    /// least `patience`; the error, if the store failed or did not answer.
     async fn beat(&self, held: usize, patience: std::time::Duration) -> Option<String> {
-        let load =
-            WorkerLoad { held: u32::try_from(held).unwrap_or(u32::MAX), active: self.active.load(Ordering::Relaxed) };
+        let held = u32::try_from(held).unwrap_or(u32::MAX).saturating_add(self.pending.load(Ordering::Relaxed));
+        let load = WorkerLoad { held, active: self.active.load(Ordering::Relaxed) };
         let started = Instant::now();
         let until = self.liveness.until(self.liveness.epoch()).max(started + patience);
         let answer = tokio::time::timeout_at(until, self.table.heartbeat(&self.worker, &self.instance, load)).await;
@@ -512,6 +520,10 @@ struct Coordinator {
     /// Active leases as this worker last counted them (listing or shard sync),
     /// reported with its heartbeats.
     active: Arc<AtomicU32>,
+    /// How many handoffs are pending (`pending_steals`), reported with its heartbeats.
+    pending: Arc<AtomicU32>,
+    /// Wakes the heartbeat when what it reports changed.
+    held_changed: Arc<Notify>,
     /// The fleet as the worker records showed it in the last cycle.
     census: Option<Census>,
     /// Lease cycles since this worker last read every lease.
@@ -828,6 +840,7 @@ impl Coordinator {
         let (mut writes, mut out) = (LeaseWrites::None, Vec::new());
         let now = self.clock.now();
         self.settle_handoffs(&pending, false, &held_keys, now, &mut writes, &mut out).await;
+        self.publish_pending();
         out
     }
 
@@ -847,8 +860,23 @@ impl Coordinator {
         }
     }
 
+    /// Publishes how many handoffs are pending for the heartbeat, which goes at once
+    /// when the count changed.
+    fn publish_pending(&self) {
+        let now = u32::try_from(self.pending_steals.len()).unwrap_or(u32::MAX);
+        if self.pending.swap(now, Ordering::Relaxed) != now {
+            self.held_changed.notify_one();
+        }
+    }
+
     /// One taker cycle; returns leases newly held.
     async fn cycle(&mut self, held: &HeldMap) -> Vec<Arc<HeldLease>> {
+        let out = self.cycle_inner(held).await;
+        self.publish_pending();
+        out
+    }
+
+    async fn cycle_inner(&mut self, held: &HeldMap) -> Vec<Arc<HeldLease>> {
         let me = self.config.worker_id.clone();
         let now = self.clock.now();
         self.takes_holding_nothing = None;
@@ -939,6 +967,8 @@ mod tests {
         Coordinator {
             liveness: unending(),
             active: Arc::default(),
+            pending: Arc::default(),
+            held_changed: Arc::default(),
             census: None,
             // The first cycle reads every lease.
             cycles_since_listing: FULL_LISTING_EVERY,
@@ -962,6 +992,7 @@ mod tests {
             instance: "i".into(),
             liveness,
             active: Arc::default(),
+            pending: Arc::default(),
             displaced: Arc::default(),
             displaced_signal: CancellationToken::new(),
             held_changed: Arc::default(),
