@@ -448,19 +448,23 @@ impl DynamoDbLeaseTable {
         Ok(items)
     }
 
-    async fn list_leases(&self, consistency: Consistency) -> Result<Vec<Lease>, LeaseError> {
-        let pks: Vec<String> = match self.partitions() {
+    /// The hash keys of the leases, in part order (see [`LeaseTable::lease_parts`]).
+    fn lease_pks(&self) -> Vec<String> {
+        match self.partitions() {
             0 => vec![self.namespace.clone()],
             n => (0..n).map(|p| self.partition_pk(p)).collect(),
-        };
-        let mut leases = self
-            .query_all(pks, "lease#", consistency)
-            .await?
-            .iter()
-            .map(Self::decode)
-            .collect::<Result<Vec<_>, _>>()?;
+        }
+    }
+
+    /// Lease items decoded, in key order.
+    fn decode_sorted(items: &[Item]) -> Result<Vec<Lease>, LeaseError> {
+        let mut leases = items.iter().map(Self::decode).collect::<Result<Vec<_>, _>>()?;
         leases.sort_by(|a, b| a.key.cmp(&b.key));
         Ok(leases)
+    }
+
+    async fn list_leases(&self, consistency: Consistency) -> Result<Vec<Lease>, LeaseError> {
+        Self::decode_sorted(&self.query_all(self.lease_pks(), "lease#", consistency).await?)
     }
 
     async fn workers(&self, consistency: Consistency) -> Result<Vec<WorkerHeartbeat>, LeaseError> {
@@ -526,19 +530,8 @@ impl LeaseTable for DynamoDbLeaseTable {
     }
 
     async fn list_part_relaxed(&self, part: u32) -> Result<Vec<Lease>, LeaseError> {
-        let pk = match self.partitions() {
-            0 if part == 0 => self.namespace.clone(),
-            n if part < n => self.partition_pk(part),
-            _ => return Ok(Vec::new()),
-        };
-        let mut leases = self
-            .query(&pk, "lease#", Consistency::Eventual)
-            .await?
-            .iter()
-            .map(Self::decode)
-            .collect::<Result<Vec<_>, _>>()?;
-        leases.sort_by(|a, b| a.key.cmp(&b.key));
-        Ok(leases)
+        let Some(pk) = self.lease_pks().into_iter().nth(part as usize) else { return Ok(Vec::new()) };
+        Self::decode_sorted(&self.query(&pk, "lease#", Consistency::Eventual).await?)
     }
 
     async fn get(&self, key: &ShardId) -> Result<Option<Lease>, LeaseError> {

@@ -220,30 +220,35 @@ impl CostedLeaseTable {
 
     /// The Queries of every lease partition.
     async fn query_leases(&self, c: Consistency) -> Result<(), LeaseError> {
-        // Every partition is queried (the adapter does not know which are empty).
-        let mut by_pk: BTreeMap<String, Vec<usize>> = match self.partitions {
-            0 => BTreeMap::from([(self.namespace.clone(), Vec::new())]),
-            n => (0..n).map(|p| (lease_partition_key(&self.namespace, p), Vec::new())).collect(),
+        let pks = match self.partitions {
+            0 => vec![self.namespace.clone()],
+            n => (0..n).map(|p| lease_partition_key(&self.namespace, p)).collect(),
         };
-        let sizes: Vec<(ShardId, usize)> = self.sizes().leases.iter().map(|(k, b)| (k.clone(), *b)).collect();
-        for (key, bytes) in sizes {
-            by_pk.entry(self.lease_pk(&key)).or_default().push(bytes);
-        }
-        for (pk, sizes) in by_pk {
-            self.query(&pk, sizes, c).await?;
-        }
-        Ok(())
+        let items: Vec<(String, usize)> = self.sizes().leases.iter().map(|(k, b)| (self.lease_pk(k), *b)).collect();
+        self.query_each(pks, items, c).await
     }
 
     /// The Queries of every worker-record partition.
     async fn query_workers(&self, c: Consistency) -> Result<(), LeaseError> {
-        let mut by_pk: BTreeMap<String, Vec<usize>> = match self.worker_partitions {
-            0 => BTreeMap::from([(self.namespace.clone(), Vec::new())]),
-            n => (0..n).map(|p| (worker_partition_key(&self.namespace, p), Vec::new())).collect(),
+        let pks = match self.worker_partitions {
+            0 => vec![self.namespace.clone()],
+            n => (0..n).map(|p| worker_partition_key(&self.namespace, p)).collect(),
         };
-        let sizes: Vec<(WorkerId, usize)> = self.sizes().workers.iter().map(|(k, b)| (k.clone(), *b)).collect();
-        for (worker, bytes) in sizes {
-            by_pk.entry(self.worker_pk(&worker)).or_default().push(bytes);
+        let items: Vec<(String, usize)> = self.sizes().workers.iter().map(|(w, b)| (self.worker_pk(w), *b)).collect();
+        self.query_each(pks, items, c).await
+    }
+
+    /// A Query of each of `pks` (every one, empty or not: the adapter does not know
+    /// which are empty) over the `items` (partition key, bytes) under it.
+    async fn query_each(
+        &self,
+        pks: Vec<String>,
+        items: Vec<(String, usize)>,
+        c: Consistency,
+    ) -> Result<(), LeaseError> {
+        let mut by_pk: BTreeMap<String, Vec<usize>> = pks.into_iter().map(|pk| (pk, Vec::new())).collect();
+        for (pk, bytes) in items {
+            by_pk.entry(pk).or_default().push(bytes);
         }
         for (pk, sizes) in by_pk {
             self.query(&pk, sizes, c).await?;
