@@ -185,10 +185,21 @@ impl HeldLease {
                         self.extend_validity(started);
                     }
                     self.publish_handoff(&next);
+                    if change.ends_shard() {
+                        // Under the lock: no write of this holder follows the end.
+                        self.lost.cancel();
+                    }
                     return Ok((before, next));
                 }
                 Err(LeaseError::Conflict { .. }) | Err(LeaseError::NotFound(_)) => {
+                    let before = state.lease.clone();
                     if self.settle_unknown_write(&mut state).await {
+                        // The write that landed ended the shard and let the lease go:
+                        // it was this one (nothing is written after an end).
+                        if state.lease.ended && state.lease.owner.is_none() && change.ends_shard() {
+                            self.lost.cancel();
+                            return Ok((before, state.lease.clone()));
+                        }
                         continue;
                     }
                     self.mark_lost();
@@ -244,6 +255,9 @@ impl HeldLease {
 
     /// Writes checkpoints (and the end of the shard). Returns, per consumer, the
     /// intents the write dropped from the lease (the new checkpoints passed them).
+    ///
+    /// Writing the end also lets the lease go (see [`LeaseChange::Checkpoint`]): after
+    /// it the lease is no longer valid here, as after [`HeldLease::let_go`].
     pub(crate) async fn checkpoint(
         &self,
         checkpoints: BTreeMap<ConsumerName, Checkpoint>,
@@ -577,6 +591,32 @@ mod tests {
         take(table.as_ref(), &now, "b").await;
         assert!(matches!(held.renew().await, Err(HeldError::Lost(_))));
         assert!(held.lost().is_cancelled());
+    }
+
+    /// The end of a shard is one write that also lets the lease go; after it the lease
+    /// is no longer valid here. An end whose answer was lost, written again, finds its
+    /// first write and reports the end written (not a lost lease).
+    #[tokio::test(start_paused = true)]
+    async fn the_end_of_a_shard_lets_the_lease_go_in_its_one_write() {
+        let lossy = Arc::new(LostReplies { inner: MemoryLeaseTable::new(), lose: 0.into() });
+        let table: Arc<dyn LeaseTable> = lossy.clone();
+        let end = || [(ConsumerName::new("c"), Checkpoint::ShardEnd)].into();
+        for (shard, lose) in [("s-1", 0), ("s-2", 1)] {
+            let mine = taken_lease(table.as_ref(), shard, "a").await;
+            let held = HeldLease::new(mine.clone(), Instant::now(), table.clone(), FAILOVER, unending());
+            lossy.lose.store(lose, std::sync::atomic::Ordering::SeqCst);
+            let children = Some(vec![ShardId::new("s-9")]);
+            if lose > 0 {
+                let first = held.checkpoint(end(), children.clone()).await;
+                assert!(matches!(first, Err(HeldError::Store(_))), "{shard}: the answer is lost: {first:?}");
+                assert!(held.is_valid(), "{shard}: not known to have landed");
+            }
+            held.checkpoint(end(), children).await.unwrap_or_else(|e| panic!("{shard}: {e}"));
+            assert!(!held.is_valid() && held.lost().is_cancelled(), "{shard}: let go");
+            let stored = table.get(&ShardId::new(shard)).await.unwrap().unwrap();
+            assert!(stored.ended && stored.owner.is_none(), "{shard}: {stored:?}");
+            assert_eq!(stored.counter, mine.counter + 1, "{shard}: one write");
+        }
     }
 
     /// Intents for many leases at once are written in transactions DynamoDB takes: at

@@ -34,7 +34,7 @@
 //! worker takes the record over. A running worker whose record was taken over by
 //! another process stops at its next heartbeat and returns the same error.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -44,9 +44,13 @@ use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use weir_core::policy::{Census, Observations, census, leases_to_create, plan_from_sample, plan_takes};
+use weir_core::policy::{
+    Census, Observations, census, leases_from_child_shards, leases_to_create, plan_from_sample, plan_takes,
+};
 use weir_core::ports::{LeaseTable, ShardReader, StreamCatalog, WorkerHeartbeat, WorkerLoad};
-use weir_core::{Clock, Consumer, ConsumerName, LeaseChange, LeaseError, LeaseMutation, ShardId, WorkerId};
+use weir_core::{
+    ChildShard, Clock, Consumer, ConsumerName, LeaseChange, LeaseError, LeaseMutation, NewLease, ShardId, WorkerId,
+};
 
 use crate::config::{ConfigError, RuntimeConfig};
 use crate::held_lease::{HeldError, HeldLease};
@@ -205,6 +209,7 @@ impl Worker {
             cycle_error: None,
             takes_holding_nothing: None,
             underloaded: false,
+            unborn: VecDeque::new(),
         };
         let mut shards: JoinSet<(ShardId, ShardOutcome)> = JoinSet::new();
         let mut next_take = Instant::now();
@@ -248,7 +253,8 @@ impl Worker {
                     coordinator.poll_handoffs(&held).await
                 }
                 _ = tokio::time::sleep_until(next_take) => {
-                    let mut new_leases = coordinator.cycle(&held).await;
+                    let mut new_leases = coordinator.create_unborn().await;
+                    new_leases.extend(coordinator.cycle(&held).await);
                     // A leader that has not synced yet (a new application's first
                     // worker, or one that became the leader) creates the leases now and
                     // looks again, instead of waiting for the sync interval.
@@ -546,6 +552,9 @@ struct Coordinator {
     /// After the last cycle, this worker held fewer leases than its target: it looks
     /// again at the renewal interval.
     underloaded: bool,
+    /// Children of shards that ended here whose leases are still to be created (a
+    /// creation failed), each with whether it is created taken.
+    unborn: VecDeque<(NewLease, bool)>,
 }
 
 impl Coordinator {
@@ -598,40 +607,66 @@ impl Coordinator {
     }
 
     /// Creates the leases of the children of `ended` (shards this worker just
-    /// finished) without reading the leases: each creation is conditional on the lease
-    /// not existing, so a child the leader or a merged sibling created already stays.
+    /// finished, with the children their ends named) without reading the leases: each
+    /// creation is conditional on the lease not existing, so a child the leader or a
+    /// merged sibling created already stays. Children come from the ends' `ChildShards`;
+    /// only for an end that named none (an end found without reading it) are the
+    /// stream's shards listed.
     ///
     /// The children whose parents all ended here (both halves of a split; a merge
     /// whose two parents this worker held) it creates already taken: one conditional
     /// write each, and no reading. A worker's load follows its shards
     /// through a reshard (doubling a stream doubles every worker's leases), where
     /// leaving the children free would send every worker whose shard ended to read
-    /// every lease at once. Returns the leases taken.
-    async fn create_children(&self, ended: &[ShardId]) -> Vec<Arc<HeldLease>> {
-        let shards = match self.catalog.list_shards().await {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::warn!(error = %e, "after a shard's end: cannot list shards; the leader's sync creates its children");
-                return Vec::new();
+    /// every lease at once. A creation that fails (throttled) is tried again at the
+    /// next lease cycle, not left to the leader's sync. Returns the leases taken.
+    async fn create_children(&mut self, ended: &[(ShardId, Vec<ChildShard>)]) -> Vec<Arc<HeldLease>> {
+        let ids: Vec<&ShardId> = ended.iter().map(|(s, _)| s).collect();
+        let mut births = leases_from_child_shards(ended.iter().flat_map(|(_, c)| c));
+        let unnamed: Vec<&ShardId> = ended.iter().filter(|(_, c)| c.is_empty()).map(|(s, _)| s).collect();
+        if !unnamed.is_empty() {
+            match self.catalog.list_shards().await {
+                Ok(shards) => {
+                    let children: HashSet<&ShardId> = shards
+                        .iter()
+                        .filter(|s| s.parents.iter().any(|p| unnamed.contains(&p)))
+                        .map(|s| &s.id)
+                        .collect();
+                    let others: HashSet<ShardId> =
+                        shards.iter().filter(|s| !children.contains(&s.id)).map(|s| s.id.clone()).collect();
+                    let named: HashSet<ShardId> = births.iter().map(|b| b.key.clone()).collect();
+                    let listed = leases_to_create(&shards, &others, &self.config.initial_position);
+                    births.extend(listed.into_iter().filter(|l| !named.contains(&l.key)));
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "after a shard's end: cannot list shards; the leader's sync creates its children");
+                }
             }
-        };
-        let children: HashSet<&ShardId> =
-            shards.iter().filter(|s| s.parents.iter().any(|p| ended.contains(p))).map(|s| &s.id).collect();
-        let others: HashSet<ShardId> =
-            shards.iter().filter(|s| !children.contains(&s.id)).map(|s| s.id.clone()).collect();
-        let missing = leases_to_create(&shards, &others, &self.config.initial_position);
+        }
+        for lease in births {
+            let mine = !lease.parents.is_empty() && lease.parents.iter().all(|p| ids.contains(&p));
+            self.unborn.push_back((lease, mine));
+        }
+        // What this worker reports as active until its next listing: the ended shards
+        // are no longer, their children are (counted as they are created).
+        let ended_count = u32::try_from(ended.len()).unwrap_or(u32::MAX);
+        let _ = self.active.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |a| Some(a.saturating_sub(ended_count)));
+        self.create_unborn().await
+    }
+
+    /// Creates the children's leases waiting in `unborn`, in order, stopping at the
+    /// first failure (the rest wait for the next lease cycle): a child is never
+    /// created before its parents (here the ended shards, whose leases exist).
+    async fn create_unborn(&mut self) -> Vec<Arc<HeldLease>> {
         let me = self.config.worker_id.clone();
         let (mut created, mut out) = (0u32, Vec::new());
-        // In order, stopping at the first failure: a child is never created before its
-        // parents (here they are the ended shards, whose leases exist).
-        for lease in missing {
+        while let Some((lease, mine)) = self.unborn.pop_front() {
             let key = lease.key.clone();
-            let mine = !lease.parents.is_empty() && lease.parents.iter().all(|p| ended.contains(p));
             let since = Instant::now();
             let result = if mine {
-                self.table.create_taken(lease, &me).await.map(|taken| taken.map(Some))
+                self.table.create_taken(lease.clone(), &me).await.map(|taken| taken.map(Some))
             } else {
-                self.table.create_if_absent(lease).await.map(|made| made.then_some(None))
+                self.table.create_if_absent(lease.clone()).await.map(|made| made.then_some(None))
             };
             match result {
                 Ok(Some(taken)) => {
@@ -646,17 +681,13 @@ impl Coordinator {
                 }
                 Ok(None) => {}
                 Err(e) => {
-                    tracing::warn!(shard = %key, error = %e, "cannot create a child's lease; the leader's sync will");
+                    tracing::warn!(shard = %key, error = %e, "cannot create a child's lease yet; tried again at the next lease cycle");
+                    self.unborn.push_front((lease, mine));
                     break;
                 }
             }
         }
-        // What this worker reports as active until its next listing: the ended shards
-        // are no longer, the children are.
-        let ended_count = u32::try_from(ended.len()).unwrap_or(u32::MAX);
-        let _ = self.active.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |a| {
-            Some(a.saturating_add(created).saturating_sub(ended_count))
-        });
+        let _ = self.active.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |a| Some(a.saturating_add(created)));
         out
     }
 
@@ -982,6 +1013,7 @@ mod tests {
             cycle_error: None,
             takes_holding_nothing: None,
             underloaded: false,
+            unborn: VecDeque::new(),
         }
     }
 
@@ -1017,6 +1049,41 @@ mod tests {
         assert_eq!(held[0].snapshot().await, stored, "held as written");
         tokio::time::advance(std::time::Duration::from_secs(8)).await;
         assert!(held[0].is_valid(), "valid from the adopter's own write");
+    }
+
+    /// The children of a shard that ended here come from the children its end named
+    /// (none of these shards is in the stream's listing), both halves of a split taken
+    /// at once, a merge whose other parent is elsewhere created free; a creation the
+    /// table refuses waits for the next lease cycle, not for the leader's sync.
+    #[tokio::test(start_paused = true)]
+    async fn children_named_by_a_shard_end_are_created_and_retried_until_they_are() {
+        let table = weir_testkit::FaultyLeaseTable::new(Arc::new(MemoryLeaseTable::new()));
+        let table: Arc<weir_testkit::FaultyLeaseTable> = Arc::new(table);
+        let mut c = coordinator(table.clone(), "me");
+        let child = |id: &str, parents: &[&str]| ChildShard {
+            shard_id: ShardId::new(id),
+            parents: parents.iter().map(|p| ShardId::new(*p)).collect(),
+            hash_range: weir_core::HashKeyRange::FULL,
+        };
+        let ended = [
+            (ShardId::new("p"), vec![child("p-1", &["p"]), child("p-2", &["p"])]),
+            (ShardId::new("a"), vec![child("m", &["a", "b"])]),
+        ];
+        table.set_down(true);
+        assert!(c.create_children(&ended).await.is_empty(), "nothing created while the table refuses");
+        assert_eq!(c.unborn.len(), 3, "all wait");
+        table.set_down(false);
+        let taken = c.create_unborn().await;
+        let mut keys: Vec<String> = taken.iter().map(|h| h.key().to_string()).collect();
+        keys.sort();
+        assert_eq!(keys, ["p-1", "p-2"], "the split's halves are taken here");
+        assert!(c.unborn.is_empty());
+        for (key, owner) in [("p-1", Some("me")), ("p-2", Some("me")), ("m", None)] {
+            let l = table.get(&ShardId::new(key)).await.unwrap().unwrap_or_else(|| panic!("{key} not created"));
+            assert_eq!(l.owner.as_ref().map(WorkerId::as_str), owner, "{key}");
+            assert_eq!(l.checkpoint_for(&ConsumerName::new("x")), &weir_core::Checkpoint::TrimHorizon, "{key}");
+        }
+        assert_eq!(c.active.load(Ordering::Relaxed), 3, "the children count as active once created");
     }
 
     /// A lease checkpointed every second needs no renewal (its counter moves with each

@@ -6,6 +6,7 @@ use crate::ids::ShardId;
 use crate::lease::NewLease;
 use crate::ports::ShardInfo;
 use crate::position::Checkpoint;
+use crate::record::ChildShard;
 
 /// The leases missing for `shards`, ordered so that every parent comes before its
 /// children (a crash between creations never leaves a child without its parent).
@@ -53,6 +54,26 @@ fn visit(
     });
 }
 
+/// The leases of the children that shard ends named (Kinesis's `ChildShards`), each
+/// once, in the order first named. Their parents are the ended shards (and, for a
+/// merge, an open sibling), whose leases exist, so no ordering is needed; each starts
+/// at `TrimHorizon`, after its parents. Reading them from the end saves a `ListShards`
+/// of the whole stream per ended shard: at 10,000 shards a reshard ends thousands of
+/// shards within seconds, and the stream takes a limited number of listings a second.
+pub fn leases_from_child_shards<'a>(children: impl IntoIterator<Item = &'a ChildShard>) -> Vec<NewLease> {
+    let mut seen = HashSet::new();
+    children
+        .into_iter()
+        .filter(|c| seen.insert(c.shard_id.clone()))
+        .map(|c| NewLease {
+            key: c.shard_id.clone(),
+            initial: Checkpoint::TrimHorizon,
+            parents: c.parents.clone(),
+            hash_range: Some(c.hash_range),
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -97,5 +118,21 @@ mod tests {
         let leases = leases_to_create(&shards, &existing, &Checkpoint::TrimHorizon);
         assert_eq!(leases.len(), 1);
         assert_eq!(leases[0].key, ShardId::new("b"));
+    }
+
+    #[test]
+    fn child_shards_become_leases_once_each_after_their_parents() {
+        let child = |id: &str, parents: &[&str]| ChildShard {
+            shard_id: ShardId::new(id),
+            parents: parents.iter().map(|p| ShardId::new(*p)).collect(),
+            hash_range: HashKeyRange::FULL,
+        };
+        // A split's two halves, and a merge named by the ends of both its parents.
+        let named = [child("c1", &["p"]), child("c2", &["p"]), child("m", &["a", "b"]), child("m", &["a", "b"])];
+        let got = leases_from_child_shards(&named);
+        let keys: Vec<&str> = got.iter().map(|l| l.key.as_str()).collect();
+        assert_eq!(keys, ["c1", "c2", "m"]);
+        assert!(got.iter().all(|l| l.initial == Checkpoint::TrimHorizon && l.hash_range == Some(HashKeyRange::FULL)));
+        assert_eq!(got[2].parents, [ShardId::new("a"), ShardId::new("b")]);
     }
 }

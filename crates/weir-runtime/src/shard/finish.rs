@@ -92,7 +92,8 @@ impl ShardWorker {
     }
 
     async fn finish_ended(&mut self) -> ShardOutcome {
-        let children: Vec<_> = self.live_end.clone().unwrap_or_default().into_iter().map(|c| c.shard_id).collect();
+        let named = self.live_end.clone().unwrap_or_default();
+        let children: Vec<_> = named.iter().map(|c| c.shard_id.clone()).collect();
         let mut retry = self.deps.config.backoff();
         loop {
             match self.write_checkpoints(Some(children.clone())).await {
@@ -103,11 +104,9 @@ impl ShardWorker {
         }
         metrics::counter!(crate::metrics::SHARDS_ENDED).increment(1);
         tracing::info!(shard = %self.held.key(), ?children, "shard finished by every consumer");
-        // The worker outlives its shard workers; a send fails only while it stops.
-        let _ = self.deps.shard_ended.send(self.held.key().clone());
-        if let Err(e) = self.held.let_go(None).await {
-            tracing::debug!(shard = %self.held.key(), error = %e, "release of ended lease failed");
-        }
+        // The end's write let the lease go. The worker outlives its shard workers; a
+        // send fails only while it stops.
+        let _ = self.deps.shard_ended.send((self.held.key().clone(), named));
         ShardOutcome::Ended
     }
 

@@ -68,8 +68,9 @@ pub(crate) struct ShardDeps {
     pub hosts: Vec<HostHandle>,
     pub config: Arc<RuntimeConfig>,
     pub stats: WorkerStats,
-    /// Told which shard ended, so leases of its children are created at once.
-    pub shard_ended: mpsc::UnboundedSender<weir_core::ShardId>,
+    /// Told which shard ended and the children its end named (empty when the read
+    /// named none), so leases of its children are created at once.
+    pub shard_ended: mpsc::UnboundedSender<(weir_core::ShardId, Vec<ChildShard>)>,
     /// This worker's shards with records left to read or deliver.
     pub reads: ActiveReads,
 }

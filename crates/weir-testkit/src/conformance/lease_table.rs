@@ -342,9 +342,10 @@ async fn writes_from_the_holders_own_view(t: Arc<dyn LeaseTable>) {
 
 async fn release_and_end(t: Arc<dyn LeaseTable>) {
     let l = taken_lease(t.as_ref(), "s-1", "a").await;
+    let asked = t.mutate(&LeaseMutation::on(&l, LeaseChange::RequestHandoff { to: WorkerId::new("b") })).await.unwrap();
     let ended = t
         .mutate(&LeaseMutation::on(
-            &l,
+            &asked,
             LeaseChange::Checkpoint {
                 checkpoints: [(ConsumerName::new("x"), Checkpoint::ShardEnd)].into(),
                 ended_with_children: Some(vec![ShardId::new("s-2"), ShardId::new("s-3")]),
@@ -353,14 +354,14 @@ async fn release_and_end(t: Arc<dyn LeaseTable>) {
         .await
         .unwrap();
     assert!(ended.ended);
-    let released = t.mutate(&LeaseMutation::on(&ended, LeaseChange::Release)).await.unwrap();
-    assert_eq!(released.owner, None);
+    assert_eq!((ended.owner.clone(), ended.handoff_to.clone()), (None, None), "the end's write lets the lease go");
+    assert!(is_conflict(&t.mutate(&LeaseMutation::on(&asked, LeaseChange::Renew)).await), "the holder is fenced");
     let stored = t.get(&ShardId::new("s-1")).await.unwrap().unwrap();
-    assert!(stored.ended);
+    assert_eq!(stored, ended);
     assert_eq!(stored.children, vec![ShardId::new("s-2"), ShardId::new("s-3")]);
-    assert_eq!(stored.counter, released.counter);
     // delete_ended: only the ended lease as seen, held by nobody.
-    assert!(!t.delete_ended(&ended).await.unwrap(), "a changed lease (released since) is not deleted");
+    let older = weir_core::Lease { counter: ended.counter - 1, ..ended.clone() };
+    assert!(!t.delete_ended(&older).await.unwrap(), "a lease changed since it was seen is not deleted");
     let open = taken_lease(t.as_ref(), "s-9", "a").await;
     let freed = t.mutate(&LeaseMutation::on(&open, LeaseChange::Release)).await.unwrap();
     assert!(!t.delete_ended(&freed).await.unwrap(), "a lease not ended is not deleted");
