@@ -8,7 +8,7 @@
 //!   grant covers the function however a config qualifies it;
 //! - every CloudFormation alarm and scaling policy watches a metric a running `weir`
 //!   emits with those dimensions (or, for Kinesis's own, one AWS documents); every alarm
-//!   notifies on OK too; the service scales on shards per worker up to the shard count;
+//!   notifies on OK too; the service scales on shards per worker, no shard count typed;
 //!   the task's logs do not block and its health check gives a slow start time.
 #![allow(clippy::unwrap_used, clippy::print_stdout)] // a test: a failed expectation is a failed test
 
@@ -318,7 +318,7 @@ struct Stack {
 /// `LeaseTable` is what `!Ref LeaseTable` gives.
 const SAMPLE: &[(&str, &str)] = &[
     ("StreamName", "mcp-tool-events"),
-    ("ShardCount", "8"),
+    ("MaxWorkers", "40"),
     ("EfoConsumerName", "mcp-tool-events-weir"),
     ("ApplicationName", "mcp-tool-events"),
     ("ContainerImage", "111122223333.dkr.ecr.us-east-1.amazonaws.com/weir:0.1.0"),
@@ -967,10 +967,13 @@ fn every_alarm_notifies_when_it_fires_and_when_it_clears() {
 }
 
 #[test]
-fn the_service_scales_on_shards_per_worker_up_to_the_shard_count() {
-    let stack = Stack::sample(&[("ShardCount", "12"), ("TargetShardsPerWorker", "3")]);
+fn the_service_scales_on_shards_per_worker_with_no_shard_count_typed() {
+    let stack = Stack::sample(&[("MaxWorkers", "12"), ("TargetShardsPerWorker", "3")]);
+    // The shard count is nowhere a parameter: the fleet follows the stream's shards (a
+    // reshard included) through the leases its workers hold; the ceiling is a budget.
+    assert!(stack.doc["Parameters"].get("ShardCount").is_none(), "no typed shard count to keep up to date");
     let target = &stack.doc["Resources"]["ScalableTarget"]["Properties"];
-    assert_eq!(stack.eval(&target["MaxCapacity"]).str(), "12", "at most one worker per shard");
+    assert_eq!(stack.eval(&target["MaxCapacity"]).str(), "12", "the budget ceiling");
     assert_eq!(stack.eval(&target["MinCapacity"]).str(), "1");
     let policies = stack.resources_of("AWS::ApplicationAutoScaling::ScalingPolicy");
     let on_leases = policies

@@ -408,6 +408,9 @@ fn check_keda(name: &str, objects: &[Value], deployment: &Value, sa: &Value, con
     assert!(spec["scaleTargetRef"]["kind"].is_null() || spec["scaleTargetRef"]["kind"] == "Deployment", "{name}");
     let (min, max) = (spec["minReplicaCount"].as_u64().unwrap(), spec["maxReplicaCount"].as_u64().unwrap());
     assert!(min >= 2 && max >= min, "{name}: replicas {min}..{max}");
+    // The scaler sizes the fleet from the open shard count; the maximum only caps the
+    // budget (a typed shard count there would stop the fleet following a reshard).
+    assert!(max >= 32, "{name}: maxReplicaCount {max} caps the fleet below a resharded stream's needs");
     let trigger =
         seq(&spec["triggers"], "triggers").iter().find(|t| t["type"] == "aws-kinesis-stream").expect("trigger");
     let meta = &trigger["metadata"];
