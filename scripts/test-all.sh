@@ -57,11 +57,11 @@ stage "fuzz (30 s per target, two at a time)"
 stage "deploy lint"
 ./deploy/lint.sh
 stage "fleet test"
-# The image users build: deploy/Dockerfile with its own build stage, on the builder and
-# runtime bases it names (or stand-ins made from the same Debian packages where their
-# registries cannot be reached), with one build argument changed: PROFILE=dev, a debug
-# build (a cold `--profile dist` build took longer than all the tests together).
-# WEIR_IMAGE_PROFILE=dist builds the shipped profile; WEIR_IMAGE_BINARY=prebuilt takes
-# the binary the tests above built instead.
-WEIR_IMAGE_BINARY="${WEIR_IMAGE_BINARY:-build}" WEIR_IMAGE_PROFILE="${WEIR_IMAGE_PROFILE:-dev}" WEIR_SKIP_CARGO=1 \
+# The image users build, exactly as docs/deploying.md builds it: deploy/Dockerfile with
+# its own build stage and its default build arguments (PROFILE=dist, the shipped
+# release build), on the builder and runtime bases it names (or stand-ins made from the
+# same Debian packages where their registries cannot be reached). The longest stage
+# (a cold release build); WEIR_IMAGE_PROFILE=dev builds the debug profile instead, and
+# WEIR_IMAGE_BINARY=prebuilt takes a binary built on the host.
+WEIR_IMAGE_BINARY="${WEIR_IMAGE_BINARY:-build}" WEIR_IMAGE_PROFILE="${WEIR_IMAGE_PROFILE:-dist}" WEIR_SKIP_CARGO=1 \
   ./tests/fleet/run.sh

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The fleet test: builds the image (deploy/container/build-image.sh: podman, a local
-# Debian base, the `dist` binary, or with WEIR_IMAGE_PROFILE=dev the debug binary the
-# tests built, as scripts/test-all.sh does) and runs tests/fleet/fleet.rs against it.
+# Debian base, the `dist` binary; scripts/test-all.sh builds it with the Dockerfile's
+# own build stage, as users do) and runs tests/fleet/fleet.rs against it.
 #   WEIR_FLEET_RATE (events/s, default 700) and WEIR_FLEET_MIN_EVENTS (default 50,000)
 #   size the run; WEIR_IMAGE names the image.
 set -euo pipefail
