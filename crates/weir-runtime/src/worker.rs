@@ -580,30 +580,46 @@ impl Coordinator {
         let active = listed.iter().filter(|l| !l.ended && self.catalog.covers(&l.key)).count();
         let existing: HashSet<ShardId> = listed.into_iter().map(|l| l.key).collect();
         let missing = leases_to_create(&shards, &existing, &self.config.initial_position);
-        let created = self.create(missing, "shard sync: cannot create lease").await;
+        let mut missing = missing.into_iter().map(|l| (l, false)).collect();
+        let (created, _) = self.create(&mut missing, "shard sync: cannot create lease").await;
         self.active.store(u32::try_from(active).unwrap_or(u32::MAX).saturating_add(created), Ordering::Relaxed);
     }
 
-    /// Creates `leases` in order (parents before children) unless they exist; stops at
-    /// the first failure, logged with `failed`: a child must not be created before its
-    /// parents. Returns how many it created.
-    async fn create(&self, leases: Vec<weir_core::NewLease>, failed: &str) -> u32 {
-        let mut created = 0;
-        for lease in leases {
+    /// Creates `leases` in order (parents before children) unless they exist, each
+    /// marked `true` already taken by this worker; stops at the first failure, logged
+    /// with `failed`, leaving it and the rest in `leases`: a child must not be created
+    /// before its parents. Returns how many it created, and the leases it took.
+    async fn create(&self, leases: &mut VecDeque<(NewLease, bool)>, failed: &str) -> (u32, Vec<Arc<HeldLease>>) {
+        let me = self.config.worker_id.clone();
+        let (mut created, mut taken) = (0u32, Vec::new());
+        while let Some((lease, mine)) = leases.pop_front() {
             let key = lease.key.clone();
-            match self.table.create_if_absent(lease).await {
-                Ok(true) => {
+            let since = Instant::now();
+            let result = if mine {
+                self.table.create_taken(lease.clone(), &me).await.map(|taken| taken.map(Some))
+            } else {
+                self.table.create_if_absent(lease.clone()).await.map(|made| made.then_some(None))
+            };
+            match result {
+                Ok(Some(Some(lease))) => {
+                    created += 1;
+                    metrics::counter!(crate::metrics::LEASES_TAKEN).increment(1);
+                    tracing::info!(shard = %key, "lease created, taken");
+                    self.adopt(lease, since, &mut taken);
+                }
+                Ok(Some(None)) => {
                     created += 1;
                     tracing::info!(shard = %key, "lease created");
                 }
-                Ok(false) => {}
+                Ok(None) => {}
                 Err(e) => {
                     tracing::warn!(shard = %key, error = %e, "{failed}");
+                    leases.push_front((lease, mine));
                     break;
                 }
             }
         }
-        created
+        (created, taken)
     }
 
     /// Creates the leases of the children of `ended` (shards this worker just
@@ -654,41 +670,18 @@ impl Coordinator {
         self.create_unborn().await
     }
 
-    /// Creates the children's leases waiting in `unborn`, in order, stopping at the
-    /// first failure (the rest wait for the next lease cycle): a child is never
-    /// created before its parents (here the ended shards, whose leases exist).
+    /// Creates the children's leases waiting in `unborn` (see [`Self::create`]); what
+    /// fails waits for the next lease cycle. Returns the leases taken.
     async fn create_unborn(&mut self) -> Vec<Arc<HeldLease>> {
-        let me = self.config.worker_id.clone();
-        let (mut created, mut out) = (0u32, Vec::new());
-        while let Some((lease, mine)) = self.unborn.pop_front() {
-            let key = lease.key.clone();
-            let since = Instant::now();
-            let result = if mine {
-                self.table.create_taken(lease.clone(), &me).await.map(|taken| taken.map(Some))
-            } else {
-                self.table.create_if_absent(lease.clone()).await.map(|made| made.then_some(None))
-            };
-            match result {
-                Ok(Some(taken)) => {
-                    created += 1;
-                    if let Some(taken) = taken {
-                        metrics::counter!(crate::metrics::LEASES_TAKEN).increment(1);
-                        tracing::info!(shard = %key, "child lease created, taken");
-                        self.adopt(taken, since, &mut out);
-                    } else {
-                        tracing::info!(shard = %key, "lease created");
-                    }
-                }
-                Ok(None) => {}
-                Err(e) => {
-                    tracing::warn!(shard = %key, error = %e, "cannot create a child's lease yet; tried again at the next lease cycle");
-                    self.unborn.push_front((lease, mine));
-                    break;
-                }
-            }
+        if self.unborn.is_empty() {
+            return Vec::new();
         }
+        let mut unborn = std::mem::take(&mut self.unborn);
+        let (created, taken) =
+            self.create(&mut unborn, "cannot create a child's lease yet; tried again at the next lease cycle").await;
+        self.unborn = unborn;
         let _ = self.active.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |a| Some(a.saturating_add(created)));
-        out
+        taken
     }
 
     fn adopt(&self, lease: weir_core::Lease, since: Instant, out: &mut Vec<Arc<HeldLease>>) {
