@@ -253,8 +253,15 @@ impl Worker {
                     coordinator.poll_handoffs(&held).await
                 }
                 _ = tokio::time::sleep_until(next_take) => {
-                    let mut new_leases = coordinator.create_unborn().await;
-                    new_leases.extend(coordinator.cycle(&held).await);
+                    // Children whose creation failed before, first. Those it takes
+                    // are held before the cycle runs (at once, next round): a cycle
+                    // that met them owned here but not held would adopt them again.
+                    let born = coordinator.create_unborn().await;
+                    if !born.is_empty() {
+                        next_take = Instant::now();
+                        born
+                    } else {
+                    let mut new_leases = coordinator.cycle(&held).await;
                     // A leader that has not synced yet (a new application's first
                     // worker, or one that became the leader) creates the leases now and
                     // looks again, instead of waiting for the sync interval.
@@ -281,6 +288,7 @@ impl Worker {
                     }
                     self.stats.lease_cycle(coordinator.cycle_error.take().map_or(Ok(()), Err));
                     new_leases
+                    }
                 }
             };
             let new_leases_empty = new_leases.is_empty();

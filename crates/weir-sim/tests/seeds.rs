@@ -20,6 +20,8 @@ const REGRESSIONS: &[(u64, &str)] = &[
     (363, "a round's manifests deleted after a lost lease (NotHeld)"),
     (366, "the same, with two archivers"),
     (5511, "a worker paused while resolving swept the next holder's named manifests"),
+    (50530, "a child created taken on a retry also adopted by the same cycle: two shard workers"),
+    (50677, "the same: the child's second worker lost it, the first never read it"),
 ];
 
 /// Runs `weir-sim` with `args`: whether every seed passed, and what it printed.
