@@ -24,8 +24,8 @@
 #                          bookworm, gcc, libc6-dev, CA certificates and this host's Rust
 #                          1.95 toolchain, which is what that image holds); crates come
 #                          from crates.io. A full release build: 21 minutes measured on
-#                          2 cores; CI's fleet test builds this stage as it is
-#                          (WEIR_IMAGE_PROFILE=dev: the Dockerfile's PROFILE=dev);
+#                          2 cores; CI's fleet test builds this stage as it is,
+#                          and WEIR_IMAGE_PROFILE=dev with the Dockerfile's PROFILE=dev;
 #      WEIR_SKIP_CARGO=1 uses the prebuilt binary as it is, without a `cargo build`;
 #   4. tags $WEIR_IMAGE (default localhost/weir:dev) and prints its size and the times;
 #   5. runs deploy/container/check-image.sh on it (WEIR_SKIP_IMAGE_CHECK=1 skips).

@@ -261,33 +261,33 @@ impl Worker {
                         next_take = Instant::now();
                         born
                     } else {
-                    let mut new_leases = coordinator.cycle(&held).await;
-                    // A leader that has not synced yet (a new application's first
-                    // worker, or one that became the leader) creates the leases now and
-                    // looks again, instead of waiting for the sync interval.
-                    if !coordinator.synced_once && coordinator.census.as_ref().is_some_and(|c| c.leader) {
-                        coordinator.sync_shards().await;
-                        if new_leases.is_empty() {
-                            new_leases = coordinator.cycle(&held).await;
+                        let mut new_leases = coordinator.cycle(&held).await;
+                        // A leader that has not synced yet (a new application's first
+                        // worker, or one that became the leader) creates the leases now and
+                        // looks again, instead of waiting for the sync interval.
+                        if !coordinator.synced_once && coordinator.census.as_ref().is_some_and(|c| c.leader) {
+                            coordinator.sync_shards().await;
+                            if new_leases.is_empty() {
+                                new_leases = coordinator.cycle(&held).await;
+                            }
                         }
-                    }
-                    // While this worker holds less than its target (or waits for
-                    // handoffs), look again at the renewal interval: what a draining
-                    // worker lets go is taken within it.
-                    // Up to a tenth shorter, at random: workers started together (a
-                    // scale-out, a deploy wave) drift apart instead of reading the table
-                    // in the same second.
-                    let every = if coordinator.pending_steals.is_empty() && !coordinator.underloaded {
-                        self.config.taker_interval
-                    } else {
-                        self.config.renew_interval
-                    };
-                    next_take = Instant::now() + every.mul_f64(0.9 + 0.1 * rand::random::<f64>());
-                    if let Some(writes) = coordinator.takes_holding_nothing.take() {
-                        self.stats.takes_holding_nothing(writes);
-                    }
-                    self.stats.lease_cycle(coordinator.cycle_error.take().map_or(Ok(()), Err));
-                    new_leases
+                        // While this worker holds less than its target (or waits for
+                        // handoffs), look again at the renewal interval: what a draining
+                        // worker lets go is taken within it.
+                        // Up to a tenth shorter, at random: workers started together (a
+                        // scale-out, a deploy wave) drift apart instead of reading the table
+                        // in the same second.
+                        let every = if coordinator.pending_steals.is_empty() && !coordinator.underloaded {
+                            self.config.taker_interval
+                        } else {
+                            self.config.renew_interval
+                        };
+                        next_take = Instant::now() + every.mul_f64(0.9 + 0.1 * rand::random::<f64>());
+                        if let Some(writes) = coordinator.takes_holding_nothing.take() {
+                            self.stats.takes_holding_nothing(writes);
+                        }
+                        self.stats.lease_cycle(coordinator.cycle_error.take().map_or(Ok(()), Err));
+                        new_leases
                     }
                 }
             };

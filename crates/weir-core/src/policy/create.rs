@@ -57,9 +57,10 @@ fn visit(
 /// The leases of the children that shard ends named (Kinesis's `ChildShards`), each
 /// once, in the order first named. Their parents are the ended shards (and, for a
 /// merge, an open sibling), whose leases exist, so no ordering is needed; each starts
-/// at `TrimHorizon`, after its parents. Reading them from the end saves a `ListShards`
-/// of the whole stream per ended shard: at 10,000 shards a reshard ends thousands of
-/// shards within seconds, and the stream takes a limited number of listings a second.
+/// at `TrimHorizon`, after its parents. Reading them from the end saves listing the
+/// whole stream (`ListShards`) after each batch of ends: at 10,000 shards a reshard ends
+/// thousands of shards within seconds, and the stream takes a limited number of
+/// listings a second.
 pub fn leases_from_child_shards<'a>(children: impl IntoIterator<Item = &'a ChildShard>) -> Vec<NewLease> {
     let mut seen = HashSet::new();
     children
