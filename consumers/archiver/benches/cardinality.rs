@@ -2,7 +2,10 @@
 //! 240, 2,000, 12,000 and 100,000 partitions (`tenant=…/tool=…/hour=…`), exactly-once,
 //! in-process, one core, at replay speed (no buffer reaches its interval). Two event shapes: the design note's pipeline (mcp-normalize,
 //! ~190-byte lines) and raw nested events (arguments with escapes and non-ASCII text,
-//! 250–900 bytes) partitioned by jq on the raw fields. Each run is its own process, so
+//! 250–900 bytes) partitioned by jq on the raw fields, and those raw events through a
+//! Lambda that gives them back as they came (in process: the invocation's JSON and
+//! base64 are weir's cost; behind a Lambda every object's intent lists its records, so
+//! the intent manifests grow). Each run is its own process, so
 //! its peak RSS is its own. Prints objects written, CPU-s per 100k records (the
 //! archiver's calls; the bench's own counting sink excluded), peak RSS, bytes out, and
 //! plain gzip of the same output bytes as the ceiling. Each figure is the fastest of
@@ -22,9 +25,10 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use weir_archiver::Transformer;
+use weir_archiver::firehose_config::LambdaSettings;
 use weir_archiver::firehose_config::{from_json, validate};
 use weir_archiver::{Archiver, ArchiverOptions};
+use weir_archiver::{FunctionInvoker, InvokeError, LambdaTransform, Transformer};
 use weir_core::ports::{ObjectMeta, ObjectSink, PutOptions, PutOutcome, SinkError};
 use weir_core::{
     Clock, CloseReason, Consumer, ExtendedSequenceNumber, Record, RecordBatch, SequenceNumber, ShardId, Timestamp,
@@ -95,24 +99,57 @@ fn event(i: u64, n: u64, tenants: u64, tools: u64) -> Bytes {
 fn record(i: u64, n: u64, tenants: u64, tools: u64) -> Record {
     Record {
         partition_key: format!("pk-{i}"),
-        position: ExtendedSequenceNumber::plain(SequenceNumber::from_u128(i as u128 + 1)),
+        // Kinesis's 56 digits (intents and manifests carry positions).
+        position: ExtendedSequenceNumber::plain(
+            SequenceNumber::parse(&format!("49590338271490256608559692{:030}", (i + 1) * 1_000_003)).unwrap(),
+        ),
         approximate_arrival: Timestamp::from_millis(T0 + (i as i64 * (HOUR_MS - 1)) / n as i64),
         data: event(i, n, tenants, tools),
     }
 }
 
+/// A Lambda that gives every record back as it came.
+struct Echo;
+
+#[async_trait]
+impl FunctionInvoker for Echo {
+    async fn invoke(&self, _function: &str, payload: Bytes) -> Result<Bytes, InvokeError> {
+        let event: serde_json::Value = serde_json::from_slice(&payload).unwrap();
+        let records: Vec<serde_json::Value> = event["records"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| serde_json::json!({"recordId": r["recordId"], "result": "Ok", "data": r["data"]}))
+            .collect();
+        Ok(Bytes::from(serde_json::to_vec(&serde_json::json!({ "records": records })).unwrap()))
+    }
+}
+
 /// The pipelines: `design` is the design note's (mcp-normalize, then jq on the
-/// normalised fields), `raw` archives the events as they are (jq on the raw fields).
+/// normalised fields), `raw` archives the events as they are (jq on the raw fields),
+/// `lambda` is `raw` behind [`Echo`] with Firehose's default processing buffer (1 MB).
 fn destination(shape: &str) -> weir_archiver::firehose_config::ArchiverSettings {
     let text = include_str!("../tests/fixtures/mcp-destination.json");
-    let text = if shape == "raw" {
+    let text = if shape != "design" {
         text.replace(".tenant_id", ".tenantId").replace(".tool_name", ".toolName")
     } else {
         text.to_owned()
     };
     let mut s = validate(&from_json(&text).unwrap()).unwrap();
-    s.append_delimiter = shape == "raw"; // mcp-normalize appends the newline itself
+    s.append_delimiter = shape != "design"; // mcp-normalize appends the newline itself
+    if shape == "lambda" {
+        s.lambda = Some(lambda_settings());
+    }
     s
+}
+
+fn lambda_settings() -> LambdaSettings {
+    LambdaSettings {
+        arn: "arn:aws:lambda:us-east-1:123456789012:function:echo".into(),
+        retries: 0,
+        buffer_bytes: 1 << 20,
+        buffer_interval: std::time::Duration::from_secs(60),
+    }
 }
 
 /// A sink that keeps nothing (the archiver's names are unique, so every put creates):
@@ -125,6 +162,7 @@ struct CountingSink {
     lines: AtomicU64,
     nanos: AtomicU64,
     manifests: AtomicU64,
+    manifest_bytes: AtomicU64,
 }
 
 #[async_trait]
@@ -135,6 +173,7 @@ impl ObjectSink for CountingSink {
         if key.starts_with("_weir/") {
             // Intent manifests: bookkeeping, not archive objects.
             self.manifests.fetch_add(1, Ordering::Relaxed);
+            self.manifest_bytes.fetch_add(body.len() as u64, Ordering::Relaxed);
             return Ok(PutOutcome::Created);
         }
         let mut raw = Vec::new();
@@ -203,6 +242,15 @@ async fn one(shape: &str, partitions: u64, n: u64, budget_mib: u64, spill: bool)
     if shape == "design" {
         options.transformer = Transformer::McpNormalize;
     }
+    if shape == "lambda" {
+        options.transformer = Transformer::Lambda(LambdaTransform {
+            invoker: Arc::new(Echo),
+            settings: lambda_settings(),
+            delivery_arn: "arn:aws:firehose:us-east-1:123456789012:deliverystream/mcp".into(),
+            source_arn: "arn:aws:kinesis:us-east-1:123456789012:stream/mcp".into(),
+            region: "us-east-1".into(),
+        });
+    }
     if budget_mib > 0 {
         options.max_buffer_memory = (budget_mib as usize) << 20;
     }
@@ -257,6 +305,7 @@ async fn one(shape: &str, partitions: u64, n: u64, budget_mib: u64, spill: bool)
         "peak_held": peak_held,
         "intent_writes": acks.intent_lease_writes(),
         "manifests": sink.manifests.load(Ordering::Relaxed),
+        "manifest_bytes": sink.manifest_bytes.load(Ordering::Relaxed),
         "peak_lease_intent_bytes": leases.peak_intents().1,
     });
     println!("{line}");
@@ -282,7 +331,7 @@ fn output(shape: &str, n: u64, partitions: u64) -> (Vec<u8>, u64) {
     let mut lines = 0;
     for i in 0..n {
         let r = record(i, n, tenants, tools);
-        if shape == "raw" {
+        if shape != "design" {
             out.extend_from_slice(&r.data);
             out.push(b'\n');
             lines += 1;
@@ -330,10 +379,10 @@ fn main() {
     };
     println!("\n{n} records over one hour, exactly-once, one core; each run its own process");
     println!(
-        "| events | partitions (with records) | budget | objects | objects/partition | CPU-s per 100k | peak RSS MiB | bytes out | plain gzip CPU-s per 100k | intent manifests | largest lease's intents |"
+        "| events | partitions (with records) | budget | objects | objects/partition | CPU-s per 100k | peak RSS MiB | bytes out | plain gzip CPU-s per 100k | intent manifests (bytes) | largest lease's intents |"
     );
     println!("|---|---|---|---|---|---|---|---|---|---|---|");
-    for shape in ["design", "raw"] {
+    for shape in ["design", "raw", "lambda"] {
         let (bytes, lines) = output(shape, n, 240);
         let start = cpu_ns();
         let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(6));
@@ -349,8 +398,12 @@ fn main() {
             // bookkeeping, about 1 KiB, and its stage until the next relief).
             let small = (partitions * 3 / 1024).clamp(16, 192);
             // (The smoke test under `cargo test` skips the small budget without spill.)
-            let settings: Vec<(u64, bool)> =
-                if full { vec![(0, false), (small, false), (small, true)] } else { vec![(0, false), (small, true)] };
+            // (Behind the Lambda: the default budget only.)
+            let settings: Vec<(u64, bool)> = match (shape, full) {
+                ("lambda", _) => vec![(0, false)],
+                (_, true) => vec![(0, false), (small, false), (small, true)],
+                (_, false) => vec![(0, false), (small, true)],
+            };
             for &(budget, spill) in &settings {
                 let r = run(shape, partitions, budget, spill);
                 let objects = r["objects"].as_u64().unwrap();
@@ -361,8 +414,12 @@ fn main() {
                 }
                 let lease_kib = r["peak_lease_intent_bytes"].as_u64().unwrap() as f64 / 1024.0;
                 println!(
-                    "| {} | {partitions} ({used}) | {} | {objects} | {:.2} | {per_100k:.2} ({:.1}×) | {:.0} | {} | {:.2} (one stream: {} bytes) | {} | {lease_kib:.1} KiB |",
-                    if shape == "raw" { "raw nested, 250–900 B" } else { "design note, mcp-normalize" },
+                    "| {} | {partitions} ({used}) | {} | {objects} | {:.2} | {per_100k:.2} ({:.1}×) | {:.0} | {} | {:.2} (one stream: {} bytes) | {} ({}) | {lease_kib:.1} KiB |",
+                    match shape {
+                        "raw" => "raw nested, 250–900 B",
+                        "lambda" => "raw nested behind a Lambda",
+                        _ => "design note, mcp-normalize",
+                    },
                     match (budget, spill) {
                         (0, false) => "default".to_owned(),
                         (b, true) => format!("{b} MiB + spill"),
@@ -375,6 +432,7 @@ fn main() {
                     gzip_s * 100_000.0 / n as f64,
                     plain.len(),
                     r["manifests"],
+                    r["manifest_bytes"],
                 );
                 // DynamoDB refuses lease items over 400 KB: intents must stay far below.
                 assert!(lease_kib < 100.0, "a lease held {lease_kib:.0} KiB of intents");

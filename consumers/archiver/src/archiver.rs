@@ -81,7 +81,10 @@ struct Line<'a> {
 
 /// How long a part whose transform fails now, but that an earlier owner may have
 /// archived, is tried again before it goes to the error output anyway (where it may
-/// then be twice: counted in `weir_archiver_uncertain_given_up_total`).
+/// then be twice: counted in `weir_archiver_uncertain_given_up_total`). Only intents
+/// without listed parts leave that doubt: those of data objects written before the
+/// Lambda was configured, since an archiver with a Lambda lists every object's parts
+/// ([`Limits::exact_data`]).
 const UNCERTAIN_PATIENCE: Duration = Duration::from_secs(300);
 
 /// What an earlier owner's intents say of a part read again.
@@ -150,6 +153,7 @@ impl Archiver {
             error_compression: s.error_compression,
             parquet: parquet.clone(),
             level: options.compression_level,
+            exact_data: matches!(options.transformer, crate::pipeline::transform::Transformer::Lambda(_)),
         };
         let error_extension = if s.error_compression == s.compression {
             s.file_extension.as_str()

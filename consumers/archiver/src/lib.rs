@@ -77,13 +77,14 @@
 //! its records are durable and are skipped when the stream delivers them again
 //! (records of that shard, in that range, routed to that partition — the transform's
 //! output and the query must be deterministic, as the built-in ones are; an error
-//! output's listed records whatever their route now). A record whose transform fails
-//! now but that may be in a written data object of the earlier owner (its range holds
-//! it and does not name it an exception) is not sent to the error output: its batch is tried again (`weir_archiver_uncertain_retries_total`)
-//! until the transform takes it, for at most five minutes, after which it goes to the
-//! error output anyway and may then be in both (`weir_archiver_uncertain_given_up_total`:
-//! the one exception, for a Lambda that took a record for one owner and keeps failing
-//! it for the next). An intent write refused
+//! output's listed records whatever their route now; behind a Lambda, whose output can
+//! differ between owners, every object's listed records). A record whose transform
+//! fails now but that may be in a written data object whose intent lists no records
+//! (one written before the Lambda was configured: its range holds it and does not name
+//! it an exception) is not sent to the error output: its batch is tried again
+//! (`weir_archiver_uncertain_retries_total`) until the transform takes it, for at most
+//! five minutes, after which it goes to the error output anyway and may then be in both
+//! (`weir_archiver_uncertain_given_up_total`). An intent write refused
 //! because a lease is gone rebuilds that round's new objects without the lost shards'
 //! records (each buffer keeps 8 bytes of bookkeeping per record for this) and tries
 //! again under new keys with new intents. An object whose intents are stored never

@@ -22,6 +22,7 @@ const REGRESSIONS: &[(u64, &str)] = &[
     (5511, "a worker paused while resolving swept the next holder's named manifests"),
     (50530, "a child created taken on a retry also adopted by the same cycle: two shard workers"),
     (50677, "the same: the child's second worker lost it, the first never read it"),
+    (50225, "a Lambda failing past five minutes: a part archived as data sent to errors too"),
 ];
 
 /// Runs `weir-sim` with `args`: whether every seed passed, and what it printed.

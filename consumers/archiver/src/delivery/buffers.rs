@@ -126,6 +126,11 @@ pub struct Limits {
     pub parquet: Option<Arc<ParquetFormat>>,
     /// Compression level (0–9).
     pub level: u32,
+    /// Data buffers list their parts exactly, as error outputs do: set when a
+    /// transform can route a part differently for the shard's next owner (a Lambda),
+    /// whose new route would otherwise not tell it whether an earlier owner's data
+    /// object holds the part.
+    pub exact_data: bool,
 }
 
 impl Limits {
@@ -165,9 +170,10 @@ pub(crate) struct Open {
     pub(crate) spilled_stage: Vec<SpillRef>,
     /// Bytes in `spilled_stage`.
     pub(crate) spilled_stage_len: usize,
-    /// An error output's records, exactly (with `entries`, one each): their parts and
-    /// ordinals. Which records an error output gets can differ between owners, so its
-    /// intents list them (see [`Sealed::runs`]). `None` for data partitions.
+    /// Its records, exactly (with `entries`, one each): their parts and ordinals.
+    /// Which records an error output gets can differ between owners, so its intents
+    /// list them (see [`Sealed::runs`]); so do a data partition's with
+    /// [`Limits::exact_data`]. `None` for other data partitions.
     pub(crate) exact: Option<Vec<(u64, PartPosition)>>,
 }
 
@@ -632,7 +638,7 @@ impl Buffers {
                 spilled: Vec::new(),
                 spilled_stage: Vec::new(),
                 spilled_stage_len: 0,
-                exact: (!is_data).then(Vec::new),
+                exact: (!is_data || self.limits.exact_data).then(Vec::new),
             }),
         );
         Ok(over_cap)

@@ -535,7 +535,8 @@ impl Delivery {
         // one manifest.
         let scopes: Vec<String> = fresh.iter().map(|&i| ready[i].sealed.key.scope()).collect();
         // Error outputs name their records exactly (which records an error output gets
-        // can differ between owners); data partitions by range and partition.
+        // can differ between owners); data partitions by range and partition, or
+        // exactly too behind a transform that can change its mind (`exact_data`).
         let runs: Vec<Vec<Vec<weir_core::PartRun>>> = fresh
             .iter()
             .map(|&i| ready[i].sealed.spans().map(|(shard, _)| ready[i].sealed.runs(shard)).collect())

@@ -64,7 +64,9 @@ pub struct Sealed {
     /// A `Parquet` object's rows per record, when a record held several JSON
     /// documents (one row each); empty when every record is one row.
     pub(crate) rows: Vec<u32>,
-    /// An error output's records exactly (see `Open::exact`); `None` for data.
+    /// Its records exactly (see `Open::exact`): an error output's, and a data
+    /// partition's when [`Limits::exact_data`](super::buffers::Limits::exact_data) is
+    /// set; otherwise `None`.
     pub(crate) exact: Option<Vec<(u64, PartPosition)>>,
     /// A data partition's exceptions, per shard: the parts of its records' range that
     /// the archiver sent to an error output for a reason that can differ between owners
@@ -83,9 +85,9 @@ impl Sealed {
         self.slots.iter().zip(&self.spans).filter_map(|(s, span)| Some((s, span.as_ref()?)))
     }
 
-    /// An error output's records of `shard`, exactly: runs of consecutive parts (empty
-    /// for a data partition, whose intents name the records of their range that belong
-    /// to the partition).
+    /// Its records of `shard`, exactly, when it lists them (`exact`): runs of
+    /// consecutive parts. Empty for a data partition that does not, whose intents name
+    /// the records of their range that belong to the partition.
     pub fn runs(&self, shard: &ShardId) -> Vec<PartRun> {
         let Some(exact) = &self.exact else { return Vec::new() };
         let mut runs: Vec<PartRun> = Vec::new();

@@ -23,6 +23,7 @@ pub fn limits(size: u64, interval_s: u64, max: usize, overflow: Overflow) -> Lim
         error_compression: Compression::Gzip,
         parquet: None,
         level: 6,
+        exact_data: false,
     }
 }
 
