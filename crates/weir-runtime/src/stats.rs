@@ -1,4 +1,4 @@
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use weir_core::{ConsumerName, ExtendedSequenceNumber, RecordBatch, ShardId, Timestamp};
@@ -92,7 +92,7 @@ pub struct WorkerStats {
 struct StatsInner {
     lanes: BTreeMap<(ShardId, ConsumerName), LaneStats>,
     read: BTreeMap<ShardId, ShardRead>,
-    held: Vec<ShardId>,
+    held: BTreeSet<ShardId>,
     ready: bool,
     live: BTreeMap<ShardId, LiveRead>,
     /// Since when lease cycles fail (reading the worker records or the leases), with
@@ -169,13 +169,21 @@ impl WorkerStats {
         });
     }
 
-    pub(crate) fn set_held(&self, held: Vec<ShardId>) {
-        // A set, not `held.contains`: a worker holding thousands of leases (the first
-        // one of a fleet's cold start takes them all) publishes after every change.
-        let keep: HashSet<ShardId> = held.iter().cloned().collect();
+    pub(crate) fn set_held(&self, held: BTreeSet<ShardId>) {
+        // A set: a worker holding thousands of leases (the first one of a fleet's cold
+        // start takes them all, a replay from an archive of thousands of objects).
         self.with(|s| {
-            s.live.retain(|k, _| keep.contains(k));
+            s.live.retain(|k, _| held.contains(k));
             s.held = held;
+        });
+    }
+
+    /// The worker let `shard` go (its shard worker ended): one shard, not the whole
+    /// set again, since thousands of shards of a replay end together.
+    pub(crate) fn let_go(&self, shard: &ShardId) {
+        self.with(|s| {
+            s.live.remove(shard);
+            s.held.remove(shard);
         });
     }
 
@@ -327,7 +335,7 @@ impl WorkerStats {
 
     /// Shards whose leases this worker holds.
     pub fn held(&self) -> Vec<ShardId> {
-        self.with(|s| s.held.clone())
+        self.with(|s| s.held.iter().cloned().collect())
     }
 
     /// Whether the worker completed its first lease cycle (see [`Self::health`] for
@@ -347,6 +355,24 @@ mod tests {
     fn renewal_problem(stats: &WorkerStats) -> Option<String> {
         let health = stats.health(tokio::time::Instant::now(), BOUND, false);
         health.problems.into_iter().find(|p| p.starts_with("lease renewals failing"))
+    }
+
+    /// A shard let go leaves the held set and its live read goes with it; the others
+    /// stay, and a set published later replaces the whole.
+    #[tokio::test(start_paused = true)]
+    async fn a_shard_let_go_leaves_the_held_set_alone() {
+        let stats = WorkerStats::default();
+        let (a, b) = (ShardId::new("shard-a"), ShardId::new("shard-b"));
+        stats.set_held([a.clone(), b.clone()].into_iter().collect());
+        stats.reading(&a);
+        stats.reading(&b);
+        stats.let_go(&a);
+        assert_eq!(stats.held(), vec![b.clone()]);
+        assert_eq!(stats.live_reads().keys().collect::<Vec<_>>(), vec![&b]);
+        stats.let_go(&a);
+        assert_eq!(stats.held(), vec![b.clone()], "letting go twice changes nothing");
+        stats.set_held(BTreeSet::new());
+        assert!(stats.held().is_empty() && stats.live_reads().is_empty());
     }
 
     /// Renewals failing count from the first failure until one tick's renewals all land;

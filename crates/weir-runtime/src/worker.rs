@@ -229,7 +229,6 @@ impl Worker {
                         Ok((key, outcome)) => tracing::info!(shard = %key, ?outcome, "shard worker finished"),
                         Err(e) => tracing::error!(error = %e, "shard worker task failed"),
                     }
-                    publish_held(&held, &self.stats);
                     continue;
                 }
                 Some(first) = ended_shards.recv() => {
@@ -303,13 +302,16 @@ impl Worker {
                     // Here, not where this loop joins the task: the loop may be
                     // inside a lease-table call that hangs, and what the worker
                     // reports held must not include a shard it stopped working.
+                    // One shard, not the whole set published again: a replay's
+                    // thousands of shards end together.
                     {
                         let mut map = held.lock().unwrap_or_else(|p| p.into_inner());
                         if map.get(&key).is_some_and(|l| Arc::ptr_eq(l, &lease)) {
                             map.remove(&key);
+                            stats.let_go(&key);
                         }
+                        metrics::gauge!(crate::metrics::LEASES_HELD).set(map.len() as f64);
                     }
-                    publish_held(&held, &stats);
                     held_changed.notify_one();
                     match outcome {
                         Ok(outcome) => (key, outcome),
@@ -353,7 +355,8 @@ impl Worker {
 
 /// Publishes which shards the worker holds (gauge and `/status`).
 fn publish_held(held: &HeldMap, stats: &WorkerStats) {
-    let keys: Vec<ShardId> = held.lock().unwrap_or_else(|p| p.into_inner()).keys().cloned().collect();
+    let keys: std::collections::BTreeSet<ShardId> =
+        held.lock().unwrap_or_else(|p| p.into_inner()).keys().cloned().collect();
     metrics::gauge!(crate::metrics::LEASES_HELD).set(keys.len() as f64);
     stats.set_held(keys);
 }
