@@ -153,7 +153,7 @@ impl Archiver {
             error_compression: s.error_compression,
             parquet: parquet.clone(),
             level: options.compression_level,
-            exact_data: matches!(options.transformer, crate::pipeline::transform::Transformer::Lambda(_)),
+            exact_data: options.transformer.can_change_its_mind(),
         };
         let error_extension = if s.error_compression == s.compression {
             s.file_extension.as_str()

@@ -58,35 +58,6 @@ impl FunctionInvoker for Flaky {
     }
 }
 
-/// A store that refuses every error output object (its puts fail), so an owner's error
-/// objects stay unwritten while its data objects land.
-struct NoErrors(Arc<MemoryObjectSink>);
-
-#[async_trait]
-impl ObjectSink for NoErrors {
-    async fn put_if_absent(&self, key: &str, body: Bytes, o: &PutOptions) -> Result<PutOutcome, SinkError> {
-        if key.starts_with("tool-events-errors/") {
-            return Err(SinkError::Store { message: "injected".into(), retryable: true, source: None });
-        }
-        self.0.put_if_absent(key, body, o).await
-    }
-    async fn get(&self, key: &str) -> Result<Option<Bytes>, SinkError> {
-        self.0.get(key).await
-    }
-    async fn stat(&self, key: &str) -> Result<Option<ObjectMeta>, SinkError> {
-        self.0.stat(key).await
-    }
-    async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, SinkError> {
-        self.0.list(prefix).await
-    }
-    async fn delete(&self, key: &str) -> Result<(), SinkError> {
-        self.0.delete(key).await
-    }
-    fn location(&self) -> String {
-        "no-errors".into()
-    }
-}
-
 /// An archiver of raw MCP events (tenant and tool from the event's own fields), with the
 /// Lambda `lambda`, or with the Parquet table of mcp-normalize's lines.
 fn archiver(sink: Arc<dyn ObjectSink>, clock: &ManualClock, lambda: Option<Arc<Flaky>>) -> Archiver {
@@ -225,7 +196,9 @@ async fn a_record_in_a_range_without_parts_is_tried_again_while_the_lambda_fails
     assert_eq!(leases.checkpoint(&shard), Some(pos(4)));
 }
 
-/// A store that refuses every object whose key holds `needle` (its puts fail).
+/// A store that refuses every object whose key holds `needle` (its puts fail): with
+/// `tool-events-errors/`, an owner's error objects stay unwritten while its data
+/// objects land.
 struct Refusing(Arc<MemoryObjectSink>, &'static str);
 
 #[async_trait]
@@ -300,7 +273,7 @@ async fn a_record_the_first_owner_failed_is_archived_by_the_next() {
     let lambda = Arc::new(Flaky::default());
     lambda.fail(&["s0-2"]);
     let acks = SimAcks::new(leases.clone(), 1, CrashSwitch::after(None));
-    let mut a = archiver(Arc::new(NoErrors(store.clone())), &clock, Some(lambda.clone()));
+    let mut a = archiver(Arc::new(Refusing(store.clone(), "tool-events-errors/")), &clock, Some(lambda.clone()));
     a.on_shard_open(&leases.take(&shard, 1)).await.unwrap();
     a.on_batch(&records(), &acks).await.unwrap();
     assert!(a.on_shard_close(&shard, CloseReason::Shutdown, &acks).await.is_err(), "the error object waits");
@@ -361,7 +334,7 @@ async fn a_misfit_is_archived_again_when_only_its_partitions_data_was_written() 
         String::from_utf8(batch.records[1].data.to_vec()).unwrap().replace("\"durationMs\":3", "\"durationMs\":\"x\"");
     batch.records[1].data = Bytes::from(misfit);
     let acks = SimAcks::new(leases.clone(), 1, CrashSwitch::after(None));
-    let mut a = archiver(Arc::new(NoErrors(store.clone())), &clock, None);
+    let mut a = archiver(Arc::new(Refusing(store.clone(), "tool-events-errors/")), &clock, None);
     a.on_shard_open(&leases.take(&shard, 1)).await.unwrap();
     a.on_batch(&batch, &acks).await.unwrap();
     assert!(a.on_shard_close(&shard, CloseReason::Shutdown, &acks).await.is_err(), "the error object waits");
@@ -432,7 +405,7 @@ async fn a_record_an_earlier_owner_failed_and_a_later_one_archived_is_skipped() 
     let lambda = Arc::new(Flaky::default());
     lambda.fail(&["s0-2"]);
     let acks = SimAcks::new(leases.clone(), 1, CrashSwitch::after(None));
-    let mut a = archiver(Arc::new(NoErrors(store.clone())), &clock, Some(lambda.clone()));
+    let mut a = archiver(Arc::new(Refusing(store.clone(), "tool-events-errors/")), &clock, Some(lambda.clone()));
     a.on_shard_open(&leases.take(&shard, 1)).await.unwrap();
     a.on_batch(&records(), &acks).await.unwrap();
     assert!(a.on_shard_close(&shard, CloseReason::Shutdown, &acks).await.is_err(), "the error object waits");

@@ -96,11 +96,10 @@ impl Pipeline {
         Ok(Self { settings: settings.clone(), query, prefix_keys, transformer })
     }
 
-    /// Whether the transform may fail a record one time and take it another (a Lambda:
-    /// an invocation that errs, a function that is changed); the others are
-    /// deterministic, as the exactly-once protocol asks of them.
+    /// Whether the transform may fail a record one time and take it another
+    /// ([`Transformer::can_change_its_mind`]).
     pub fn transform_can_change_its_mind(&self) -> bool {
-        matches!(self.transformer, Transformer::Lambda(_))
+        self.transformer.can_change_its_mind()
     }
 
     /// Step 1: the parts of `record`, or why it cannot be unpacked or split.

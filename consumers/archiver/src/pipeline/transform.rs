@@ -171,6 +171,13 @@ pub enum Transformer {
 }
 
 impl Transformer {
+    /// Whether it may fail a record one time and take it another, or route it
+    /// differently (a Lambda: an invocation that errs, a function that is changed);
+    /// the others are deterministic, as the exactly-once protocol asks of them.
+    pub fn can_change_its_mind(&self) -> bool {
+        matches!(self, Transformer::Lambda(_))
+    }
+
     /// The ARN to put in error records, when a Lambda is involved, without its
     /// account and function name ([`weir_core::redact::arn`]): error records are read
     /// by more people than the config.
