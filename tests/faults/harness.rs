@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use serde_json::Value;
 use weir_aws::kinesis::producer::{Outgoing, Producer};
-use weir_e2e::{KillOnDrop, create_stream, download, duckdb, free_port, gz_lines, kinesis, s3, spawn_weir};
+use weir_e2e::{KillOnDrop, create_stream, download, duckdb, free_port, gz_lines, kinesis, s3, spawn_weir_with_env};
 use weir_testkit::{Emulator, FaultProxy, Faults};
 
 /// `WEIR_FAULTS_FULL=1` runs the full lengths (60 s outages, 5 minutes of a
@@ -73,6 +73,7 @@ pub struct Worker {
     pub files: PathBuf,
     config: PathBuf,
     starts: u32,
+    env: Vec<(&'static str, String)>,
     child: KillOnDrop,
 }
 
@@ -87,6 +88,10 @@ pub struct Extra {
     pub failover: Option<&'static str>,
     /// `worker.unhealthy_after` instead of the default 60 s.
     pub unhealthy_after: Option<&'static str>,
+    /// `worker.queue_bytes` instead of the default 8 MiB.
+    pub queue_bytes: Option<u64>,
+    /// Environment variables of the worker's process (kept across restarts).
+    pub env: Vec<(&'static str, String)>,
 }
 
 pub const LAMBDA_ARN: &str = "arn:aws:lambda:us-east-1:123456789012:function:faults-transform";
@@ -117,8 +122,8 @@ impl Env {
         let config = self.dir.path().join(format!("{id}.toml"));
         std::fs::write(&config, self.config(id, &proxies, http, &files, extra)).unwrap();
         let log = self.dir.path().join(format!("{id}.log"));
-        let child = KillOnDrop(spawn_weir(&config, &log));
-        Worker { id: id.to_owned(), proxies, http, log, files, config, starts: 1, child }
+        let child = KillOnDrop(spawn_weir_with_env(&config, &log, &extra.env));
+        Worker { id: id.to_owned(), proxies, http, log, files, config, starts: 1, env: extra.env.clone(), child }
     }
 
     fn config(&self, id: &str, p: &Proxies, http: u16, files: &Path, extra: &Extra) -> String {
@@ -207,6 +212,9 @@ cooldown = "1s"
                 };
                 if let Some(u) = extra.unhealthy_after {
                     w.push_str(&format!("unhealthy_after = \"{u}\"\n"));
+                }
+                if let Some(b) = extra.queue_bytes {
+                    w.push_str(&format!("queue_bytes = {b}\n"));
                 }
                 w
             },
@@ -372,7 +380,7 @@ impl Worker {
         }
         self.starts += 1;
         self.log = self.config.with_extension(format!("{}.log", self.starts));
-        self.child = KillOnDrop(spawn_weir(&self.config, &self.log));
+        self.child = KillOnDrop(spawn_weir_with_env(&self.config, &self.log, &self.env));
     }
 
     /// The process's resident memory (bytes), open file descriptors and live tokio

@@ -36,8 +36,14 @@ pub fn emulators_home() -> std::path::PathBuf {
 
 /// Starts `weir run --config <config>` with emulator credentials.
 pub fn spawn_weir(config: &Path, log: &Path) -> Child {
+    spawn_weir_with_env(config, log, &[])
+}
+
+/// [`spawn_weir`] with extra environment variables for the worker.
+pub fn spawn_weir_with_env(config: &Path, log: &Path, env: &[(&str, String)]) -> Child {
     let log = std::fs::File::create(log).expect("log file");
     Command::new(weir_binary())
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
         .args(["run", "--config"])
         .arg(config)
         .env("AWS_ACCESS_KEY_ID", "test")
