@@ -66,7 +66,8 @@ async fn archive() -> Arc<ArchiveSource> {
         sink.put_if_absent(&key, Bytes::from(gz.finish().unwrap()), &PutOptions::default()).await.unwrap();
     }
     let (from, to) = (Timestamp::from_millis(1_795_000_000_000), Timestamp::from_millis(1_796_000_000_000));
-    Arc::new(ArchiveSource::open(sink, "a/", from, to, Tz::UTC).await.unwrap().with_max_open(1))
+    // One shard per object: how shards that end together close is what this tests.
+    Arc::new(ArchiveSource::open(sink, "a/", from, to, Tz::UTC).await.unwrap().with_runs(u64::MAX, 1).with_max_open(1))
 }
 
 /// Replays the archive with `mode`; what the consumer saw, once every lease ended.

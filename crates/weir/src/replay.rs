@@ -191,7 +191,12 @@ pub async fn run(mut args: ReplayArgs, registry: &Registry) -> Result<()> {
     {
         Some(location) => {
             let source = crate::replay_source::open(&config, location, &args.archive_time_zone, from, to).await?;
-            tracing::info!(objects = source.objects().len(), "archive objects in the window");
+            tracing::info!(
+                objects = source.objects().len(),
+                shards = source.groups().len(),
+                "archive objects in the window, read in runs of consecutive objects"
+            );
+            same_runs(&job, &replay_job::read(table.as_ref()).await?, &source)?;
             let source = Arc::new(source);
             (source.clone(), source, Measure::Objects, Checkpoint::TrimHorizon)
         }
@@ -317,6 +322,20 @@ pub async fn run(mut args: ReplayArgs, registry: &Registry) -> Result<()> {
                 tracing::warn!(error = %e, "the job's enhanced fan-out consumer stays registered; `weir efo deregister` removes it")
             }
         }
+    }
+    Ok(())
+}
+
+/// A job resumed over an archive reads the runs of objects it started with: a listing
+/// that changed (objects added to or deleted from the window) cuts other runs, and
+/// reading them would write again what the old runs already replayed.
+fn same_runs(job: &str, state: &JobState, source: &weir_runtime::archive::ArchiveSource) -> Result<()> {
+    let now: std::collections::HashSet<&str> = source.groups().iter().map(|g| g.id.as_str()).collect();
+    if let Some(gone) = state.leases.iter().find(|l| !now.contains(l.key.as_str())) {
+        bail!(
+            "job {job}: the archive's objects in the window are not those the job started with (its run {} is not in the listing now: objects were added or deleted); restore them, or replay under a new --job (what the job already replayed would be written again)",
+            gone.key.as_str()
+        );
     }
     Ok(())
 }

@@ -545,6 +545,38 @@ fn replay_from_archive_refuses_missing_or_empty_windows() {
     assert!(String::from_utf8_lossy(&unnamed.stderr).contains("name the job with --job"));
 }
 
+/// A job reads its archive in runs of consecutive objects; run again over a listing
+/// that changed (an object added to the window), it refuses before reading anything
+/// instead of replaying the old objects again under new runs.
+#[test]
+fn a_job_resumed_over_a_changed_archive_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let old = tiny_archive(dir.path());
+    let hour = old.join("year=2026/month=11/day=29/hour=10");
+    std::fs::copy(hour.join("a-1-2026-11-29-10-00-00-0000.gz"), hour.join("a-1-2026-11-29-10-05-00-0000.gz")).unwrap();
+    let new = dir.path().join("new");
+    let cfg = replay_config(dir.path(), &format!("directory = \"{}\"", new.display()));
+    let run = || {
+        weir()
+            .args(["replay", "--config", cfg.to_str().unwrap(), "--consumers", "a", "--job", "j", "--from-archive"])
+            .arg(&old)
+            .args(["--from", "2026-11-29T10:00:00Z", "--to", "2026-11-29T11:00:00Z"])
+            .output()
+            .unwrap()
+    };
+    let first = run();
+    let stdout = String::from_utf8_lossy(&first.stdout).into_owned();
+    assert!(first.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&first.stderr));
+    assert!(stdout.contains("1 of 1 shards done"), "two objects, one run: {stdout}");
+    let again = run();
+    assert!(again.status.success(), "the same listing runs again: {}", String::from_utf8_lossy(&again.stderr));
+    std::fs::copy(hour.join("a-1-2026-11-29-10-00-00-0000.gz"), hour.join("a-1-2026-11-29-10-10-00-0000.gz")).unwrap();
+    let changed = run();
+    let stderr = String::from_utf8_lossy(&changed.stderr);
+    assert!(!changed.status.success());
+    assert!(stderr.contains("not those the job started with") && stderr.contains("+2-"), "{stderr}");
+}
+
 #[test]
 fn cancel_stops_a_running_replay_and_keeps_it_stopped() {
     let dir = tempfile::tempdir().unwrap();

@@ -4,4 +4,6 @@ mod key_time;
 mod source;
 
 pub use key_time::key_time;
-pub use source::{ArchiveError, ArchiveSource, ArchivedObject, TableLines};
+pub use source::{
+    ArchiveError, ArchiveSource, ArchivedObject, GROUP_BYTES, GROUP_OBJECTS, Group, TableLines, group, group_within,
+};

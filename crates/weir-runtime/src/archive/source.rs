@@ -1,9 +1,16 @@
-//! An archive read as a stream: each archived object in a window is a closed shard with
-//! no parents, and each of its lines a record whose sequence number is the line number.
+//! An archive read as a stream: the objects of a window, in key order, are cut into
+//! runs of consecutive objects (see [`group`]); each run is a closed shard with no
+//! parents, and each line of its objects a record whose sequence number is
+//! `ordinal × 2⁶⁴ + line` (the object's place in the run, the line's number in the
+//! object). A run of one object is named by the object's key, and its sequence numbers
+//! are its line numbers.
 //!
-//! The runtime then leases, distributes, checkpoints and resumes the objects exactly
-//! like shards: a replay from the archive is restartable and shareable by several
-//! workers, and the archiver's exactly-once protocol covers it unchanged.
+//! The runtime then leases, distributes, checkpoints and resumes the runs exactly like
+//! shards: a replay from the archive is restartable and shareable by several workers,
+//! and the archiver's exactly-once protocol covers it unchanged. Runs rather than one
+//! shard per object because every shard costs a lease and, in each consumer that is
+//! exactly once, intents per partition it touched: a backfill from 2,000 small objects
+//! into 120 partitions paid 240,000 intents where one object paid 120.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Cursor};
@@ -25,6 +32,15 @@ use super::key_time::key_time;
 
 /// Lines per batch.
 const BATCH_LINES: usize = 1_000;
+
+/// Most stored bytes of one run of objects (one shard), unless a single object is
+/// larger: a unit of work several workers can share, about half a maximal Firehose
+/// object.
+pub const GROUP_BYTES: u64 = 64 << 20;
+
+/// Most objects of one run: a run's objects are fetched one after another, so an
+/// archive of many tiny objects still spreads over several leases.
+pub const GROUP_OBJECTS: usize = 1_000;
 
 /// Objects read at once by one process, whatever the number of leases it holds: each
 /// open read holds its object's stored bytes in memory.
@@ -81,9 +97,69 @@ pub type TableLines = Arc<dyn Fn(&Bytes, u64) -> Result<Vec<u8>, String> + Send 
 pub struct ArchiveSource {
     store: Arc<dyn ObjectSink>,
     objects: Vec<ArchivedObject>,
-    by_key: HashMap<String, usize>,
+    groups: Vec<Group>,
+    by_id: HashMap<ShardId, usize>,
     open_reads: Arc<tokio::sync::Semaphore>,
     tables: Option<TableLines>,
+}
+
+/// A run of consecutive objects read as one shard.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Group {
+    /// The shard's id: the object's key for a run of one; else the first key, the
+    /// number of objects and a checksum of every key and size (`key+n-crc`), so that a
+    /// job resumed over a changed listing cannot take a run for another.
+    pub id: ShardId,
+    /// Its objects, as indices into [`ArchiveSource::objects`].
+    pub objects: std::ops::Range<usize>,
+}
+
+/// Cuts `objects` (in key order) into runs: consecutive objects while a run holds at
+/// most [`GROUP_BYTES`] stored bytes and [`GROUP_OBJECTS`] objects (an object larger
+/// than the bytes is a run of its own). A function of the listing alone, so every
+/// worker of a job, and every run of it, cuts the same runs.
+pub fn group(objects: &[ArchivedObject]) -> Vec<Group> {
+    group_within(objects, GROUP_BYTES, GROUP_OBJECTS)
+}
+
+/// [`group`] with other bounds (at least one object a run).
+pub fn group_within(objects: &[ArchivedObject], max_bytes: u64, max_objects: usize) -> Vec<Group> {
+    let mut groups = Vec::new();
+    let mut start = 0;
+    let mut bytes = 0u64;
+    for (i, o) in objects.iter().enumerate() {
+        let n = i - start;
+        if n > 0 && (n >= max_objects || bytes.saturating_add(o.size) > max_bytes) {
+            groups.push(named(objects, start..i));
+            start = i;
+            bytes = 0;
+        }
+        bytes = bytes.saturating_add(o.size);
+    }
+    if start < objects.len() {
+        groups.push(named(objects, start..objects.len()));
+    }
+    groups
+}
+
+fn named(objects: &[ArchivedObject], range: std::ops::Range<usize>) -> Group {
+    let run = &objects[range.clone()];
+    let id = if run.len() == 1 {
+        run[0].key.clone()
+    } else {
+        let mut crc = crc32fast::Hasher::new();
+        for o in run {
+            crc.update(o.key.as_bytes());
+            crc.update(&o.size.to_be_bytes());
+        }
+        format!("{}+{}-{:08x}", run[0].key, run.len(), crc.finalize())
+    };
+    Group { id: ShardId::new(id), objects: range }
+}
+
+/// The sequence number of line `line` of the object at `ordinal` in its run.
+fn position(ordinal: usize, line: u64) -> SequenceNumber {
+    SequenceNumber::from_u128(((ordinal as u128) << 64) | u128::from(line))
 }
 
 impl ArchiveSource {
@@ -114,15 +190,25 @@ impl ArchiveSource {
         if objects.is_empty() {
             return Err(ArchiveError::NoneInWindow { location, first, last });
         }
-        let by_key = objects.iter().enumerate().map(|(i, o)| (o.key.clone(), i)).collect();
+        let groups = group(&objects);
+        let by_id = groups.iter().enumerate().map(|(i, g)| (g.id.clone(), i)).collect();
         let open_reads = Arc::new(tokio::sync::Semaphore::new(DEFAULT_MAX_OPEN));
-        Ok(Self { store, objects, by_key, open_reads, tables: None })
+        Ok(Self { store, objects, groups, by_id, open_reads, tables: None })
     }
 
     /// At most `n` objects are read at once (default [`DEFAULT_MAX_OPEN`]); further
     /// opens wait for one to finish.
     pub fn with_max_open(mut self, n: usize) -> Self {
         self.open_reads = Arc::new(tokio::sync::Semaphore::new(n.max(1)));
+        self
+    }
+
+    /// Runs hold at most `max_bytes` stored bytes and `max_objects` objects (defaults
+    /// [`GROUP_BYTES`], [`GROUP_OBJECTS`]); `max_objects = 1` reads each object as a
+    /// shard of its own.
+    pub fn with_runs(mut self, max_bytes: u64, max_objects: usize) -> Self {
+        self.groups = group_within(&self.objects, max_bytes, max_objects.max(1));
+        self.by_id = self.groups.iter().enumerate().map(|(i, g)| (g.id.clone(), i)).collect();
         self
     }
 
@@ -137,20 +223,20 @@ impl ArchiveSource {
     pub fn objects(&self) -> &[ArchivedObject] {
         &self.objects
     }
+
+    /// The runs of objects read as shards, in key order.
+    pub fn groups(&self) -> &[Group] {
+        &self.groups
+    }
 }
 
 #[async_trait]
 impl StreamCatalog for ArchiveSource {
     async fn list_shards(&self) -> Result<Vec<ShardInfo>, ReadError> {
         Ok(self
-            .objects
+            .groups
             .iter()
-            .map(|o| ShardInfo {
-                id: ShardId::new(o.key.as_str()),
-                parents: Vec::new(),
-                hash_range: HashKeyRange::FULL,
-                closed: true,
-            })
+            .map(|g| ShardInfo { id: g.id.clone(), parents: Vec::new(), hash_range: HashKeyRange::FULL, closed: true })
             .collect())
     }
 }
@@ -163,43 +249,43 @@ impl ShardReader for ArchiveSource {
         from: &StartingPosition,
         _mode: ReadMode,
     ) -> Result<Box<dyn ShardSubscription>, ReadError> {
-        let object = self
-            .by_key
-            .get(shard.as_str())
-            .map(|i| &self.objects[*i])
-            .ok_or_else(|| ReadError::ShardNotFound(shard.clone()))?;
-        let first_line = match from {
-            StartingPosition::TrimHorizon | StartingPosition::Latest | StartingPosition::AtTimestamp(_) => 1,
-            StartingPosition::AtSequenceNumber(s) => line_number(s)?,
-            StartingPosition::AfterSequenceNumber(s) => line_number(s)? + 1,
+        let group =
+            self.by_id.get(shard).map(|i| &self.groups[*i]).ok_or_else(|| ReadError::ShardNotFound(shard.clone()))?;
+        let objects: Arc<[ArchivedObject]> = self.objects[group.objects.clone()].into();
+        let first = match from {
+            StartingPosition::TrimHorizon | StartingPosition::Latest | StartingPosition::AtTimestamp(_) => (0, 1),
+            StartingPosition::AtSequenceNumber(s) => ordinal_and_line(s, objects.len())?,
+            StartingPosition::AfterSequenceNumber(s) => {
+                let (ordinal, line) = ordinal_and_line(s, objects.len())?;
+                (ordinal, line + 1)
+            }
         };
-        let permit = self
-            .open_reads
-            .clone()
-            .acquire_owned()
-            .await
-            .map_err(|_| ReadError::Fatal("the archive source was closed".into()))?;
-        let body = match self.store.get(&object.key).await {
-            Ok(Some(body)) => body,
-            Ok(None) => return Err(ReadError::Fatal(format!("{} was deleted after the replay listed it", object.key))),
-            Err(e) if e.is_retryable() => return Err(ReadError::Transient(format!("{}: {e}", object.key))),
-            Err(e) => return Err(ReadError::Fatal(format!("{}: {e}", object.key))),
-        };
-        Ok(Box::new(Lines {
+        let mut lines = Lines {
             shard: shard.clone(),
-            key: object.key.clone(),
-            arrival: object.written,
-            lines: reader_of(&object.key, body, self.tables.as_ref())?,
-            line: 0,
-            first_line,
+            store: self.store.clone(),
+            open_reads: self.open_reads.clone(),
+            tables: self.tables.clone(),
+            objects,
+            ordinal: first.0,
+            first,
+            current: None,
             done: false,
-            _permit: permit,
-        }))
+        };
+        // The first object is fetched now: a missing one fails the open, as it always did.
+        lines.open_current().await?;
+        Ok(Box::new(lines))
     }
 }
 
-fn line_number(s: &SequenceNumber) -> Result<u64, ReadError> {
-    s.as_str().parse().map_err(|_| ReadError::Fatal(format!("position {} is not a line number", s.as_str())))
+/// The object's place in its run and the line's number in it, of a position this
+/// source handed out (a run of `objects` objects).
+fn ordinal_and_line(s: &SequenceNumber, objects: usize) -> Result<(usize, u64), ReadError> {
+    let value: u128 =
+        s.as_str().parse().map_err(|_| ReadError::Fatal(format!("position {} is not a line number", s.as_str())))?;
+    let ordinal = usize::try_from(value >> 64).ok().filter(|o| *o < objects).ok_or_else(|| {
+        ReadError::Fatal(format!("position {} names object {} of a run of {objects}", s.as_str(), value >> 64))
+    })?;
+    Ok((ordinal, value as u64))
 }
 
 /// Most bytes a ZIP, Snappy, Hadoop Snappy or Parquet object is decompressed to (they
@@ -230,18 +316,71 @@ fn reader_of(key: &str, body: Bytes, tables: Option<&TableLines>) -> Result<Box<
     })
 }
 
-/// The lines of one object, decompressed as they are read.
+/// The lines of a run of objects, one object after another, each decompressed as it is
+/// read.
 struct Lines {
     shard: ShardId,
-    key: String,
-    arrival: Timestamp,
+    store: Arc<dyn ObjectSink>,
+    open_reads: Arc<tokio::sync::Semaphore>,
+    tables: Option<TableLines>,
+    objects: Arc<[ArchivedObject]>,
+    /// The object being read (or next to be read) in `objects`.
+    ordinal: usize,
+    /// Where the read starts: lines before it are skipped.
+    first: (usize, u64),
+    current: Option<OpenObject>,
+    done: bool,
+}
+
+/// One object being read.
+struct OpenObject {
     lines: Box<dyn BufRead + Send>,
     /// Number of the last line read.
     line: u64,
-    first_line: u64,
-    done: bool,
     /// Held while the object is being read.
     _permit: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl Lines {
+    /// Fetches the object at `ordinal`, unless it is open or the run is read.
+    async fn open_current(&mut self) -> Result<(), ReadError> {
+        if self.current.is_some() || self.ordinal >= self.objects.len() {
+            return Ok(());
+        }
+        let object = &self.objects[self.ordinal];
+        let permit = self
+            .open_reads
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| ReadError::Fatal("the archive source was closed".into()))?;
+        let body = match self.store.get(&object.key).await {
+            Ok(Some(body)) => body,
+            Ok(None) => return Err(ReadError::Fatal(format!("{} was deleted after the replay listed it", object.key))),
+            Err(e) if e.is_retryable() => return Err(ReadError::Transient(format!("{}: {e}", object.key))),
+            Err(e) => return Err(ReadError::Fatal(format!("{}: {e}", object.key))),
+        };
+        let lines = reader_of(&object.key, body, self.tables.as_ref())?;
+        self.current = Some(OpenObject { lines, line: 0, _permit: permit });
+        Ok(())
+    }
+
+    /// Whether the open object has no more bytes (then it is closed and the next
+    /// becomes current), and whether that was the run's last.
+    fn at_end(&mut self) -> Result<bool, ReadError> {
+        let Some(open) = self.current.as_mut() else { return Ok(self.ordinal >= self.objects.len()) };
+        let key = &self.objects[self.ordinal].key;
+        let empty = open
+            .lines
+            .fill_buf()
+            .map_err(|e| ReadError::Fatal(format!("{key}: cannot decompress after line {}: {e}", open.line)))?
+            .is_empty();
+        if empty {
+            self.current = None;
+            self.ordinal += 1;
+        }
+        Ok(empty && self.ordinal >= self.objects.len())
+    }
 }
 
 #[async_trait]
@@ -252,43 +391,45 @@ impl ShardSubscription for Lines {
         }
         let mut records = Vec::with_capacity(BATCH_LINES);
         let mut buf = Vec::new();
-        let mut ended = false;
-        while records.len() < BATCH_LINES {
+        while records.len() < BATCH_LINES && self.ordinal < self.objects.len() {
+            if self.current.is_none() {
+                // Between objects, a batch with lines goes out before the next fetch.
+                if !records.is_empty() {
+                    break;
+                }
+                self.open_current().await?;
+            }
+            let ordinal = self.ordinal;
+            let object = &self.objects[ordinal];
+            let Some(open) = self.current.as_mut() else { break };
             buf.clear();
-            let n = self.lines.read_until(b'\n', &mut buf).map_err(|e| {
-                ReadError::Fatal(format!("{}: cannot decompress after line {}: {e}", self.key, self.line))
+            let n = open.lines.read_until(b'\n', &mut buf).map_err(|e| {
+                ReadError::Fatal(format!("{}: cannot decompress after line {}: {e}", object.key, open.line))
             })?;
             if n == 0 {
-                ended = true;
-                break;
+                self.current = None;
+                self.ordinal += 1;
+                continue;
             }
-            self.line += 1;
+            open.line += 1;
             if buf.last() == Some(&b'\n') {
                 buf.pop();
             }
             // Blank lines (a doubled delimiter) hold no record; they keep their number.
-            if self.line < self.first_line || buf.iter().all(u8::is_ascii_whitespace) {
+            if (ordinal, open.line) < self.first || buf.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
             records.push(Record {
-                partition_key: self.key.clone(),
-                position: ExtendedSequenceNumber::plain(SequenceNumber::from_u128(u128::from(self.line))),
-                approximate_arrival: self.arrival,
+                partition_key: object.key.clone(),
+                position: ExtendedSequenceNumber::plain(position(ordinal, open.line)),
+                approximate_arrival: object.written,
                 data: Bytes::copy_from_slice(&buf),
             });
         }
-        // A full batch that happens to take the last line ends the shard itself: an
-        // empty batch after it would reach no consumer, and a consumer that sees the
-        // end can flush everything at once when every shard it holds has ended.
-        if !ended {
-            ended = self
-                .lines
-                .fill_buf()
-                .map_err(|e| {
-                    ReadError::Fatal(format!("{}: cannot decompress after line {}: {e}", self.key, self.line))
-                })?
-                .is_empty();
-        }
+        // A batch that takes the run's last line ends the shard itself: an empty batch
+        // after it would reach no consumer, and a consumer that sees the end can flush
+        // everything at once when every shard it holds has ended.
+        let ended = self.at_end()?;
         self.done = ended;
         Ok(Some(RecordBatch {
             shard_id: self.shard.clone(),
