@@ -24,7 +24,7 @@ pub struct Snapshot {
 pub enum Measure {
     /// The window's time covered, in seconds (stream replays).
     Window { from: Timestamp, to: Timestamp },
-    /// Objects done (archive replays: one shard per object).
+    /// Shards done (archive replays: one shard per run of objects).
     Objects,
 }
 
