@@ -25,6 +25,8 @@ pub struct Row {
     pub partition_hours: u64,
     pub cpu: f64,
     pub rss_mib: f64,
+    /// Wall seconds of the `weir` process (two cores).
+    pub wall: f64,
 }
 
 impl Row {
@@ -70,9 +72,9 @@ fn config(dir: &Path, stream_section: &str) -> PathBuf {
     weir_e2e::backfill_config(dir, stream_section)
 }
 
-/// Runs `weir replay` with `args` to its end: CPU seconds and peak RSS (MiB, `VmHWM`
-/// sampled every 20 ms).
-pub fn replay(config: &Path, args: &[&str]) -> (f64, f64) {
+/// Runs `weir replay` with `args` to its end: CPU seconds, peak RSS (MiB, `VmHWM`
+/// sampled every 20 ms) and wall seconds.
+pub fn replay(config: &Path, args: &[&str]) -> (f64, f64, f64) {
     let c0 = cpu_seconds(true);
     let mut child: Child = Command::new(weir_binary())
         .args(["replay", "--config"])
@@ -101,7 +103,7 @@ pub fn replay(config: &Path, args: &[&str]) -> (f64, f64) {
     };
     let log = log.join().unwrap();
     assert!(status.success(), "weir replay failed:\n{log}");
-    (cpu_seconds(true) - c0, rss_kib as f64 / 1024.0)
+    (cpu_seconds(true) - c0, rss_kib as f64 / 1024.0, started.elapsed().as_secs_f64())
 }
 
 /// Objects and partition-hours (distinct `…/hour=HH/` directories) of the output; every
@@ -122,7 +124,7 @@ pub fn from_archive(n: u64, inputs: u64, tenants: u64, tools: u64) -> Row {
     let archive = dir.path().join("archive");
     write_inputs(&archive, n, inputs, tenants, tools);
     let cfg = config(dir.path(), "name = \"unused\"");
-    let (cpu, rss_mib) = replay(
+    let (cpu, rss_mib, wall) = replay(
         &cfg,
         &[
             "--from-archive",
@@ -146,18 +148,19 @@ pub fn from_archive(n: u64, inputs: u64, tenants: u64, tools: u64) -> Row {
         partition_hours,
         cpu,
         rss_mib,
+        wall,
     }
 }
 
 pub fn print(rows: &[Row]) {
     println!("\nbackfill into tenant × tool × hour (default buffering and memory budget)");
     println!(
-        "{:<26} {:>10} {:>9} {:>9} {:>16} {:>8} {:>13} {:>9}",
-        "source", "partitions", "records", "objects", "objects/(p × h)", "CPU-s", "CPU-s/100k", "peak MiB"
+        "{:<26} {:>10} {:>9} {:>9} {:>16} {:>8} {:>13} {:>9} {:>7}",
+        "source", "partitions", "records", "objects", "objects/(p × h)", "CPU-s", "CPU-s/100k", "peak MiB", "wall s"
     );
     for r in rows {
         println!(
-            "{:<26} {:>10} {:>9} {:>9} {:>16.2} {:>8.2} {:>13.2} {:>9.0}",
+            "{:<26} {:>10} {:>9} {:>9} {:>16.2} {:>8.2} {:>13.2} {:>9.0} {:>7.1}",
             r.source,
             r.partitions,
             r.records,
@@ -165,7 +168,8 @@ pub fn print(rows: &[Row]) {
             r.ratio(),
             r.cpu,
             r.cpu * 100_000.0 / r.records as f64,
-            r.rss_mib
+            r.rss_mib,
+            r.wall
         );
     }
 }
@@ -205,7 +209,7 @@ pub async fn from_stream(n: u64, shards: i32, tenants: u64, tools: u64) -> Row {
         dir.path(),
         &format!("kind = \"kinesis\"\nname = \"{stream}\"\n[aws]\nkinesis_endpoint_url = \"{endpoint}\""),
     );
-    let (cpu, rss_mib) = replay(
+    let (cpu, rss_mib, wall) = replay(
         &cfg,
         &[
             "--from",
@@ -229,5 +233,6 @@ pub async fn from_stream(n: u64, shards: i32, tenants: u64, tools: u64) -> Row {
         partition_hours,
         cpu,
         rss_mib,
+        wall,
     }
 }
