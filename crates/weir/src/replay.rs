@@ -183,7 +183,8 @@ pub async fn run(mut args: ReplayArgs, registry: &Registry) -> Result<()> {
     }
     let clock = Arc::new(TokioClock::new());
     let table = crate::run::lease_table(&config).await?;
-    if replay_job::read(table.as_ref()).await?.cancelled {
+    let started = replay_job::read(table.as_ref()).await?;
+    if started.cancelled {
         bail!("job {job} was cancelled; start the window again under another --job name");
     }
     let (reader, catalog, measure, initial): (Arc<dyn ShardReader>, Arc<dyn StreamCatalog>, _, _) = match &args
@@ -196,7 +197,7 @@ pub async fn run(mut args: ReplayArgs, registry: &Registry) -> Result<()> {
                 shards = source.groups().len(),
                 "archive objects in the window, read in runs of consecutive objects"
             );
-            same_runs(&job, &replay_job::read(table.as_ref()).await?, &source)?;
+            same_runs(&job, &started, &source)?;
             let source = Arc::new(source);
             (source.clone(), source, Measure::Objects, Checkpoint::TrimHorizon)
         }

@@ -5,5 +5,5 @@ mod source;
 
 pub use key_time::key_time;
 pub use source::{
-    ArchiveError, ArchiveSource, ArchivedObject, GROUP_BYTES, GROUP_OBJECTS, Group, TableLines, group, group_within,
+    ArchiveError, ArchiveSource, ArchivedObject, GROUP_BYTES, GROUP_OBJECTS, Group, TableLines, group_within,
 };

@@ -1,5 +1,5 @@
 //! An archive read as a stream: the objects of a window, in key order, are cut into
-//! runs of consecutive objects (see [`group`]); each run is a closed shard with no
+//! runs of consecutive objects (see [`group_within`]); each run is a closed shard with no
 //! parents, and each line of its objects a record whose sequence number is
 //! `ordinal × 2⁶⁴ + line` (the object's place in the run, the line's number in the
 //! object). A run of one object is named by the object's key, and its sequence numbers
@@ -115,14 +115,9 @@ pub struct Group {
 }
 
 /// Cuts `objects` (in key order) into runs: consecutive objects while a run holds at
-/// most [`GROUP_BYTES`] stored bytes and [`GROUP_OBJECTS`] objects (an object larger
-/// than the bytes is a run of its own). A function of the listing alone, so every
-/// worker of a job, and every run of it, cuts the same runs.
-pub fn group(objects: &[ArchivedObject]) -> Vec<Group> {
-    group_within(objects, GROUP_BYTES, GROUP_OBJECTS)
-}
-
-/// [`group`] with other bounds (at least one object a run).
+/// most `max_bytes` stored bytes and `max_objects` objects (an object larger than the
+/// bytes is a run of its own; at least one object a run). A function of the listing
+/// alone, so every worker of a job, and every run of it, cuts the same runs.
 pub fn group_within(objects: &[ArchivedObject], max_bytes: u64, max_objects: usize) -> Vec<Group> {
     let mut groups = Vec::new();
     let mut start = 0;
@@ -190,10 +185,9 @@ impl ArchiveSource {
         if objects.is_empty() {
             return Err(ArchiveError::NoneInWindow { location, first, last });
         }
-        let groups = group(&objects);
-        let by_id = groups.iter().enumerate().map(|(i, g)| (g.id.clone(), i)).collect();
         let open_reads = Arc::new(tokio::sync::Semaphore::new(DEFAULT_MAX_OPEN));
-        Ok(Self { store, objects, groups, by_id, open_reads, tables: None })
+        let source = Self { store, objects, groups: Vec::new(), by_id: HashMap::new(), open_reads, tables: None };
+        Ok(source.with_runs(GROUP_BYTES, GROUP_OBJECTS))
     }
 
     /// At most `n` objects are read at once (default [`DEFAULT_MAX_OPEN`]); further
