@@ -1,5 +1,8 @@
 //! weir beside its peers, in one run: the same ferrokinesis stream (4 shards, MCP events
-//! of about 1 KB, all written before any consumer starts), each consumer reading from
+//! of 1 KB as JSON, [`weir_e2e::mcp_event`], all written before any consumer starts;
+//! not filler bytes: lifion-kinesis's decoder spreads a record that is not JSON into an
+//! object of one property per character, 12 CPU-s per 100k records of 1 KB, a cost no
+//! MCP user's events would pay), each consumer reading from
 //! TRIM_HORIZON to the end with a no-op processor that checkpoints every batch, one
 //! after another:
 //! - weir `run --until-caught-up` with its `count` consumer, polling and enhanced
@@ -29,7 +32,7 @@ use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use weir_e2e::{
-    KCLPY_CHECKPOINTER, create_stream, emulators_home, free_port, kinesis, metric_samples, put_records_of, weir_binary,
+    KCLPY_CHECKPOINTER, create_stream, emulators_home, free_port, kinesis, metric_samples, put_mcp_events, weir_binary,
 };
 use weir_testkit::Emulator;
 
@@ -392,7 +395,7 @@ async fn main() {
     let client = kinesis(&fk.endpoint).await;
     create_stream(&client, "peers", 4).await;
     let size: usize = std::env::var("WEIR_PEERS_RECORD_BYTES").ok().and_then(|v| v.parse().ok()).unwrap_or(1024);
-    put_records_of(&client, "peers", n, size).await;
+    put_mcp_events(&client, "peers", n, size).await;
     let runs: usize =
         std::env::var("WEIR_PEERS_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(if full { 3 } else { 1 });
     let dir = tempfile::tempdir().unwrap();

@@ -150,6 +150,42 @@ pub async fn put_records_of(client: &aws_sdk_kinesis::Client, stream: &str, n: u
     assert_eq!(report.accepted.len() as u64, n, "{:?}", report.failed.first());
 }
 
+/// An MCP tool-call event as one JSON line of exactly `size` bytes when `size` is at
+/// least its skeleton's (about 260 bytes): tenant, tool, session, time, duration,
+/// outcome and nested arguments, the query padded to the size.
+pub fn mcp_event(i: u64, size: usize) -> String {
+    const TOOLS: [&str; 5] = ["search", "fetch_url", "read_file", "write_file", "run_sql"];
+    let event = |query: &str| {
+        format!(
+            r#"{{"tenantId":"t-{:02}","toolName":"{}","sessionId":"s-{i:016x}","ts":"2026-12-05T10:{:02}:{:02}.{:03}Z","durationMs":{},"success":{},"errorCode":{},"arguments":{{"query":"{query}","limit":{}}}}}"#,
+            i % 20,
+            TOOLS[(i % 5) as usize],
+            (i / 60_000) % 60,
+            (i / 1_000) % 60,
+            i % 1_000,
+            (i * 7) % 900,
+            !i.is_multiple_of(13),
+            if i.is_multiple_of(13) { r#""E_TIMEOUT""# } else { "null" },
+            i % 50
+        )
+    };
+    let skeleton = event("").len();
+    let pad: String =
+        (0..size.saturating_sub(skeleton)).map(|k| char::from(b'a' + ((i as usize + k) % 26) as u8)).collect();
+    event(&pad)
+}
+
+/// Puts `n` [`mcp_event`]s of `size` bytes (partition keys `k<i>`) into `stream` and
+/// asserts every one was accepted.
+pub async fn put_mcp_events(client: &aws_sdk_kinesis::Client, stream: &str, n: u64, size: usize) {
+    use weir_aws::kinesis::producer::{Outgoing, Producer};
+    let records = (0..n)
+        .map(|i| Outgoing { id: i, partition_key: format!("k{i}"), data: bytes::Bytes::from(mcp_event(i, size)) })
+        .collect();
+    let report = Producer::new(client.clone(), stream).put_all(records).await;
+    assert_eq!(report.accepted.len() as u64, n, "{:?}", report.failed.first());
+}
+
 /// Creates a stream and waits until it is active.
 pub async fn create_stream(client: &aws_sdk_kinesis::Client, name: &str, shards: i32) {
     client.create_stream().stream_name(name).shard_count(shards).send().await.expect("create stream");
@@ -418,6 +454,12 @@ pub fn metadata_extraction(query: &str, append_delimiter: bool) -> String {
 
 /// CPU seconds (user + system) of this process, or of its waited-for children.
 pub fn cpu_seconds(children: bool) -> f64 {
+    let (user, system) = cpu_user_system(children);
+    user + system
+}
+
+/// [`cpu_seconds`] as user and system seconds: (user, system).
+pub fn cpu_user_system(children: bool) -> (f64, f64) {
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
     let after = stat.rsplit(')').next().unwrap_or("");
     let f: Vec<&str> = after.split_whitespace().collect();
@@ -425,7 +467,7 @@ pub fn cpu_seconds(children: bool) -> f64 {
     // After the command name: utime, stime are fields 14-15 of /proc/<pid>/stat,
     // cutime, cstime 16-17; in clock ticks of 1/100 s.
     let (user, system) = if children { (13, 14) } else { (11, 12) };
-    (ticks(user) + ticks(system)) / 100.0
+    (ticks(user) / 100.0, ticks(system) / 100.0)
 }
 
 /// A `[worker]` section with test timings (3 s failover, 1 s renewals and taker
@@ -513,4 +555,19 @@ Processors = {processors}
     )
     .expect("the config is written");
     path
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn mcp_events_are_json_of_the_asked_size() {
+        for (i, size) in [(0, 1024), (13, 1024), (99_999, 300), (7, 10)] {
+            let e = super::mcp_event(i, size);
+            let v: serde_json::Value = serde_json::from_str(&e).expect("JSON");
+            assert_eq!(v["arguments"]["limit"], i % 50);
+            if size >= 300 {
+                assert_eq!(e.len(), size, "{e}");
+            }
+        }
+    }
 }
