@@ -10,7 +10,8 @@
 //!
 //! Then the objects a backfill writes ([`backfill`]): 300,000 events replayed into the
 //! design note's archiver (tenant × tool × hour, 120 or 12,000 partitions) from 1, 15,
-//! 150 and 2,000 archived objects, and from an 8-shard stream window; objects written
+//! 150 and 2,000 archived objects, and from an 8-shard stream window of the same events
+//! (the live archiver's read, at both partition counts); objects written
 //! against partitions × hours present, CPU-seconds and peak RSS of the `weir` process.
 //!
 //! cargo build --release -p weir && cargo bench -p weir-e2e --bench replay
@@ -232,9 +233,11 @@ async fn main() {
             backfill::print(&rows[rows.len() - 1..]);
         }
     }
-    let (tenants, tools) = sizes[0];
     drop(emu);
-    rows.push(backfill::from_stream(n.min(60_000), shards, tenants, tools).await);
+    for &(tenants, tools) in sizes {
+        rows.push(backfill::from_stream(n, shards, tenants, tools).await);
+        backfill::print(&rows[rows.len() - 1..]);
+    }
     backfill::print(&rows);
     for r in &rows {
         assert!(r.ratio() <= 1.1, "{}: {} objects for {} partition-hours", r.source, r.objects, r.partition_hours);

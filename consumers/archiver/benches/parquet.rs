@@ -6,7 +6,8 @@
 //! column. Each case runs both formats in alternation, three rounds, each reported by
 //! its fastest (noise only adds time); time is thread CPU time.
 //!
-//! Run: `cargo bench -p weir-archiver --bench parquet` (optionally `-- 300000`).
+//! Run: `cargo bench -p weir-archiver --bench parquet` (optionally `-- 300000`;
+//! `WEIR_BENCH_PARTITIONS=5000` for one partition count).
 #![allow(clippy::unwrap_used, clippy::print_stdout)] // a bench: a failed expectation is a failed run
 
 use std::sync::Arc;
@@ -144,7 +145,9 @@ fn main() {
         "| partitions | event | GZIP NDJSON events/CPU-s | Parquet SNAPPY events/CPU-s | speed Parquet/GZIP | GZIP bytes out | Parquet bytes out | size Parquet/GZIP | objects |"
     );
     println!("|---|---|---|---|---|---|---|---|---|");
-    for partitions in [42, 500, 5_000] {
+    // `WEIR_BENCH_PARTITIONS=5000` runs one partition count (for profiling).
+    let only: Option<u64> = std::env::var("WEIR_BENCH_PARTITIONS").ok().and_then(|v| v.parse().ok());
+    for partitions in [42, 500, 5_000].into_iter().filter(|p| only.is_none_or(|o| o == *p)) {
         for nested in [false, true] {
             let (mut gzip, mut parquet): (Option<Run>, Option<Run>) = (None, None);
             for _ in 0..rounds {
