@@ -94,6 +94,16 @@ fn put(cell: &Cell, out: &mut Vec<u8>) {
     }
 }
 
+/// A cell read by [`Rows::next_row_borrowed`]: a string borrowed from the bytes, or
+/// any other cell.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CellRef<'a> {
+    /// A [`Cell::Str`], not copied.
+    Str(&'a str),
+    /// Any other cell.
+    Other(Cell),
+}
+
 /// Reads rows of `columns` cells from bytes [`put_row`] wrote.
 pub struct Rows<'a> {
     bytes: &'a [u8],
@@ -118,6 +128,36 @@ impl<'a> Rows<'a> {
             return None;
         }
         Some((0..self.columns).map(|_| self.cell()).collect())
+    }
+
+    /// The next row's cells appended to `out`, a string cell borrowed from the bytes
+    /// (the rest as [`Rows::next_row`] reads them); `None` at the end.
+    pub fn next_row_borrowed(&mut self, out: &mut Vec<CellRef<'a>>) -> Option<Result<(), Damaged>> {
+        if self.at >= self.bytes.len() {
+            return None;
+        }
+        for _ in 0..self.columns {
+            let at = self.at;
+            let cell = match self.bytes.get(at).copied() {
+                Some(STR) => {
+                    self.at += 1;
+                    let n = match self.len() {
+                        Ok(n) => n,
+                        Err(e) => return Some(Err(e)),
+                    };
+                    match self.take(n).map(std::str::from_utf8) {
+                        Ok(Ok(s)) => Ok(CellRef::Str(s)),
+                        _ => Err(Damaged(at)),
+                    }
+                }
+                _ => self.cell().map(CellRef::Other),
+            };
+            match cell {
+                Ok(c) => out.push(c),
+                Err(e) => return Some(Err(e)),
+            }
+        }
+        Some(Ok(()))
     }
 
     fn take(&mut self, n: usize) -> Result<&'a [u8], Damaged> {
@@ -211,9 +251,20 @@ mod tests {
         put_row(&row, &mut bytes);
         let mut rows = Rows::new(&bytes, row.len());
         assert_eq!(rows.next_row(), Some(Ok(row.clone())));
-        assert_eq!(rows.next_row(), Some(Ok(row)));
+        assert_eq!(rows.next_row(), Some(Ok(row.clone())));
         assert_eq!(rows.offset(), bytes.len());
         assert_eq!(rows.next_row(), None);
+        let mut rows = Rows::new(&bytes, row.len());
+        let mut cells = Vec::new();
+        assert_eq!(rows.next_row_borrowed(&mut cells), Some(Ok(())));
+        let owned: Vec<Cell> = cells
+            .into_iter()
+            .map(|c| match c {
+                CellRef::Str(s) => Cell::Str(s.to_owned()),
+                CellRef::Other(c) => c,
+            })
+            .collect();
+        assert_eq!(owned, row);
     }
 
     #[test]
@@ -226,5 +277,10 @@ mod tests {
         }
         assert!(Rows::new(&[LIST, 255, 255, 255, 255], 1).next_row().unwrap().is_err());
         assert!(Rows::new(&[99], 1).next_row().unwrap().is_err());
+        for cut in 0..bytes.len() {
+            let mut rows = Rows::new(&bytes[..cut], 2);
+            assert!(matches!(rows.next_row_borrowed(&mut Vec::new()), None | Some(Err(_))), "cut at {cut}");
+        }
+        assert!(Rows::new(&[STR, 1, 0, 0, 0, 0xff], 1).next_row_borrowed(&mut Vec::new()).unwrap().is_err());
     }
 }
