@@ -96,60 +96,134 @@ fn scalar(ty: &ColumnType, raw: &str) -> Option<Cell> {
 
 /// Appends the text `serde_json` gives a nested value bound for a `string` column
 /// (`Value::to_string`: compact, every object's keys sorted, a repeated key's last
-/// value), written from the raw text without building the value: strings without
-/// escapes and keys are copied, numbers and escaped strings go through `serde_json`.
-/// `None` if `raw` is not such a value (the caller asks the specification).
+/// value). The value is read in one pass into a [`Node`] that borrows its strings
+/// where they have no escapes, and written from it. `None` if `raw` is not JSON (the
+/// caller asks the specification, which says why).
 fn compact_sorted(raw: &str, out: &mut String) -> Option<()> {
-    let raw = raw.trim_matches([' ', '\t', '\n', '\r']);
-    match raw.as_bytes().first()? {
-        b'{' => {
-            let Members(mut members) = serde_json::from_str(raw).ok()?;
-            // Stable: of equal keys the last stays last, and is the one kept.
-            members.sort_by(|a, b| a.0.cmp(&b.0));
-            out.push('{');
-            let mut first = true;
-            for (i, (key, value)) in members.iter().enumerate() {
-                if members.get(i + 1).is_some_and(|next| next.0 == *key) {
-                    continue;
-                }
-                if !first {
-                    out.push(',');
-                }
-                first = false;
-                match key {
-                    // Borrowed: no escapes in the source, so none in serde_json's text.
-                    Cow::Borrowed(k) => {
-                        out.push('"');
-                        out.push_str(k);
-                        out.push('"');
+    let node: Node<'_> = serde_json::from_str(raw).ok()?;
+    node.write(out)
+}
+
+/// A JSON value as `serde_json::Value` reads it (the same visits: numbers as `Number`,
+/// a non-finite float as null), but objects as their members in order and strings
+/// borrowed from the text where they have no escapes.
+enum Node<'a> {
+    Null,
+    Bool(bool),
+    Number(serde_json::Number),
+    Str(Cow<'a, str>),
+    Array(Vec<Node<'a>>),
+    Object(Vec<(Cow<'a, str>, Node<'a>)>),
+}
+
+impl Node<'_> {
+    /// Writes the node as `Value::to_string` writes the value.
+    fn write(&self, out: &mut String) -> Option<()> {
+        match self {
+            Node::Null => out.push_str("null"),
+            Node::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+            Node::Number(n) => out.push_str(&n.to_string()),
+            Node::Str(s) => write_str(s, matches!(s, Cow::Borrowed(_)), out)?,
+            Node::Array(items) => {
+                out.push('[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
                     }
-                    Cow::Owned(k) => out.push_str(&serde_json::to_string(k).ok()?),
+                    item.write(out)?;
                 }
-                out.push(':');
-                compact_sorted(value.get(), out)?;
+                out.push(']');
             }
-            out.push('}');
-        }
-        b'[' => {
-            let items: Vec<&RawValue> = serde_json::from_str(raw).ok()?;
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
+            Node::Object(members) => {
+                // Stable: of equal keys the last stays last, and is the one kept.
+                let mut sorted: Vec<&(Cow<'_, str>, Node<'_>)> = members.iter().collect();
+                sorted.sort_by(|a, b| a.0.cmp(&b.0));
+                out.push('{');
+                let mut first = true;
+                for (i, (key, value)) in sorted.iter().map(|m| (&m.0, &m.1)).enumerate() {
+                    if sorted.get(i + 1).is_some_and(|next| next.0 == *key) {
+                        continue;
+                    }
+                    if !first {
+                        out.push(',');
+                    }
+                    first = false;
+                    write_str(key, matches!(key, Cow::Borrowed(_)), out)?;
+                    out.push(':');
+                    value.write(out)?;
                 }
-                compact_sorted(item.get(), out)?;
+                out.push('}');
             }
-            out.push(']');
         }
-        b'"' if !raw.contains('\\') => out.push_str(raw),
-        b'"' => out.push_str(&serde_json::to_string(&serde_json::from_str::<String>(raw).ok()?).ok()?),
-        b't' | b'f' | b'n' => out.push_str(raw),
-        _ => {
-            let n: serde_json::Number = serde_json::from_str(raw).ok()?;
-            out.push_str(&n.to_string());
-        }
+        Some(())
+    }
+}
+
+/// A string as `serde_json` writes it: one `borrowed` from the text had no escapes
+/// there (it holds no quote, backslash or control character), so it is copied as it is.
+fn write_str(s: &str, borrowed: bool, out: &mut String) -> Option<()> {
+    if borrowed {
+        out.push('"');
+        out.push_str(s);
+        out.push('"');
+    } else {
+        out.push_str(&serde_json::to_string(s).ok()?);
     }
     Some(())
+}
+
+impl<'de> Deserialize<'de> for Node<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Node<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON value")
+            }
+            fn visit_unit<E>(self) -> Result<Node<'de>, E> {
+                Ok(Node::Null)
+            }
+            fn visit_none<E>(self) -> Result<Node<'de>, E> {
+                Ok(Node::Null)
+            }
+            fn visit_bool<E>(self, b: bool) -> Result<Node<'de>, E> {
+                Ok(Node::Bool(b))
+            }
+            fn visit_i64<E>(self, n: i64) -> Result<Node<'de>, E> {
+                Ok(Node::Number(n.into()))
+            }
+            fn visit_u64<E>(self, n: u64) -> Result<Node<'de>, E> {
+                Ok(Node::Number(n.into()))
+            }
+            fn visit_f64<E>(self, f: f64) -> Result<Node<'de>, E> {
+                Ok(serde_json::Number::from_f64(f).map_or(Node::Null, Node::Number))
+            }
+            fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Node<'de>, E> {
+                Ok(Node::Str(Cow::Borrowed(s)))
+            }
+            fn visit_str<E>(self, s: &str) -> Result<Node<'de>, E> {
+                Ok(Node::Str(Cow::Owned(s.to_owned())))
+            }
+            fn visit_string<E>(self, s: String) -> Result<Node<'de>, E> {
+                Ok(Node::Str(Cow::Owned(s)))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Node<'de>, A::Error> {
+                let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+                while let Some(item) = seq.next_element()? {
+                    items.push(item);
+                }
+                Ok(Node::Array(items))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Node<'de>, A::Error> {
+                let mut members = Vec::with_capacity(map.size_hint().unwrap_or(0));
+                while let Some(Key(k)) = map.next_key::<Key<'de>>()? {
+                    members.push((k, map.next_value()?));
+                }
+                Ok(Node::Object(members))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 /// The value the specification's object holds for `folded`: that object is a map
