@@ -136,28 +136,18 @@ impl<'a> Rows<'a> {
         if self.at >= self.bytes.len() {
             return None;
         }
-        for _ in 0..self.columns {
-            let at = self.at;
-            let cell = match self.bytes.get(at).copied() {
-                Some(STR) => {
+        let mut row = || {
+            for _ in 0..self.columns {
+                out.push(if self.bytes.get(self.at) == Some(&STR) {
                     self.at += 1;
-                    let n = match self.len() {
-                        Ok(n) => n,
-                        Err(e) => return Some(Err(e)),
-                    };
-                    match self.take(n).map(std::str::from_utf8) {
-                        Ok(Ok(s)) => Ok(CellRef::Str(s)),
-                        _ => Err(Damaged(at)),
-                    }
-                }
-                _ => self.cell().map(CellRef::Other),
-            };
-            match cell {
-                Ok(c) => out.push(c),
-                Err(e) => return Some(Err(e)),
+                    CellRef::Str(self.str()?)
+                } else {
+                    CellRef::Other(self.cell()?)
+                });
             }
-        }
-        Some(Ok(()))
+            Ok(())
+        };
+        Some(row())
     }
 
     fn take(&mut self, n: usize) -> Result<&'a [u8], Damaged> {
@@ -176,9 +166,14 @@ impl<'a> Rows<'a> {
         Ok(u32::from_le_bytes(self.array()?) as usize)
     }
 
-    fn text(&mut self) -> Result<String, Damaged> {
+    /// A length and that many bytes of UTF-8, borrowed.
+    fn str(&mut self) -> Result<&'a str, Damaged> {
         let (at, n) = (self.at, self.len()?);
-        String::from_utf8(self.take(n)?.to_vec()).map_err(|_| Damaged(at))
+        std::str::from_utf8(self.take(n)?).map_err(|_| Damaged(at))
+    }
+
+    fn text(&mut self) -> Result<String, Damaged> {
+        self.str().map(str::to_owned)
     }
 
     fn cell(&mut self) -> Result<Cell, Damaged> {
