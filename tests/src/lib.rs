@@ -143,9 +143,15 @@ pub async fn put_kilobyte_records(client: &aws_sdk_kinesis::Client, stream: &str
 /// Puts `n` records of `size` bytes (partition keys `k<i>`) into `stream` and asserts
 /// every one was accepted.
 pub async fn put_records_of(client: &aws_sdk_kinesis::Client, stream: &str, n: u64, size: usize) {
-    use weir_aws::kinesis::producer::{Outgoing, Producer};
     let payload = bytes::Bytes::from(vec![b'x'; size]);
-    let records = (0..n).map(|i| Outgoing { id: i, partition_key: format!("k{i}"), data: payload.clone() }).collect();
+    put_each(client, stream, n, |_| payload.clone()).await;
+}
+
+/// Puts records `0..n` (partition keys `k<i>`, data `data(i)`) into `stream` and asserts
+/// every one was accepted.
+async fn put_each(client: &aws_sdk_kinesis::Client, stream: &str, n: u64, data: impl Fn(u64) -> bytes::Bytes) {
+    use weir_aws::kinesis::producer::{Outgoing, Producer};
+    let records = (0..n).map(|i| Outgoing { id: i, partition_key: format!("k{i}"), data: data(i) }).collect();
     let report = Producer::new(client.clone(), stream).put_all(records).await;
     assert_eq!(report.accepted.len() as u64, n, "{:?}", report.failed.first());
 }
@@ -178,12 +184,7 @@ pub fn mcp_event(i: u64, size: usize) -> String {
 /// Puts `n` [`mcp_event`]s of `size` bytes (partition keys `k<i>`) into `stream` and
 /// asserts every one was accepted.
 pub async fn put_mcp_events(client: &aws_sdk_kinesis::Client, stream: &str, n: u64, size: usize) {
-    use weir_aws::kinesis::producer::{Outgoing, Producer};
-    let records = (0..n)
-        .map(|i| Outgoing { id: i, partition_key: format!("k{i}"), data: bytes::Bytes::from(mcp_event(i, size)) })
-        .collect();
-    let report = Producer::new(client.clone(), stream).put_all(records).await;
-    assert_eq!(report.accepted.len() as u64, n, "{:?}", report.failed.first());
+    put_each(client, stream, n, |i| bytes::Bytes::from(mcp_event(i, size))).await;
 }
 
 /// Creates a stream and waits until it is active.
