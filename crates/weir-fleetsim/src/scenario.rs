@@ -102,7 +102,10 @@ pub struct Spec {
 const T0: Timestamp = Timestamp::from_millis(1_800_000_000_000);
 
 /// Runs `scenario` at `spec`'s size on a fresh single-threaded runtime with paused time.
+/// Every task runs on this thread, whose runtime jitter is seeded with `spec.seed`: the
+/// same spec gives the same report (except its wall time).
 pub fn run(spec: &Spec, scenario: Scenario) -> anyhow::Result<Report> {
+    weir_runtime::jitter::seed_this_thread(spec.seed);
     let rt = tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build()?;
     let wall = std::time::Instant::now();
     let mut report = rt.block_on(simulate(spec, scenario))?;

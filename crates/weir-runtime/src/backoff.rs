@@ -1,7 +1,5 @@
 use std::time::Duration;
 
-use rand::Rng;
-
 /// Exponential backoff with full jitter: the n-th delay is uniform in
 /// `[0, min(max, initial * 2^n)]`, never below `initial / 2`.
 #[derive(Debug, Clone)]
@@ -24,7 +22,7 @@ impl Backoff {
         let cap = exp.min(self.max);
         let floor = (self.initial / 2).min(cap);
         let span = cap.saturating_sub(floor).as_millis() as u64;
-        floor + Duration::from_millis(rand::rng().random_range(0..=span))
+        floor + Duration::from_millis(crate::jitter::up_to(span))
     }
 
     /// Back to the first delay (after a success).

@@ -28,6 +28,7 @@ mod config;
 pub mod consumers;
 mod held_lease;
 mod host;
+pub mod jitter;
 mod lane;
 mod liveness;
 pub mod metrics;

@@ -136,7 +136,7 @@ impl Worker {
     /// Runs until `shutdown` is cancelled, then drains gracefully.
     pub async fn run(mut self, shutdown: CancellationToken) -> Result<(), WorkerError> {
         let me = self.config.worker_id.clone();
-        let instance = format!("{:032x}", rand::random::<u128>());
+        let instance = format!("{:032x}", crate::jitter::bits128());
         let registered = tokio::select! {
             registered = register(self.table.as_ref(), &me, &instance, self.config.failover) => registered?,
             _ = shutdown.cancelled() => return Ok(()),
@@ -198,14 +198,14 @@ impl Worker {
             // The first full reading comes within FULL_LISTING_EVERY cycles: workers
             // started together (a scale-out, a deploy) do not all read every lease at
             // once; what they need, they find in samples.
-            cycles_since_listing: rand::random::<u32>() % FULL_LISTING_EVERY,
+            cycles_since_listing: u32::try_from(crate::jitter::below(u64::from(FULL_LISTING_EVERY))).unwrap_or(0),
             synced_once: false,
             table: self.table.clone(),
             catalog: self.catalog.clone(),
             config: self.config.clone(),
             clock: self.clock.clone(),
             seen: Observations::default(),
-            pending_steals: HashMap::new(),
+            pending_steals: BTreeMap::new(),
             cycle_error: None,
             takes_holding_nothing: None,
             underloaded: false,
@@ -281,7 +281,7 @@ impl Worker {
                         } else {
                             self.config.renew_interval
                         };
-                        next_take = Instant::now() + every.mul_f64(0.9 + 0.1 * rand::random::<f64>());
+                        next_take = Instant::now() + every.mul_f64(0.9 + 0.1 * crate::jitter::fraction());
                         if let Some(writes) = coordinator.takes_holding_nothing.take() {
                             self.stats.takes_holding_nothing(writes);
                         }
@@ -434,6 +434,7 @@ async fn renew_loop(
     let fresh = every * 5 / 6;
     loop {
         tokio::select! {
+            biased;
             _ = stop.cancelled() => return,
             _ = heartbeat.held_changed.notified() => {
                 let held = held.lock().unwrap_or_else(|p| p.into_inner()).len();
@@ -553,7 +554,7 @@ struct Coordinator {
     clock: Arc<dyn Clock>,
     seen: Observations,
     /// Handoffs this worker requested, with the time after which it forces them.
-    pending_steals: HashMap<ShardId, Instant>,
+    pending_steals: BTreeMap<ShardId, Instant>,
     /// Why the last lease cycle could not read the worker records or the leases
     /// (`None`: it could).
     cycle_error: Option<String>,
@@ -742,7 +743,8 @@ impl Coordinator {
             };
             // The next full reading comes after FULL_LISTING_EVERY / 2 to
             // FULL_LISTING_EVERY cycles, so that workers started together spread theirs.
-            self.cycles_since_listing = rand::random::<u32>() % (FULL_LISTING_EVERY / 2);
+            self.cycles_since_listing =
+                u32::try_from(crate::jitter::below(u64::from(FULL_LISTING_EVERY / 2))).unwrap_or(0);
             // Leases of streams this fleet does not read (any more) are left alone.
             let leases: Vec<weir_core::Lease> = leases.into_iter().filter(|l| self.catalog.covers(&l.key)).collect();
             self.seen.observe_leases(&leases, now);
@@ -1013,7 +1015,7 @@ mod tests {
             config: Arc::new(RuntimeConfig::new(WorkerId::new(me))),
             clock: Arc::new(weir_testkit::ManualClock::new(Timestamp::from_millis(0))),
             seen: Observations::default(),
-            pending_steals: HashMap::new(),
+            pending_steals: BTreeMap::new(),
             cycle_error: None,
             takes_holding_nothing: None,
             underloaded: false,
