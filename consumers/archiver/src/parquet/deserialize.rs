@@ -210,6 +210,17 @@ impl RowReader {
             .collect()
     }
 
+    /// Whether the deserialiser is the OpenX SerDe.
+    pub(super) fn is_openx(&self) -> bool {
+        matches!(self.deserializer, Deserializer::OpenX { .. })
+    }
+
+    /// Appends the rows of `record` to `out` ([`super::rowcode`]), as
+    /// [`RowReader::rows`] reads them; how many.
+    pub fn put_rows(&self, record: &[u8], out: &mut Vec<u8>) -> Result<usize, Mismatch> {
+        super::members::put_rows(self, record, out)
+    }
+
     fn case_insensitive(&self) -> bool {
         match &self.deserializer {
             Deserializer::OpenX { case_insensitive, .. } => *case_insensitive,

@@ -15,6 +15,7 @@ use serde_json::value::RawValue;
 
 use super::column_type::ColumnType;
 use super::deserialize::{Cell, Mismatch, RowReader};
+use super::rowcode::{self, CellRef};
 
 /// The rows of `record`, as [`RowReader::rows_of_values`] reads them.
 pub(super) fn rows(reader: &RowReader, record: &[u8]) -> Result<Vec<Vec<Cell>>, Mismatch> {
@@ -22,7 +23,10 @@ pub(super) fn rows(reader: &RowReader, record: &[u8]) -> Result<Vec<Vec<Cell>>, 
     for members in serde_json::Deserializer::from_slice(record).into_iter::<Members<'_>>() {
         match members {
             // A number past f64's range is valid JSON the specification's parser refuses.
-            Ok(m) if m.0.iter().all(|(_, v)| numbers_in_range(v.get())) => rows.push(row(reader, &m.0)),
+            Ok(m) if m.0.iter().all(|(_, v)| numbers_in_range(v.get())) => {
+                let mut cells = Vec::with_capacity(reader.columns().len());
+                rows.push(row(reader, &m.0, &mut cells).map(|()| cells.into_iter().map(CellRef::into_owned).collect()));
+            }
             // Not JSON, or a document that is not an object: the specification says how.
             _ => return reader.rows_of_values(record),
         }
@@ -34,54 +38,103 @@ pub(super) fn rows(reader: &RowReader, record: &[u8]) -> Result<Vec<Vec<Cell>>, 
     rows.into_iter().enumerate().map(|(i, r)| r.map_err(|e| if several { e.in_document(i + 1) } else { e })).collect()
 }
 
-fn row(reader: &RowReader, members: &[(Cow<'_, str>, &RawValue)]) -> Result<Vec<Cell>, Mismatch> {
+/// Appends the rows of `record` to `out` as [`rowcode::put_row`] appends the rows
+/// [`rows`] reads, without copying strings that need no unescaping; how many. On an
+/// error `out` is as it was, and the error is [`rows`]'s. Why: a string cell copied
+/// into a `String` and then into `out`, and a vector per row and per record, were a
+/// tenth of converting a flat event (`parquet` bench).
+pub(super) fn put_rows(reader: &RowReader, record: &[u8], out: &mut Vec<u8>) -> Result<usize, Mismatch> {
+    let start = out.len();
+    let mut n = 0;
+    let mut cells = Vec::with_capacity(reader.columns().len());
+    for members in serde_json::Deserializer::from_slice(record).into_iter::<Members<'_>>() {
+        let fits = match &members {
+            Ok(m) => m.0.iter().all(|(_, v)| numbers_in_range(v.get())) && row(reader, &m.0, &mut cells).is_ok(),
+            Err(_) => false,
+        };
+        if !fits {
+            out.truncate(start);
+            return match rows(reader, record) {
+                Ok(rows) => {
+                    rows.iter().for_each(|r| rowcode::put_row(r, out));
+                    Ok(rows.len())
+                }
+                Err(e) => Err(e),
+            };
+        }
+        rowcode::put_row_refs(&cells, out);
+        n += 1;
+    }
+    if n == 0 {
+        return rows(reader, record).map(|rows| {
+            rows.iter().for_each(|r| rowcode::put_row(r, out));
+            rows.len()
+        });
+    }
+    Ok(n)
+}
+
+/// Fills `cells` with the row of one document's `members`.
+fn row<'a>(
+    reader: &RowReader,
+    members: &[(Cow<'a, str>, &'a RawValue)],
+    cells: &mut Vec<CellRef<'a>>,
+) -> Result<(), Mismatch> {
+    cells.clear();
     let mut path = String::new();
-    reader
-        .columns()
-        .iter()
-        .zip(reader.keys())
-        .map(|(c, key)| {
-            let Some(raw) = find(reader, members, key) else { return Ok(Cell::Null) };
-            if let Some(cell) = scalar(&c.ty, raw.get()) {
-                return Ok(cell);
-            }
-            let value: Value = serde_json::from_str(raw.get()).map_err(|e| Mismatch::NotJson(e.to_string()))?;
-            path.clear();
-            path.push_str(&c.name);
-            reader.cell(&c.ty, &value, &mut path)
-        })
-        .collect()
+    let openx = reader.is_openx();
+    for (c, key) in reader.columns().iter().zip(reader.keys()) {
+        let Some(raw) = find(reader, members, key) else {
+            cells.push(CellRef::Other(Cell::Null));
+            continue;
+        };
+        if let Some(cell) = scalar(&c.ty, raw.get(), openx) {
+            cells.push(cell);
+            continue;
+        }
+        let value: Value = serde_json::from_str(raw.get()).map_err(|e| Mismatch::NotJson(e.to_string()))?;
+        path.clear();
+        path.push_str(&c.name);
+        cells.push(CellRef::Other(reader.cell(&c.ty, &value, &mut path)?));
+    }
+    Ok(())
 }
 
 /// The cell of a few common scalars read straight from their JSON text, as
 /// [`RowReader::cell`] reads them from a parsed value: `null` in any column, a JSON
-/// string in a `string` column, `true`/`false` in a `boolean` column and a plain
-/// integer in an integer column. `None` for anything else (the caller parses the value
-/// and asks the specification). Why: parsing each column's value into a `Value` first
-/// cost a second allocation per string cell, and for a nested value bound for a
-/// `string` column a tree of them (the `parquet` bench's nested events went from 0.39
-/// to about half of GZIP's speed with this and [`compact_sorted`]).
-fn scalar(ty: &ColumnType, raw: &str) -> Option<Cell> {
+/// string in a `string` column (borrowed from `raw` when it has no escapes),
+/// `true`/`false` in a `boolean` column, a plain integer in an integer column, and with
+/// the OpenX SerDe (`openx`) a plain integer in a `timestamp` column. `None` for
+/// anything else (the caller parses the value and asks the specification). Why:
+/// parsing each column's value into a `Value` first cost a second allocation per
+/// string cell, and for a nested value bound for a `string` column a tree of them (the
+/// `parquet` bench's nested events went from 0.39 to about half of GZIP's speed with
+/// this and [`compact_sorted`]).
+fn scalar<'a>(ty: &ColumnType, raw: &'a str, openx: bool) -> Option<CellRef<'a>> {
     if raw == "null" {
-        return Some(Cell::Null);
+        return Some(CellRef::Other(Cell::Null));
     }
+    let other = |c| Some(CellRef::Other(c));
     match ty {
-        ColumnType::String if raw.starts_with('"') => serde_json::from_str::<String>(raw).ok().map(Cell::Str),
+        // Valid JSON text (serde_json checked it): without a backslash, the string is
+        // what lies between the quotes.
+        ColumnType::String if raw.starts_with('"') && !raw.contains('\\') => {
+            raw.get(1..raw.len() - 1).map(CellRef::Str)
+        }
+        ColumnType::String if raw.starts_with('"') => {
+            serde_json::from_str::<String>(raw).ok().map(Cell::Str).and_then(other)
+        }
         ColumnType::String if raw.starts_with(['{', '[']) => {
             let mut text = String::with_capacity(raw.len());
-            compact_sorted(raw, &mut text).map(|()| Cell::Str(text))
+            compact_sorted(raw, &mut text).map(|()| CellRef::Other(Cell::Str(text)))
         }
         ColumnType::Boolean => match raw {
-            "true" => Some(Cell::Bool(true)),
-            "false" => Some(Cell::Bool(false)),
+            "true" => other(Cell::Bool(true)),
+            "false" => other(Cell::Bool(false)),
             _ => None,
         },
         ColumnType::TinyInt | ColumnType::SmallInt | ColumnType::Int | ColumnType::BigInt => {
-            let digits = raw.strip_prefix('-').unwrap_or(raw);
-            if digits.is_empty() || digits.len() > 18 || !digits.bytes().all(|b| b.is_ascii_digit()) {
-                return None;
-            }
-            let n: i64 = raw.parse().ok()?;
+            let n = plain_integer(raw)?;
             let fits = match ty {
                 ColumnType::TinyInt => i8::try_from(n).is_ok(),
                 ColumnType::SmallInt => i16::try_from(n).is_ok(),
@@ -89,10 +142,26 @@ fn scalar(ty: &ColumnType, raw: &str) -> Option<Cell> {
                 _ => true,
             };
             // Out of the column's range: the specification words the error.
-            fits.then_some(Cell::Int(n))
+            fits.then_some(CellRef::Other(Cell::Int(n)))
+        }
+        // The number's text is the one `openx_timestamp_micros` reads from the parsed
+        // number (`-0` aside, which reads as 0 either way).
+        ColumnType::Timestamp if openx => {
+            plain_integer(raw)?;
+            super::timestamp::openx_text_micros(raw).map(Cell::Micros).and_then(other)
         }
         _ => None,
     }
+}
+
+/// A JSON integer of at most 18 digits (so that it fits an `i64`), without fraction or
+/// exponent.
+fn plain_integer(raw: &str) -> Option<i64> {
+    let digits = raw.strip_prefix('-').unwrap_or(raw);
+    if digits.is_empty() || digits.len() > 18 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    raw.parse().ok()
 }
 
 /// Appends the text `serde_json` gives a nested value bound for a `string` column
@@ -231,8 +300,8 @@ impl<'de> Deserialize<'de> for Node<'de> {
 /// sorted by key in which a repeated key keeps its last value, searched from the
 /// greatest key down; so of the keys that fold to `folded` the greatest, and of its
 /// repeats the last.
-fn find<'a>(reader: &RowReader, members: &'a [(Cow<'_, str>, &'a RawValue)], folded: &str) -> Option<&'a RawValue> {
-    let mut best: Option<(&str, &RawValue)> = None;
+fn find<'a>(reader: &RowReader, members: &[(Cow<'_, str>, &'a RawValue)], folded: &str) -> Option<&'a RawValue> {
+    let mut best: Option<(&str, &'a RawValue)> = None;
     for (k, v) in members {
         if reader.folds_to(k, folded) && best.is_none_or(|(b, _)| k.as_ref() >= b) {
             best = Some((k.as_ref(), *v));
@@ -343,6 +412,7 @@ mod tests {
                 col("ok", "boolean"),
                 col("t", "tinyint"),
                 col("big", "bigint"),
+                col("ts", "timestamp"),
             ],
             Deserializer::OpenX {
                 case_insensitive,
@@ -368,6 +438,7 @@ mod tests {
             Just("ok"),
             Just("t"),
             Just("big"),
+            Just("ts"),
         ];
         let value = prop_oneof![
             Just("1"),
@@ -395,7 +466,14 @@ mod tests {
             Just("9223372036854775808"),
             Just("123456789012345678901"),
             Just("3.0"),
+            Just("1546760416"),
+            Just("-1546760416"),
+            Just("1518033528123"),
+            Just("1518033528.123"),
+            Just("999999999999999999"),
+            Just("\"2024-01-02 03:04:05\""),
             Just("\"a\\u00e9\\n\\\"b\""),
+            Just("\"\\u0041\\\\\\/\""),
             Just("\"\""),
             Just("{ \"b\" : [1.50, -0, 1e3, \"\\u0041\\t\"], \"a\":{\"z\":null,\"y\":true},\"b\":2 }"),
             Just("[ {\"\\u0062\":1, \"a\":\"x\u{7f}\u{e9}\"} , [] , {} ]"),
@@ -416,7 +494,17 @@ mod tests {
             let r = reader(case_insensitive, dots);
             let mut record: String = docs.iter().map(|d| format!("{{{}}}", d.join(","))).collect::<Vec<_>>().join("\n");
             record.push_str(tail);
-            prop_assert_eq!(rows(&r, record.as_bytes()), r.rows_of_values(record.as_bytes()), "{}", record);
+            let want = r.rows_of_values(record.as_bytes());
+            prop_assert_eq!(&rows(&r, record.as_bytes()), &want, "{}", record);
+            // Appended as rowcode bytes: the same rows, or the same error and nothing.
+            let mut out = b"before".to_vec();
+            let put = put_rows(&r, record.as_bytes(), &mut out);
+            let mut expected = b"before".to_vec();
+            if let Ok(rows) = &want {
+                rows.iter().for_each(|row| rowcode::put_row(row, &mut expected));
+            }
+            prop_assert_eq!(put, want.map(|rows| rows.len()), "{}", record);
+            prop_assert_eq!(out, expected, "{}", record);
         }
     }
 
@@ -474,6 +562,20 @@ mod tests {
         }
     }
 
+    /// Strings are borrowed only where they need no unescaping.
+    #[test]
+    fn escaped_strings_read_unescaped() {
+        let r = reader(true, false);
+        for record in [r#"{"tenantId":"a\u00e9\n\"b"}"#, r#"{"tenantId":"\\"}"#, r#"{"tenantId":"plain é"}"#] {
+            let want = r.rows_of_values(record.as_bytes()).unwrap();
+            assert_eq!(rows(&r, record.as_bytes()).unwrap(), want, "{record}");
+            let (mut out, mut expected) = (Vec::new(), Vec::new());
+            assert_eq!(put_rows(&r, record.as_bytes(), &mut out), Ok(1));
+            rowcode::put_row(&want[0], &mut expected);
+            assert_eq!(out, expected, "{record}");
+        }
+    }
+
     #[test]
     fn errors_are_the_specifications() {
         let r = reader(true, false);
@@ -492,6 +594,12 @@ mod tests {
             "{\"n\":1}}",
         ] {
             assert_eq!(rows(&r, record.as_bytes()), r.rows_of_values(record.as_bytes()), "{record}");
+            let mut out = vec![7];
+            assert_eq!(
+                put_rows(&r, record.as_bytes(), &mut out).map_err(|e| e.to_string()),
+                r.rows_of_values(record.as_bytes()).map(|r| r.len()).map_err(|e| e.to_string())
+            );
+            assert_eq!(out, [7], "{record}: nothing appended");
             assert!(rows(&r, record.as_bytes()).is_err(), "{record}");
         }
     }

@@ -12,21 +12,27 @@
 //!   writer.
 //! - **When the buffer is sealed** [`ParquetFormat::encode_rows`] reads the rows back,
 //!   [`ENCODE_ROWS`] at a time, builds one Arrow batch of them ([`arrays`]) and hands it
-//!   to the arrow-rs Parquet writer. [`ParquetFormat::encode`], from JSON straight to a
-//!   file, is the specification it is tested against (the same file, byte for byte). The writer starts a new
-//!   row group when the open one reaches `BlockSizeBytes`. Encoding one object holds at
-//!   most the object's records, one batch of rows, and the writer's open row group
-//!   (at most `BlockSizeBytes`, and never more than the object). Objects are encoded one
-//!   at a time per archiver.
+//!   to the arrow-rs Parquet writer; an object of at most [`small_file::MAX_ROWS`] rows
+//!   of a flat table goes to weir's own writer of small files instead
+//!   ([`small_file`], which says why and how it is held to arrow-rs's files).
+//!   [`ParquetFormat::encode`], from JSON straight to a file through arrow-rs, is the
+//!   specification it is tested against: the same file byte for byte where arrow-rs
+//!   writes both, the same schema, rows and statistics where weir's writer does. The
+//!   writer starts a new row group when the open one reaches `BlockSizeBytes`.
+//!   Encoding one object holds at most the object's records, one batch of rows, and
+//!   the writer's open row group (at most `BlockSizeBytes`, and never more than the
+//!   object). Objects are encoded one at a time per archiver.
 //! - An object is one Parquet file (`.parquet`), footer included, so every object is
 //!   readable on its own (DuckDB, Athena).
 
 pub mod arrays;
 pub mod column_type;
+mod compact_thrift;
 pub mod deserialize;
 pub mod json_lines;
 mod members;
 pub mod rowcode;
+pub mod small_file;
 pub mod timestamp;
 
 use std::sync::Arc;
@@ -105,6 +111,9 @@ pub enum ParquetError {
     /// The Parquet writer or reader failed.
     #[error("parquet: {0}")]
     Parquet(#[from] parquet::errors::ParquetError),
+    /// A buffered cell does not fit its column (a bug: it was read for the column).
+    #[error("{0}")]
+    Cell(#[from] small_file::CellMismatch),
 }
 
 /// The table, its deserialiser and the writer settings: what the archiver's Parquet
@@ -118,6 +127,9 @@ pub struct ParquetFormat {
     /// were a tenth of its encoding (`parquet` bench at 5,000 partitions).
     properties: WriterProperties,
     parquet_schema: Option<SchemaDescriptor>,
+    /// Weir's own writer of small files of flat tables (see [`small_file`]), when the
+    /// table and settings are ones it writes.
+    small: Option<small_file::SmallFiles>,
 }
 
 impl ParquetFormat {
@@ -126,11 +138,12 @@ impl ParquetFormat {
         let fields: Vec<Field> = columns.iter().map(|c| Field::new(&c.name, c.ty.arrow(), true)).collect();
         let schema = Arc::new(Schema::new(fields));
         let properties = Self::properties(&options);
+        let small = small_file::SmallFiles::new(&columns, &options, &Self::created_by());
         // What ArrowWriter would convert for every file; should it ever fail, each
         // writer converts again and reports why.
         let parquet_schema =
             ArrowSchemaConverter::new().with_coerce_types(properties.coerce_types()).convert(&schema).ok();
-        Self { reader: RowReader::new(columns, deserializer), schema, options, properties, parquet_schema }
+        Self { reader: RowReader::new(columns, deserializer), schema, options, properties, parquet_schema, small }
     }
 
     /// The columns.
@@ -146,9 +159,7 @@ impl ParquetFormat {
     /// Converts `record` into rows appended to `out` (see [`rowcode`]); how many (one
     /// per JSON document in it), if every document fits the table.
     pub fn convert(&self, record: &[u8], out: &mut Vec<u8>) -> Result<usize, Mismatch> {
-        let rows = self.reader.rows(record)?;
-        rows.iter().for_each(|row| rowcode::put_row(row, out));
-        Ok(rows.len())
+        self.reader.put_rows(record, out)
     }
 
     fn properties(o: &ParquetOptions) -> WriterProperties {
@@ -162,12 +173,17 @@ impl ParquetFormat {
             .set_data_page_size_limit(o.page_size)
             .set_dictionary_enabled(o.dictionary)
             .set_writer_version(if o.writer_v2 { WriterVersion::PARQUET_2_0 } else { WriterVersion::PARQUET_1_0 })
-            .set_created_by(format!("weir {}", env!("CARGO_PKG_VERSION")))
+            .set_created_by(Self::created_by())
             // Statistics per column chunk, no page index: what Firehose's parquet-mr
             // writer gives readers, and per small object a third less footer to build.
             .set_statistics_enabled(EnabledStatistics::Chunk)
             .set_offset_index_disabled(true)
             .build()
+    }
+
+    /// The writer named in every file.
+    fn created_by() -> String {
+        format!("weir {}", env!("CARGO_PKG_VERSION"))
     }
 
     /// A writer of one file. Without arrow-rs's `ARROW:schema` metadata: the Parquet
@@ -215,7 +231,8 @@ impl ParquetFormat {
     /// empty). Also, when `lens` is given and a record is other than one row, how
     /// many rows each record is (otherwise empty: one each).
     pub fn encode_rows(&self, converted: &[u8], lens: &[u32]) -> Result<(Vec<u8>, Vec<u32>), ParquetError> {
-        let mut writer = self.writer()?;
+        let mut writer = None;
+        let mut small = None;
         let mut reader = rowcode::Rows::new(converted, self.columns().len());
         // Where the current record ends, and the rows each record is.
         let (mut record, mut end) = (0usize, lens.first().map_or(0, |l| *l as usize));
@@ -240,12 +257,32 @@ impl ParquetFormat {
             if rows == 0 {
                 break;
             }
-            self.write(&mut writer, &self.batch_of_cells(&cells)?)?;
+            // The whole object in one batch: weir's own writer, if the table is one
+            // it writes (the same file as arrow-rs's, proptested in `small_file`).
+            if writer.is_none()
+                && reader.offset() >= converted.len()
+                && let Some(s) = &self.small
+            {
+                small = s.write(&cells, rows)?;
+                if small.is_some() {
+                    break;
+                }
+            }
+            let w = match &mut writer {
+                Some(w) => w,
+                None => writer.insert(self.writer()?),
+            };
+            self.write(w, &self.batch_of_cells(&cells)?)?;
         }
         if counts.iter().all(|c| *c == 1) {
             counts.clear();
         }
-        Ok((writer.into_inner()?, counts))
+        let file = match (small, writer) {
+            (Some(file), _) => file,
+            (None, Some(w)) => w.into_inner()?,
+            (None, None) => self.empty()?,
+        };
+        Ok((file, counts))
     }
 
     /// The Arrow batch of rows.
@@ -569,6 +606,152 @@ mod tests {
                 proptest::prop_assert_eq!(rows, want);
             } else {
                 proptest::prop_assert!(rows.is_empty());
+            }
+        }
+    }
+
+    /// A flat table's columns: one of each flat type, in an order and a subset the
+    /// test draws.
+    const FLAT: [(&str, &str); 11] = [
+        ("s", "string"),
+        ("blob", "binary"),
+        ("b", "boolean"),
+        ("t", "tinyint"),
+        ("sm", "smallint"),
+        ("i", "int"),
+        ("n", "bigint"),
+        ("f", "float"),
+        ("d", "double"),
+        ("ts", "timestamp"),
+        ("day", "date"),
+    ];
+
+    /// A value for a flat column of type `ty`, in any form the OpenX SerDe reads for it;
+    /// strings and byte arrays past the 64 bytes at which statistics are truncated.
+    fn flat_value(ty: &'static str) -> proptest::strategy::BoxedStrategy<serde_json::Value> {
+        use proptest::prelude::*;
+        use serde_json::json;
+        match ty {
+            "string" => prop_oneof![
+                any::<String>().prop_map(|s| json!(s)),
+                "[a-c]{60,70}".prop_map(|s| json!(s)),
+                "[\\u{7f}-\\u{800}\\u{ffff}\\u{10ffff}]{20,40}".prop_map(|s| json!(s)),
+                any::<i64>().prop_map(|n| json!(n)),
+            ]
+            .boxed(),
+            "binary" => prop_oneof![
+                proptest::collection::vec(any::<u8>(), 0..80),
+                proptest::collection::vec(Just(0xFFu8), 60..70),
+            ]
+            .prop_map(|b| json!(base64::Engine::encode(&base64::engine::general_purpose::STANDARD, b)))
+            .boxed(),
+            "boolean" => any::<bool>().prop_map(|b| json!(b)).boxed(),
+            "tinyint" => any::<i8>().prop_map(|n| json!(n)).boxed(),
+            "smallint" => any::<i16>().prop_map(|n| json!(n)).boxed(),
+            "int" => any::<i32>().prop_map(|n| json!(n)).boxed(),
+            "bigint" => any::<i64>().prop_map(|n| json!(n)).boxed(),
+            "float" => {
+                prop_oneof![(-1e30f64..1e30).prop_map(|v| json!(v)), Just(json!(0.0)), Just(json!(-0.0))].boxed()
+            }
+            "double" => prop_oneof![
+                any::<f64>().prop_filter("finite", |v| v.is_finite()).prop_map(|v| json!(v)),
+                Just(json!(-0.0))
+            ]
+            .boxed(),
+            "timestamp" => {
+                prop_oneof![(0i64..4_000_000_000_000).prop_map(|v| json!(v)), Just(json!("2024-02-29 23:59:59.5")),]
+                    .boxed()
+            }
+            _ => (0i64..3_000_000)
+                .prop_map(|d| json!(format!("{:04}-{:02}-{:02}", 1 + d % 9999, 1 + d % 12, 1 + d % 28)))
+                .boxed(),
+        }
+    }
+
+    /// A flat table (columns of [`FLAT`]), a codec, and documents for it (each column
+    /// absent, null or a value).
+    fn flat_case() -> impl proptest::strategy::Strategy<Value = (Vec<usize>, ParquetCompression, Vec<serde_json::Value>)>
+    {
+        use proptest::prelude::*;
+        let columns = proptest::sample::subsequence((0..FLAT.len()).collect::<Vec<_>>(), 1..=FLAT.len()).prop_shuffle();
+        let codec = prop_oneof![
+            Just(ParquetCompression::Snappy),
+            Just(ParquetCompression::Gzip),
+            Just(ParquetCompression::Uncompressed),
+        ];
+        (columns, codec).prop_flat_map(|(columns, codec)| {
+            let cells: Vec<_> = columns
+                .iter()
+                .map(|i| prop_oneof![1 => Just(None), 1 => Just(Some(serde_json::Value::Null)), 4 => flat_value(FLAT[*i].1).prop_map(Some)])
+                .collect();
+            let names: Vec<&'static str> = columns.iter().map(|i| FLAT[*i].0).collect();
+            let doc = cells.prop_map(move |cells| {
+                let mut o = serde_json::Map::new();
+                for (name, v) in names.iter().zip(cells) {
+                    if let Some(v) = v {
+                        o.insert((*name).into(), v);
+                    }
+                }
+                serde_json::Value::Object(o)
+            });
+            (Just(columns), Just(codec), proptest::collection::vec(doc, 0..60))
+        })
+    }
+
+    proptest::proptest! {
+        /// A flat table's objects come from weir's own small-file writer, and read as
+        /// the ones arrow-rs writes from the JSON: the same schema (physical, logical
+        /// and converted types, repetition), rows, codec and statistics.
+        #[test]
+        fn small_flat_files_read_as_arrow_rs_writes_them((columns, codec, docs) in flat_case()) {
+            let col = |(n, t): (&str, &str)| Column { name: n.into(), ty: ColumnType::parse(t).unwrap() };
+            let f = ParquetFormat::new(
+                columns.iter().map(|i| col(FLAT[*i])).collect(),
+                Deserializer::default(),
+                ParquetOptions { compression: codec, ..ParquetOptions::default() },
+            );
+            let small = f.small.as_ref().expect("a flat table with Firehose's settings");
+            let (mut json, mut converted) = (Vec::new(), Vec::new());
+            for d in &docs {
+                let text = format!("{d}\n");
+                json.extend_from_slice(text.as_bytes());
+                proptest::prop_assert_eq!(f.convert(text.as_bytes(), &mut converted), Ok(1));
+            }
+            let (ours, _) = f.encode_rows(&converted, &[]).unwrap();
+            if !docs.is_empty() {
+                let mut cells = Vec::new();
+                let mut rows = rowcode::Rows::new(&converted, columns.len());
+                while let Some(row) = rows.next_row_borrowed(&mut cells) {
+                    row.unwrap();
+                }
+                let direct = small.write(&cells, docs.len()).unwrap();
+                proptest::prop_assert_eq!(direct.as_ref(), Some(&ours), "encode_rows took the small-file writer");
+            }
+            let theirs = f.encode(&json).unwrap();
+            let read = |file: Vec<u8>| {
+                let b = ParquetRecordBatchReaderBuilder::try_new(Bytes::from(file)).unwrap();
+                let meta = b.metadata().clone();
+                let batches: Vec<RecordBatch> = b.build().unwrap().map(|b| b.unwrap()).collect();
+                (meta, batches)
+            };
+            let ((m1, b1), (m2, b2)) = (read(ours), read(theirs));
+            proptest::prop_assert_eq!(b1, b2);
+            proptest::prop_assert_eq!(m1.file_metadata().num_rows(), m2.file_metadata().num_rows());
+            proptest::prop_assert_eq!(m1.file_metadata().version(), m2.file_metadata().version());
+            proptest::prop_assert_eq!(m1.file_metadata().created_by(), m2.file_metadata().created_by());
+            proptest::prop_assert_eq!(m1.file_metadata().column_orders(), m2.file_metadata().column_orders());
+            let (s1, s2) = (m1.file_metadata().schema_descr(), m2.file_metadata().schema_descr());
+            proptest::prop_assert_eq!(s1.root_schema(), s2.root_schema());
+            proptest::prop_assert_eq!(m1.num_row_groups(), m2.num_row_groups());
+            for g in 0..m1.num_row_groups() {
+                let (g1, g2) = (m1.row_group(g), m2.row_group(g));
+                proptest::prop_assert_eq!(g1.num_rows(), g2.num_rows());
+                for c in 0..g1.num_columns() {
+                    let (c1, c2) = (g1.column(c), g2.column(c));
+                    proptest::prop_assert_eq!(c1.compression(), c2.compression());
+                    proptest::prop_assert_eq!(c1.num_values(), c2.num_values());
+                    proptest::prop_assert_eq!(c1.statistics(), c2.statistics(), "column {}", c1.column_path());
+                }
             }
         }
     }

@@ -38,6 +38,23 @@ pub fn put_row(cells: &[Cell], out: &mut Vec<u8>) {
     }
 }
 
+/// Appends one row of cells whose strings may be borrowed (what
+/// [`put_row`] appends for the same cells owned).
+pub fn put_row_refs(cells: &[CellRef<'_>], out: &mut Vec<u8>) {
+    for c in cells {
+        match c {
+            CellRef::Str(s) => put_str(s, out),
+            CellRef::Other(c) => put(c, out),
+        }
+    }
+}
+
+fn put_str(s: &str, out: &mut Vec<u8>) {
+    out.push(STR);
+    put_len(s.len(), out);
+    out.extend_from_slice(s.as_bytes());
+}
+
 fn put_len(n: usize, out: &mut Vec<u8>) {
     // Lengths come from values that fit a JSON record, far below 4 GiB.
     out.extend_from_slice(&u32::try_from(n).unwrap_or(u32::MAX).to_le_bytes());
@@ -46,11 +63,7 @@ fn put_len(n: usize, out: &mut Vec<u8>) {
 fn put(cell: &Cell, out: &mut Vec<u8>) {
     match cell {
         Cell::Null => out.push(NULL),
-        Cell::Str(s) => {
-            out.push(STR);
-            put_len(s.len(), out);
-            out.extend_from_slice(s.as_bytes());
-        }
+        Cell::Str(s) => put_str(s, out),
         Cell::Int(v) => {
             out.push(INT);
             out.extend_from_slice(&v.to_le_bytes());
@@ -102,6 +115,16 @@ pub enum CellRef<'a> {
     Str(&'a str),
     /// Any other cell.
     Other(Cell),
+}
+
+impl CellRef<'_> {
+    /// The cell, its string copied.
+    pub fn into_owned(self) -> Cell {
+        match self {
+            CellRef::Str(s) => Cell::Str(s.to_owned()),
+            CellRef::Other(c) => c,
+        }
+    }
 }
 
 /// Reads rows of `columns` cells from bytes [`put_row`] wrote.

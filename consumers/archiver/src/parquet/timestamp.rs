@@ -222,8 +222,13 @@ pub fn openx_timestamp_micros(value: &serde_json::Value) -> Option<i64> {
         serde_json::Value::String(s) => s.clone(),
         _ => return None,
     };
+    openx_text_micros(&text)
+}
+
+/// [`openx_timestamp_micros`] of a number's text or a string's content.
+pub fn openx_text_micros(text: &str) -> Option<i64> {
     if text.find(':').is_some_and(|i| i > 0) {
-        return date_time_micros(&text);
+        return date_time_micros(text);
     }
     let millis = if text.contains('.') {
         let seconds: f64 = text.parse().ok()?;
