@@ -145,13 +145,20 @@ fn main() {
         "| partitions | event | GZIP NDJSON events/CPU-s | Parquet SNAPPY events/CPU-s | speed Parquet/GZIP | GZIP bytes out | Parquet bytes out | size Parquet/GZIP | objects |"
     );
     println!("|---|---|---|---|---|---|---|---|---|");
-    // `WEIR_BENCH_PARTITIONS=5000` runs one partition count (for profiling).
+    // `WEIR_BENCH_PARTITIONS=5000` runs one partition count, `WEIR_BENCH_EVENTS=flat`
+    // (or `nested`) one event shape, and `WEIR_BENCH_FORMAT=parquet` (or `gzip`) one
+    // format (for profiling).
     let only: Option<u64> = std::env::var("WEIR_BENCH_PARTITIONS").ok().and_then(|v| v.parse().ok());
+    let shape = std::env::var("WEIR_BENCH_EVENTS").ok();
+    let format = std::env::var("WEIR_BENCH_FORMAT").ok();
     for partitions in [42, 500, 5_000].into_iter().filter(|p| only.is_none_or(|o| o == *p)) {
-        for nested in [false, true] {
+        for nested in [false, true].into_iter().filter(|n| shape.as_deref().is_none_or(|s| (s == "nested") == *n)) {
             let (mut gzip, mut parquet): (Option<Run>, Option<Run>) = (None, None);
             for _ in 0..rounds {
                 for p in [false, true] {
+                    if format.as_deref().is_some_and(|f| (f == "parquet") != p) {
+                        continue;
+                    }
                     let run = rt.block_on(archive(n, partitions, nested, p));
                     let best = if p { &mut parquet } else { &mut gzip };
                     if best.as_ref().is_none_or(|b| run.seconds < b.seconds) {
@@ -159,7 +166,7 @@ fn main() {
                     }
                 }
             }
-            let (g, p) = (gzip.unwrap(), parquet.unwrap());
+            let (Some(g), Some(p)) = (gzip, parquet) else { continue };
             let (gr, pr) = (n as f64 / g.seconds, n as f64 / p.seconds);
             println!(
                 "| {partitions} | {} ({} B avg) | {gr:.0} | {pr:.0} | {:.2} | {} | {} | {:.3} | {} / {} |",
