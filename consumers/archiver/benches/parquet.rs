@@ -75,7 +75,11 @@ fn settings(parquet: bool) -> ArchiverSettings {
         s.file_extension = ".parquet".into();
         s.conversion = Some(Conversion {
             deserializer: Deserializer::default(),
-            parquet: ParquetOptions::default(),
+            // `WEIR_BENCH_DICTIONARY=1`: `EnableDictionaryCompression` (default false).
+            parquet: ParquetOptions {
+                dictionary: std::env::var("WEIR_BENCH_DICTIONARY").is_ok_and(|v| v == "1"),
+                ..ParquetOptions::default()
+            },
             table: Default::default(),
             columns: Some(
                 columns.iter().map(|(n, t)| Column { name: (*n).into(), ty: ColumnType::parse(t).unwrap() }).collect(),

@@ -670,8 +670,8 @@ mod tests {
 
     /// A flat table (columns of [`FLAT`]), a codec, and documents for it (each column
     /// absent, null or a value).
-    fn flat_case() -> impl proptest::strategy::Strategy<Value = (Vec<usize>, ParquetCompression, Vec<serde_json::Value>)>
-    {
+    fn flat_case()
+    -> impl proptest::strategy::Strategy<Value = (Vec<usize>, ParquetCompression, usize, Vec<serde_json::Value>)> {
         use proptest::prelude::*;
         let columns = proptest::sample::subsequence((0..FLAT.len()).collect::<Vec<_>>(), 1..=FLAT.len()).prop_shuffle();
         let codec = prop_oneof![
@@ -679,7 +679,9 @@ mod tests {
             Just(ParquetCompression::Gzip),
             Just(ParquetCompression::Uncompressed),
         ];
-        (columns, codec).prop_flat_map(|(columns, codec)| {
+        // Firehose's page size, and pages of a few values (several pages per column).
+        let page_size = prop_oneof![Just(1usize << 20), 0usize..300];
+        (columns, codec, page_size).prop_flat_map(|(columns, codec, page_size)| {
             let cells: Vec<_> = columns
                 .iter()
                 .map(|i| prop_oneof![1 => Just(None), 1 => Just(Some(serde_json::Value::Null)), 4 => flat_value(FLAT[*i].1).prop_map(Some)])
@@ -694,7 +696,7 @@ mod tests {
                 }
                 serde_json::Value::Object(o)
             });
-            (Just(columns), Just(codec), proptest::collection::vec(doc, 0..60))
+            (Just(columns), Just(codec), Just(page_size), proptest::collection::vec(doc, 0..60))
         })
     }
 
@@ -703,12 +705,12 @@ mod tests {
         /// the ones arrow-rs writes from the JSON: the same schema (physical, logical
         /// and converted types, repetition), rows, codec and statistics.
         #[test]
-        fn small_flat_files_read_as_arrow_rs_writes_them((columns, codec, docs) in flat_case()) {
+        fn small_flat_files_read_as_arrow_rs_writes_them((columns, codec, page_size, docs) in flat_case()) {
             let col = |(n, t): (&str, &str)| Column { name: n.into(), ty: ColumnType::parse(t).unwrap() };
             let f = ParquetFormat::new(
                 columns.iter().map(|i| col(FLAT[*i])).collect(),
                 Deserializer::default(),
-                ParquetOptions { compression: codec, ..ParquetOptions::default() },
+                ParquetOptions { compression: codec, page_size, ..ParquetOptions::default() },
             );
             let small = f.small.as_ref().expect("a flat table with Firehose's settings");
             let (mut json, mut converted) = (Vec::new(), Vec::new());

@@ -10,14 +10,13 @@
 //!
 //! **What it writes** is what [`ParquetFormat`](super::ParquetFormat) asks arrow-rs for
 //! with Firehose's defaults, for a table of flat columns (`string`, `binary`, the
-//! integers, `float`, `double`, `boolean`, `timestamp`, `date`): one row group, one
-//! version-1 data page per column, PLAIN values, definition levels in the RLE/bit-packed
+//! integers, `float`, `double`, `boolean`, `timestamp`, `date`): one row group,
+//! version-1 data pages (a new one once a page's values pass `PageSizeBytes`), PLAIN values, definition levels in the RLE/bit-packed
 //! hybrid, the codec asked for (SNAPPY, GZIP or none), chunk statistics (null count,
 //! min and max; byte arrays past 64 bytes truncated as arrow-rs truncates them), the
 //! same schema (names, physical, logical and converted types, every column optional)
 //! and type-defined column orders. Anything else (nested or decimal columns, dictionary
-//! pages, `WriterVersion` V2, ZSTD, a column past `PageSizeBytes`, more than
-//! [`MAX_ROWS`] rows) is left to arrow-rs: [`SmallFiles::new`] or
+//! pages, `WriterVersion` V2, ZSTD, more than [`MAX_ROWS`] rows) is left to arrow-rs: [`SmallFiles::new`] or
 //! [`SmallFiles::write`] answers `None`.
 //!
 //! **How it is checked**: a proptest writes random tables of every flat type, with
@@ -35,8 +34,8 @@ use super::compact_thrift::{Elements, Struct, binary, put_i32};
 use super::deserialize::{Cell, Column};
 use super::rowcode::CellRef;
 
-/// Files of more rows go to arrow-rs (one page per column keeps this writer simple,
-/// and past a few thousand rows arrow-rs's fixed cost no longer shows).
+/// Files of more rows go to arrow-rs (one row group keeps this writer simple, and past
+/// a few thousand rows arrow-rs's fixed cost no longer shows).
 pub const MAX_ROWS: usize = 4096;
 
 /// Statistics of byte arrays are truncated past this many bytes (arrow-rs's default).
@@ -171,7 +170,7 @@ impl SmallFiles {
 
     /// The file of `rows` rows whose cells are `cells`, row after row (as
     /// [`super::rowcode::Rows::next_row_borrowed`] reads them), or `None` when it is
-    /// one for arrow-rs (no rows, more than [`MAX_ROWS`], a page past `PageSizeBytes`).
+    /// one for arrow-rs (no rows, more than [`MAX_ROWS`]).
     /// `Err` when a cell does not fit its column (a bug: cells were read for it).
     pub fn write(&self, cells: &[CellRef<'_>], rows: usize) -> Result<Option<Vec<u8>>, CellMismatch> {
         let width = self.columns.len();
@@ -184,11 +183,8 @@ impl SmallFiles {
         let mut page = PageBuffers::default();
         for (i, plan) in self.columns.iter().enumerate() {
             let column = cells.iter().skip(i).step_by(width);
-            let stats = page.fill(plan, column, rows)?;
-            if page.values.len() > self.page_size {
-                return Ok(None);
-            }
-            let Some(chunk) = self.put_page(&mut out, &mut page, rows, stats) else { return Ok(None) };
+            let stats = page.fill(plan, column, rows, self.page_size)?;
+            let Some(chunk) = self.put_pages(&mut out, &mut page, stats) else { return Ok(None) };
             chunks.push(chunk);
         }
         let footer_at = out.len();
@@ -199,50 +195,55 @@ impl SmallFiles {
         Ok(Some(out))
     }
 
-    /// Writes one column's page (header and body) and says where it went; `None` if
-    /// the codec refused it (SNAPPY past 4 GiB, which the page size rules out).
-    fn put_page(&self, out: &mut Vec<u8>, page: &mut PageBuffers, rows: usize, stats: Stats) -> Option<Chunk> {
-        // The body: definition levels with their length, then the values.
-        let levels_len = u32::try_from(page.levels.len()).unwrap_or(u32::MAX);
-        page.body.clear();
-        page.body.extend_from_slice(&levels_len.to_le_bytes());
-        page.body.extend_from_slice(&page.levels);
-        page.body.extend_from_slice(&page.values);
-        let uncompressed = page.body.len();
-        page.compressed.clear();
-        let body: &[u8] = match self.compression {
-            ParquetCompression::Snappy => {
-                page.compressed.resize(snap::raw::max_compress_len(uncompressed), 0);
-                let n = snap::raw::Encoder::new().compress(&page.body, &mut page.compressed).ok()?;
-                page.compressed.truncate(n);
-                &page.compressed
+    /// Writes one column's pages (each a header and a body, cut where [`PageBuffers::fill`]
+    /// cut them) and says where they went; `None` if the codec refused one (SNAPPY past
+    /// 4 GiB, which the page size rules out).
+    fn put_pages(&self, out: &mut Vec<u8>, page: &mut PageBuffers, stats: Stats) -> Option<Chunk> {
+        let mut chunk = Chunk { offset: out.len() as i64, compressed: 0, uncompressed: 0, pages: 0, stats };
+        let (mut row, mut at) = (0, 0);
+        for &(row_end, values_end) in &page.cuts {
+            // The body: definition levels with their length, then the values.
+            put_levels(&mut page.levels, &page.valid[row..row_end]);
+            let levels_len = u32::try_from(page.levels.len()).unwrap_or(u32::MAX);
+            page.body.clear();
+            page.body.extend_from_slice(&levels_len.to_le_bytes());
+            page.body.extend_from_slice(&page.levels);
+            page.body.extend_from_slice(&page.values[at..values_end]);
+            let uncompressed = page.body.len();
+            page.compressed.clear();
+            let body: &[u8] = match self.compression {
+                ParquetCompression::Snappy => {
+                    page.compressed.resize(snap::raw::max_compress_len(uncompressed), 0);
+                    let n = snap::raw::Encoder::new().compress(&page.body, &mut page.compressed).ok()?;
+                    page.compressed.truncate(n);
+                    &page.compressed
+                }
+                ParquetCompression::Gzip => {
+                    let mut gz = flate2::write::GzEncoder::new(&mut page.compressed, flate2::Compression::new(6));
+                    // Writes into a Vec do not fail.
+                    let _ = gz.write_all(&page.body);
+                    let _ = gz.finish();
+                    &page.compressed
+                }
+                ParquetCompression::Uncompressed | ParquetCompression::Zstd => &page.body,
+            };
+            let offset = out.len();
+            {
+                let mut header = Struct::new(out);
+                header.i32(1, format::DATA_PAGE).i32(2, len_i32(uncompressed)).i32(3, len_i32(body.len()));
+                header.struct_field(5, |h| {
+                    h.i32(1, len_i32(row_end - row)).i32(2, format::PLAIN).i32(3, format::RLE).i32(4, format::RLE);
+                });
+                header.end();
             }
-            ParquetCompression::Gzip => {
-                let mut gz = flate2::write::GzEncoder::new(&mut page.compressed, flate2::Compression::new(6));
-                // Writes into a Vec do not fail.
-                let _ = gz.write_all(&page.body);
-                let _ = gz.finish();
-                &page.compressed
-            }
-            ParquetCompression::Uncompressed | ParquetCompression::Zstd => &page.body,
-        };
-        let offset = out.len();
-        {
-            let mut header = Struct::new(out);
-            header.i32(1, format::DATA_PAGE).i32(2, len_i32(uncompressed)).i32(3, len_i32(body.len()));
-            header.struct_field(5, |h| {
-                h.i32(1, len_i32(rows)).i32(2, format::PLAIN).i32(3, format::RLE).i32(4, format::RLE);
-            });
-            header.end();
+            let header_len = out.len() - offset;
+            out.extend_from_slice(body);
+            chunk.compressed += (header_len + body.len()) as i64;
+            chunk.uncompressed += (header_len + uncompressed) as i64;
+            chunk.pages += 1;
+            (row, at) = (row_end, values_end);
         }
-        let header_len = out.len() - offset;
-        out.extend_from_slice(body);
-        Some(Chunk {
-            offset: offset as i64,
-            compressed: (header_len + body.len()) as i64,
-            uncompressed: (header_len + uncompressed) as i64,
-            stats,
-        })
+        Some(chunk)
     }
 
     fn put_footer(&self, out: &mut Vec<u8>, chunks: &[Chunk], rows: usize) {
@@ -313,7 +314,7 @@ impl SmallFiles {
         });
         m.list(13, Elements::Struct, 1, |o| {
             let mut e = Struct::new(o);
-            e.i32(1, format::DATA_PAGE).i32(2, format::PLAIN).i32(3, 1);
+            e.i32(1, format::DATA_PAGE).i32(2, format::PLAIN).i32(3, chunk.pages);
             e.end();
         });
     }
@@ -383,6 +384,7 @@ struct Chunk {
     offset: i64,
     compressed: i64,
     uncompressed: i64,
+    pages: i32,
     stats: Stats,
 }
 
@@ -396,33 +398,47 @@ struct Stats {
     max: Option<(Vec<u8>, bool)>,
 }
 
-/// A page's parts, reused from column to column.
+/// A column's pages, reused from column to column.
 #[derive(Default)]
 struct PageBuffers {
-    levels: Vec<u8>,
+    /// Every row's definition: not null.
+    valid: Vec<bool>,
+    /// Every value, PLAIN.
     values: Vec<u8>,
+    /// Where pages end: (rows, value bytes) before the end, the last at the column's.
+    cuts: Vec<(usize, usize)>,
+    levels: Vec<u8>,
     body: Vec<u8>,
     compressed: Vec<u8>,
-    valid: Vec<bool>,
 }
 
 impl PageBuffers {
-    /// Encodes one column's cells into levels and values; its statistics.
+    /// Encodes one column's cells into definitions and values, cut into pages once
+    /// their values pass `page_size` (booleans, at most [`MAX_ROWS`] bits, never are);
+    /// its statistics.
     fn fill<'c, 'a: 'c>(
         &mut self,
         plan: &Plan,
         cells: impl Iterator<Item = &'c CellRef<'a>>,
         rows: usize,
+        page_size: usize,
     ) -> Result<Stats, CellMismatch> {
         let wrong = || CellMismatch { column: plan.name.clone(), ty: plan.ty.clone() };
         self.values.clear();
         self.valid.clear();
+        self.cuts.clear();
+        let mut page_start = 0;
         let mut stats = Stats::default();
         let (mut bytes_min, mut bytes_max): (Option<&[u8]>, Option<&[u8]>) = (None, None);
         let (mut int_min, mut int_max) = (i64::MAX, i64::MIN);
         let (mut f_min, mut f_max): (Option<f64>, Option<f64>) = (None, None);
         let mut bits = BitWriter::default();
         for cell in cells {
+            let page_rows = self.valid.len() - self.cuts.last().map_or(0, |c| c.0);
+            if self.values.len() - page_start >= page_size && page_rows > 0 && plan.kind != Kind::Bool {
+                self.cuts.push((self.valid.len(), self.values.len()));
+                page_start = self.values.len();
+            }
             let is_null = matches!(cell, CellRef::Other(Cell::Null));
             self.valid.push(!is_null);
             if is_null {
@@ -478,7 +494,7 @@ impl PageBuffers {
             return Err(wrong());
         }
         bits.finish(&mut self.values);
-        put_levels(&mut self.levels, &self.valid);
+        self.cuts.push((rows, self.values.len()));
         let exact = |v: Vec<u8>| Some((v, true));
         match plan.kind {
             Kind::Utf8 | Kind::Bytes => {
