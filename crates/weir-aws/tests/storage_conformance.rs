@@ -103,8 +103,8 @@ async fn leases_spread_over_hash_keys_and_older_namespaces_keep_theirs() {
     }
     let keys = lease_hash_keys(&client, &name).await;
     assert!(keys.keys().all(|pk| pk.starts_with("new#leases-")), "{keys:?}");
-    assert!(keys.len() >= 30, "200 leases over 32 hash keys: {} used", keys.len());
-    assert!(keys.values().all(|n| *n <= 20), "none much above 200 / 32: {keys:?}");
+    assert!(keys.len() >= 56, "200 leases over 64 hash keys: {} used", keys.len());
+    assert!(keys.values().all(|n| *n <= 12), "none much above 200 / 64: {keys:?}");
     let listed = new.list().await.unwrap();
     assert_eq!(listed.len(), 200, "a listing reads every partition");
     assert_eq!(new.lease_parts(), LEASE_PARTITIONS, "a part per hash key");
@@ -126,7 +126,7 @@ async fn leases_spread_over_hash_keys_and_older_namespaces_keep_theirs() {
         .send()
         .await
         .unwrap();
-    assert_eq!(meta.item().unwrap()["buckets"].as_n().unwrap(), "32");
+    assert_eq!(*meta.item().unwrap()["buckets"].as_n().unwrap(), LEASE_PARTITIONS.to_string());
     assert_eq!(meta.item().unwrap()["worker_buckets"].as_n().unwrap(), "8");
 
     // Written by a weir that kept every lease under the namespace: items as it wrote them.
@@ -171,8 +171,20 @@ async fn leases_spread_over_hash_keys_and_older_namespaces_keep_theirs() {
         .send()
         .await
         .unwrap();
+    // A lease where a weir that spread leases over 32 keys put it.
+    let spread = "shardId-000000000011";
+    let old_key = format!("two#leases-{}", weir_core::ports::lease_partition(spread, 32));
+    put(&old_key, &format!("lease#{spread}"))
+        .item("counter", AttributeValue::N("0".into()))
+        .item("ended", AttributeValue::Bool(false))
+        .item("lease", AttributeValue::S(serde_json::to_string(&lease(spread).into_lease()).unwrap()))
+        .send()
+        .await
+        .unwrap();
     let two = DynamoDbLeaseTable::open(client.clone(), &name, "two", false).await.unwrap();
-    assert_eq!((two.partitions(), two.worker_partitions()), (LEASE_PARTITIONS, 0));
+    assert_eq!((two.partitions(), two.worker_partitions()), (32, 0), "the count its record names");
+    assert_eq!(two.list().await.unwrap().len(), 1, "its lease is found");
+    assert!(two.get(&ShardId::new(spread)).await.unwrap().is_some(), "and read by key");
     assert_eq!(two.list_workers().await.unwrap().len(), 1, "a format-2 record is found");
     two.heartbeat(&WorkerId::new("w-new"), "b", WorkerLoad::default()).await.unwrap();
     let stored = two.namespace_meta().await.unwrap();

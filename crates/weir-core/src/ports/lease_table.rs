@@ -37,11 +37,14 @@ pub fn lease_item_bytes(lease: &Lease) -> usize {
     json + 2 * lease.key.as_str().len() + owner + handoff + 320
 }
 
-/// The hash keys a DynamoDB lease table spreads a new namespace's leases over: 32,000
-/// write units a second at DynamoDB's limit per hash key value (10,000 shards
-/// checkpointing every second use a third). Stored in the namespace record, so a
-/// namespace keeps the count it was created with.
-pub const LEASE_PARTITIONS: u32 = 32;
+/// The hash keys a DynamoDB lease table spreads a new namespace's leases over: 64,000
+/// write units a second at DynamoDB's limit per hash key value. 10,000 shards
+/// checkpointing every second use a sixth; when all of them split at once (a reshard
+/// ×2: each parent's end, and two children created) the busiest key asked 939 of its
+/// 1,000 units in one second over 32 keys and 486 over 64 (`weir-fleetsim`). Stored
+/// in the namespace record, so a namespace keeps the count it was created with (32
+/// for those created before).
+pub const LEASE_PARTITIONS: u32 = 64;
 
 /// The partition (of `partitions`) a store that spreads leases puts lease `shard` in:
 /// FNV-1a (64 bits) of the shard id, modulo `partitions` (part of the stored layout:
