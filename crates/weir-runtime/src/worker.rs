@@ -138,8 +138,9 @@ impl Worker {
         let me = self.config.worker_id.clone();
         let instance = format!("{:032x}", crate::jitter::bits128());
         let registered = tokio::select! {
-            registered = register(self.table.as_ref(), &me, &instance, self.config.failover) => registered?,
+            biased;
             _ = shutdown.cancelled() => return Ok(()),
+            registered = register(self.table.as_ref(), &me, &instance, self.config.failover) => registered?,
         };
         let liveness = Arc::new(Liveness::new(registered, self.config.failover.mul_f64(0.9)));
         let active = Arc::new(AtomicU32::new(0));
@@ -433,14 +434,11 @@ async fn renew_loop(
     let mut tick = tokio::time::interval(every / 3);
     let fresh = every * 5 / 6;
     loop {
+        // In this order, so that one seed gives one run (`jitter`): stop, renewals, then
+        // a heartbeat for a changed held set.
         tokio::select! {
             biased;
             _ = stop.cancelled() => return,
-            _ = heartbeat.held_changed.notified() => {
-                let held = held.lock().unwrap_or_else(|p| p.into_inner()).len();
-                let beat = heartbeat.beat(held, every).await;
-                stats.heartbeat(beat.map_or(Ok(()), Err));
-            }
             _ = tick.tick() => {
                 let leases: Vec<Arc<HeldLease>> = held.lock().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
                 let beat = async {
@@ -474,6 +472,13 @@ async fn renew_loop(
                     }
                 }
                 stats.renewals(writes);
+            }
+            // After the renewals: a held set changing during every beat (shard tasks
+            // ending by the thousand) must not keep leases from being renewed.
+            _ = heartbeat.held_changed.notified() => {
+                let held = held.lock().unwrap_or_else(|p| p.into_inner()).len();
+                let beat = heartbeat.beat(held, every).await;
+                stats.heartbeat(beat.map_or(Ok(()), Err));
             }
         }
     }

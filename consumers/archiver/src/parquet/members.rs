@@ -23,7 +23,7 @@ pub(super) fn rows(reader: &RowReader, record: &[u8]) -> Result<Vec<Vec<Cell>>, 
     for members in serde_json::Deserializer::from_slice(record).into_iter::<Members<'_>>() {
         match members {
             // A number past f64's range is valid JSON the specification's parser refuses.
-            Ok(m) if m.0.iter().all(|(_, v)| numbers_in_range(v.get())) => {
+            Ok(m) if m.0.iter().all(|(_, v)| reads_as_a_value(v.get())) => {
                 let mut cells = Vec::with_capacity(reader.columns().len());
                 rows.push(row(reader, &m.0, &mut cells).map(|()| cells.into_iter().map(CellRef::into_owned).collect()));
             }
@@ -49,7 +49,7 @@ pub(super) fn put_rows(reader: &RowReader, record: &[u8], out: &mut Vec<u8>) -> 
     let mut cells = Vec::with_capacity(reader.columns().len());
     for members in serde_json::Deserializer::from_slice(record).into_iter::<Members<'_>>() {
         let fits = match &members {
-            Ok(m) => m.0.iter().all(|(_, v)| numbers_in_range(v.get())) && row(reader, &m.0, &mut cells).is_ok(),
+            Ok(m) => m.0.iter().all(|(_, v)| reads_as_a_value(v.get())) && row(reader, &m.0, &mut cells).is_ok(),
             Err(_) => false,
         };
         if !fits {
@@ -310,22 +310,54 @@ fn find<'a>(reader: &RowReader, members: &[(Cow<'_, str>, &'a RawValue)], folded
     best.map(|(_, v)| v)
 }
 
-/// Whether every number in `json` (valid JSON text) is one `serde_json` reads into a
-/// `Value`: none whose magnitude passes `f64::MAX` (`1e400`, or an integer of 400
-/// digits), which it refuses as "number out of range". Strings are skipped unread.
-fn numbers_in_range(json: &str) -> bool {
+/// Whether `json` (a member's valid JSON text) reads into a `Value` as it reads here:
+/// every number one `serde_json` reads (none whose magnitude passes `f64::MAX`, `1e400`
+/// or an integer of 400 digits, which it refuses as "number out of range"), no nesting
+/// near its recursion limit (128 levels, the document's own included), and no `\u`
+/// escape of a surrogate (a lone one it refuses; skipping a value, as a member is
+/// read here, checks neither). `false` sends the record to the specification, which
+/// decides: the rows and errors are then its own whatever this answers.
+fn reads_as_a_value(json: &str) -> bool {
+    /// Levels a member may nest before the record is left to the specification (below
+    /// serde_json's 128 with room for the document's own).
+    const DEEP: usize = 100;
     let bytes = json.as_bytes();
-    if bytes.first() == Some(&b'"') {
+    if bytes.first() == Some(&b'"') && !bytes.contains(&b'\\') {
         return true;
     }
+    let mut depth = 0usize;
     let mut i = 0;
     while i < bytes.len() {
         match bytes[i] {
             b'"' => {
                 i += 1;
                 while i < bytes.len() && bytes[i] != b'"' {
-                    i += if bytes[i] == b'\\' { 2 } else { 1 };
+                    if bytes[i] == b'\\' {
+                        // `\uD800`-`\uDFFF`: a surrogate, paired or not.
+                        let escape = bytes.get(i + 1..i + 4);
+                        if escape.is_some_and(|e| {
+                            e[0] == b'u'
+                                && e[1].eq_ignore_ascii_case(&b'd')
+                                && matches!(e[2].to_ascii_lowercase(), b'8'..=b'9' | b'a'..=b'f')
+                        }) {
+                            return false;
+                        }
+                        i += 2;
+                    } else {
+                        i += 1;
+                    }
                 }
+                i += 1;
+            }
+            b'[' | b'{' => {
+                depth += 1;
+                if depth >= DEEP {
+                    return false;
+                }
+                i += 1;
+            }
+            b']' | b'}' => {
+                depth = depth.saturating_sub(1);
                 i += 1;
             }
             b'-' | b'0'..=b'9' => {
@@ -422,6 +454,12 @@ mod tests {
         )
     }
 
+    /// A value nested past serde_json's recursion limit.
+    fn deep_value() -> &'static str {
+        static DEEP: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+        DEEP.get_or_init(|| format!("{}{}", "[".repeat(130), "]".repeat(130)))
+    }
+
     fn member() -> impl Strategy<Value = String> {
         let key = prop_oneof![
             Just("tenantId"),
@@ -475,6 +513,10 @@ mod tests {
             Just("\"a\\u00e9\\n\\\"b\""),
             Just("\"\\u0041\\\\\\/\""),
             Just("\"\""),
+            Just("\"\\ud800\""),
+            Just("\"a\\uDBFF\\uDFFFb\""),
+            Just("\"\\ud83d\\ude00\""),
+            Just(deep_value()),
             Just("{ \"b\" : [1.50, -0, 1e3, \"\\u0041\\t\"], \"a\":{\"z\":null,\"y\":true},\"b\":2 }"),
             Just("[ {\"\\u0062\":1, \"a\":\"x\u{7f}\u{e9}\"} , [] , {} ]"),
         ];

@@ -626,14 +626,13 @@ fn char_boundary(m: &[u8], len: usize) -> usize {
     cut
 }
 
-/// The smallest string above every string that starts with `s` and is no longer:
-/// its last character that can be incremented without changing its UTF-8 length is,
-/// and what follows it is dropped.
+/// The smallest string above every string that starts with `s` and is no longer, as
+/// arrow-rs makes it: the last character whose successor is a character of the same
+/// UTF-8 length is replaced by it, and what follows it is dropped.
 fn increment_utf8(s: &str) -> Option<Vec<u8>> {
     for (at, c) in s.char_indices().rev() {
-        // The next scalar value (surrogates are not: `from_u32` skips them).
-        let next = (u32::from(c) + 1..=u32::from(char::MAX)).find_map(char::from_u32);
-        if let Some(n) = next.filter(|n| n.len_utf8() == c.len_utf8()) {
+        // U+D7FF has no successor here (U+D800 is a surrogate), as in arrow-rs.
+        if let Some(n) = char::from_u32(u32::from(c) + 1).filter(|n| n.len_utf8() == c.len_utf8()) {
             let mut out = s.as_bytes()[..at].to_vec();
             out.extend_from_slice(n.encode_utf8(&mut [0u8; 4]).as_bytes());
             return Some(out);
