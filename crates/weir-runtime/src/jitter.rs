@@ -26,7 +26,7 @@ pub(crate) fn fraction() -> f64 {
 }
 
 /// A uniform value in `[0, n)`; 0 when `n` is 0.
-pub(crate) fn below(n: u64) -> u64 {
+pub(crate) fn below(n: u32) -> u32 {
     if n == 0 { 0 } else { RNG.with(|r| r.borrow_mut().random_range(0..n)) }
 }
 

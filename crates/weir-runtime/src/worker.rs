@@ -199,7 +199,7 @@ impl Worker {
             // The first full reading comes within FULL_LISTING_EVERY cycles: workers
             // started together (a scale-out, a deploy) do not all read every lease at
             // once; what they need, they find in samples.
-            cycles_since_listing: u32::try_from(crate::jitter::below(u64::from(FULL_LISTING_EVERY))).unwrap_or(0),
+            cycles_since_listing: crate::jitter::below(FULL_LISTING_EVERY),
             synced_once: false,
             table: self.table.clone(),
             catalog: self.catalog.clone(),
@@ -748,8 +748,7 @@ impl Coordinator {
             };
             // The next full reading comes after FULL_LISTING_EVERY / 2 to
             // FULL_LISTING_EVERY cycles, so that workers started together spread theirs.
-            self.cycles_since_listing =
-                u32::try_from(crate::jitter::below(u64::from(FULL_LISTING_EVERY / 2))).unwrap_or(0);
+            self.cycles_since_listing = crate::jitter::below(FULL_LISTING_EVERY / 2);
             // Leases of streams this fleet does not read (any more) are left alone.
             let leases: Vec<weir_core::Lease> = leases.into_iter().filter(|l| self.catalog.covers(&l.key)).collect();
             self.seen.observe_leases(&leases, now);

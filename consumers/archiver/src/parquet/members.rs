@@ -23,7 +23,7 @@ pub(super) fn rows(reader: &RowReader, record: &[u8]) -> Result<Vec<Vec<Cell>>, 
     for members in serde_json::Deserializer::from_slice(record).into_iter::<Members<'_>>() {
         match members {
             // A number past f64's range is valid JSON the specification's parser refuses.
-            Ok(m) if m.0.iter().all(|(_, v)| reads_as_a_value(v.get())) => {
+            Ok(m) if m.reads_as_values() => {
                 let mut cells = Vec::with_capacity(reader.columns().len());
                 rows.push(row(reader, &m.0, &mut cells).map(|()| cells.into_iter().map(CellRef::into_owned).collect()));
             }
@@ -48,30 +48,21 @@ pub(super) fn put_rows(reader: &RowReader, record: &[u8], out: &mut Vec<u8>) -> 
     let mut n = 0;
     let mut cells = Vec::with_capacity(reader.columns().len());
     for members in serde_json::Deserializer::from_slice(record).into_iter::<Members<'_>>() {
-        let fits = match &members {
-            Ok(m) => m.0.iter().all(|(_, v)| reads_as_a_value(v.get())) && row(reader, &m.0, &mut cells).is_ok(),
-            Err(_) => false,
-        };
-        if !fits {
-            out.truncate(start);
-            return match rows(reader, record) {
-                Ok(rows) => {
-                    rows.iter().for_each(|r| rowcode::put_row(r, out));
-                    Ok(rows.len())
-                }
-                Err(e) => Err(e),
-            };
+        if !members.is_ok_and(|m| m.reads_as_values() && row(reader, &m.0, &mut cells).is_ok()) {
+            n = 0;
+            break;
         }
         rowcode::put_row_refs(&cells, out);
         n += 1;
     }
-    if n == 0 {
-        return rows(reader, record).map(|rows| {
-            rows.iter().for_each(|r| rowcode::put_row(r, out));
-            rows.len()
-        });
+    if n > 0 {
+        return Ok(n);
     }
-    Ok(n)
+    // Not read here (or no document): the rows and error of `rows`.
+    out.truncate(start);
+    let rows = rows(reader, record)?;
+    rows.iter().for_each(|r| rowcode::put_row(r, out));
+    Ok(rows.len())
 }
 
 /// Fills `cells` with the row of one document's `members`.
@@ -381,6 +372,14 @@ fn reads_as_a_value(json: &str) -> bool {
 
 /// A JSON object's members, keys borrowed where they have no escapes.
 struct Members<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
+
+impl Members<'_> {
+    /// Whether every member reads here as the specification reads it
+    /// ([`reads_as_a_value`]).
+    fn reads_as_values(&self) -> bool {
+        self.0.iter().all(|(_, v)| reads_as_a_value(v.get()))
+    }
+}
 
 impl<'de> Deserialize<'de> for Members<'de> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {

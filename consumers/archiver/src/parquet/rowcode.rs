@@ -275,13 +275,7 @@ mod tests {
         let mut rows = Rows::new(&bytes, row.len());
         let mut cells = Vec::new();
         assert_eq!(rows.next_row_borrowed(&mut cells), Some(Ok(())));
-        let owned: Vec<Cell> = cells
-            .into_iter()
-            .map(|c| match c {
-                CellRef::Str(s) => Cell::Str(s.to_owned()),
-                CellRef::Other(c) => c,
-            })
-            .collect();
+        let owned: Vec<Cell> = cells.into_iter().map(CellRef::into_owned).collect();
         assert_eq!(owned, row);
     }
 

@@ -427,17 +427,16 @@ impl PageBuffers {
         self.values.clear();
         self.valid.clear();
         self.cuts.clear();
-        let mut page_start = 0;
         let mut stats = Stats::default();
-        let (mut bytes_min, mut bytes_max): (Option<&[u8]>, Option<&[u8]>) = (None, None);
-        let (mut int_min, mut int_max) = (i64::MAX, i64::MIN);
+        // Bounds of the values so far (byte arrays and integers; floats below).
+        let mut bytes: Option<(&[u8], &[u8])> = None;
+        let mut ints: Option<(i64, i64)> = None;
         let (mut f_min, mut f_max): (Option<f64>, Option<f64>) = (None, None);
         let mut bits = BitWriter::default();
         for cell in cells {
-            let page_rows = self.valid.len() - self.cuts.last().map_or(0, |c| c.0);
-            if self.values.len() - page_start >= page_size && page_rows > 0 && plan.kind != Kind::Bool {
+            let (page_row, page_at) = self.cuts.last().copied().unwrap_or((0, 0));
+            if self.values.len() - page_at >= page_size && self.valid.len() > page_row && plan.kind != Kind::Bool {
                 self.cuts.push((self.valid.len(), self.values.len()));
-                page_start = self.values.len();
             }
             let is_null = matches!(cell, CellRef::Other(Cell::Null));
             self.valid.push(!is_null);
@@ -446,35 +445,23 @@ impl PageBuffers {
                 continue;
             }
             match (plan.kind, cell) {
-                (Kind::Utf8, CellRef::Str(s)) => {
-                    put_bytes(&mut self.values, s.as_bytes());
-                    bytes_min = Some(bytes_min.map_or(s.as_bytes(), |m| m.min(s.as_bytes())));
-                    bytes_max = Some(bytes_max.map_or(s.as_bytes(), |m| m.max(s.as_bytes())));
-                }
-                (Kind::Bytes, CellRef::Other(Cell::Bytes(b))) => {
-                    put_bytes(&mut self.values, b);
-                    bytes_min = Some(bytes_min.map_or(b.as_slice(), |m| m.min(b.as_slice())));
-                    bytes_max = Some(bytes_max.map_or(b.as_slice(), |m| m.max(b.as_slice())));
-                }
+                (Kind::Utf8, CellRef::Str(s)) => put_byte_array(&mut self.values, s.as_bytes(), &mut bytes),
+                (Kind::Bytes, CellRef::Other(Cell::Bytes(b))) => put_byte_array(&mut self.values, b, &mut bytes),
                 (Kind::Bool, CellRef::Other(Cell::Bool(b))) => {
                     bits.push(&mut self.values, *b);
-                    int_min = int_min.min(i64::from(*b));
-                    int_max = int_max.max(i64::from(*b));
+                    widen(&mut ints, i64::from(*b));
                 }
                 (Kind::Int32 { min, max }, CellRef::Other(Cell::Int(v))) if (min..=max).contains(v) => {
                     self.values.extend_from_slice(&(*v as i32).to_le_bytes());
-                    int_min = int_min.min(*v);
-                    int_max = int_max.max(*v);
+                    widen(&mut ints, *v);
                 }
                 (Kind::Days, CellRef::Other(Cell::Days(v))) => {
                     self.values.extend_from_slice(&v.to_le_bytes());
-                    int_min = int_min.min(i64::from(*v));
-                    int_max = int_max.max(i64::from(*v));
+                    widen(&mut ints, i64::from(*v));
                 }
                 (Kind::Int64, CellRef::Other(Cell::Int(v))) | (Kind::Micros, CellRef::Other(Cell::Micros(v))) => {
                     self.values.extend_from_slice(&v.to_le_bytes());
-                    int_min = int_min.min(*v);
-                    int_max = int_max.max(*v);
+                    widen(&mut ints, *v);
                 }
                 (Kind::Float, CellRef::Other(Cell::Float(v))) => {
                     let v = *v as f32;
@@ -499,19 +486,20 @@ impl PageBuffers {
         match plan.kind {
             Kind::Utf8 | Kind::Bytes => {
                 let utf8 = plan.kind == Kind::Utf8;
-                stats.min = bytes_min.map(|m| truncate_min(m, utf8));
-                stats.max = bytes_max.map(|m| truncate_max(m, utf8));
+                stats.min = bytes.map(|(min, _)| truncate_min(min, utf8));
+                stats.max = bytes.map(|(_, max)| truncate_max(max, utf8));
             }
-            Kind::Bool if int_min <= int_max => {
-                (stats.min, stats.max) = (exact(vec![int_min as u8]), exact(vec![int_max as u8]));
+            Kind::Bool => {
+                stats.min = ints.and_then(|(min, _)| exact(vec![min as u8]));
+                stats.max = ints.and_then(|(_, max)| exact(vec![max as u8]));
             }
-            Kind::Int32 { .. } | Kind::Days if int_min <= int_max => {
-                stats.min = exact((int_min as i32).to_le_bytes().to_vec());
-                stats.max = exact((int_max as i32).to_le_bytes().to_vec());
+            Kind::Int32 { .. } | Kind::Days => {
+                stats.min = ints.and_then(|(min, _)| exact((min as i32).to_le_bytes().to_vec()));
+                stats.max = ints.and_then(|(_, max)| exact((max as i32).to_le_bytes().to_vec()));
             }
-            Kind::Int64 | Kind::Micros if int_min <= int_max => {
-                stats.min = exact(int_min.to_le_bytes().to_vec());
-                stats.max = exact(int_max.to_le_bytes().to_vec());
+            Kind::Int64 | Kind::Micros => {
+                stats.min = ints.and_then(|(min, _)| exact(min.to_le_bytes().to_vec()));
+                stats.max = ints.and_then(|(_, max)| exact(max.to_le_bytes().to_vec()));
             }
             Kind::Float => {
                 stats.min = f_min.and_then(|v| exact((v as f32).to_le_bytes().to_vec()));
@@ -521,7 +509,6 @@ impl PageBuffers {
                 stats.min = f_min.and_then(|v| exact(v.to_le_bytes().to_vec()));
                 stats.max = f_max.and_then(|v| exact(v.to_le_bytes().to_vec()));
             }
-            _ => {}
         }
         Ok(stats)
     }
@@ -542,10 +529,17 @@ fn total_order_bounds(v: f64, min: &mut Option<f64>, max: &mut Option<f64>) {
     }
 }
 
-/// A PLAIN byte array: its length (4 bytes, little-endian) and bytes.
-fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+/// A PLAIN byte array (its length, 4 bytes little-endian, and bytes), and the column's
+/// bounds in unsigned byte order widened to it.
+fn put_byte_array<'b>(out: &mut Vec<u8>, b: &'b [u8], bounds: &mut Option<(&'b [u8], &'b [u8])>) {
     out.extend_from_slice(&u32::try_from(b.len()).unwrap_or(u32::MAX).to_le_bytes());
     out.extend_from_slice(b);
+    *bounds = Some(bounds.map_or((b, b), |(min, max)| (min.min(b), max.max(b))));
+}
+
+/// `bounds` widened to `v`.
+fn widen(bounds: &mut Option<(i64, i64)>, v: i64) {
+    *bounds = Some(bounds.map_or((v, v), |(min, max)| (min.min(v), max.max(v))));
 }
 
 /// Definition levels (bit width 1) in the RLE/bit-packed hybrid: one RLE run when every
