@@ -112,7 +112,6 @@ pub mod fuzzing;
 mod hashing;
 pub mod metrics;
 mod options;
-pub mod parquet;
 mod pipeline;
 mod preview;
 
@@ -127,3 +126,6 @@ pub use pipeline::transform::{
     Failure, MCP_NORMALIZE_FAILED, McpNormalize, Outcome, Part, RecordTransform, Transformer, mcp_normalize_columns,
 };
 pub use preview::Preview;
+/// Record format conversion to Parquet, a crate of its own (shared with the Iceberg
+/// destination).
+pub use weir_parquet as parquet;

@@ -117,11 +117,6 @@ impl Kind {
     fn legacy_min_max(self) -> bool {
         matches!(self, Kind::Int32 { .. } | Kind::Int64 | Kind::Micros | Kind::Days)
     }
-
-    /// Floating point: IEEE 754 total order for statistics, and a NaN count.
-    fn floating(self) -> bool {
-        matches!(self, Kind::Float | Kind::Double)
-    }
 }
 
 /// One column of the table.
@@ -276,11 +271,11 @@ impl SmallFiles {
             group.end();
         });
         meta.binary(6, self.created_by.as_bytes());
-        // ColumnOrder, a union: TYPE_ORDER 1, IEEE_754_TOTAL_ORDER 2 (floating point).
+        // ColumnOrder, a union: TYPE_ORDER 1 for every column, as arrow-rs 58 writes.
         meta.list(7, Elements::Struct, self.columns.len(), |o| {
-            for plan in &self.columns {
+            for _ in &self.columns {
                 let mut order = Struct::new(o);
-                order.struct_field(if plan.kind.floating() { 2 } else { 1 }, |_| {});
+                order.struct_field(1, |_| {});
                 order.end();
             }
         });
@@ -306,10 +301,6 @@ impl SmallFiles {
             s.i64(3, st.nulls as i64);
             if let (Some((min, min_exact)), Some((max, max_exact))) = (&st.min, &st.max) {
                 s.binary(5, max).binary(6, min).bool(7, *max_exact).bool(8, *min_exact);
-            }
-            // As arrow-rs: a NaN count once a value was written.
-            if plan.kind.floating() && st.nulls < rows as u64 {
-                s.i64(9, st.nans as i64);
             }
         });
         m.list(13, Elements::Struct, 1, |o| {
@@ -393,7 +384,6 @@ struct Chunk {
 #[derive(Default)]
 struct Stats {
     nulls: u64,
-    nans: u64,
     min: Option<(Vec<u8>, bool)>,
     max: Option<(Vec<u8>, bool)>,
 }
@@ -466,13 +456,11 @@ impl PageBuffers {
                 (Kind::Float, CellRef::Other(Cell::Float(v))) => {
                     let v = *v as f32;
                     self.values.extend_from_slice(&v.to_le_bytes());
-                    stats.nans += u64::from(v.is_nan());
-                    total_order_bounds(f64::from(v), &mut f_min, &mut f_max);
+                    float_bounds(f64::from(v), &mut f_min, &mut f_max);
                 }
                 (Kind::Double, CellRef::Other(Cell::Float(v))) => {
                     self.values.extend_from_slice(&v.to_le_bytes());
-                    stats.nans += u64::from(v.is_nan());
-                    total_order_bounds(*v, &mut f_min, &mut f_max);
+                    float_bounds(*v, &mut f_min, &mut f_max);
                 }
                 _ => return Err(wrong()),
             }
@@ -502,31 +490,37 @@ impl PageBuffers {
                 stats.max = ints.and_then(|(_, max)| exact(max.to_le_bytes().to_vec()));
             }
             Kind::Float => {
-                stats.min = f_min.and_then(|v| exact((v as f32).to_le_bytes().to_vec()));
-                stats.max = f_max.and_then(|v| exact((v as f32).to_le_bytes().to_vec()));
+                stats.min = f_min.and_then(|v| exact((zero_signed(v, -0.0) as f32).to_le_bytes().to_vec()));
+                stats.max = f_max.and_then(|v| exact((zero_signed(v, 0.0) as f32).to_le_bytes().to_vec()));
             }
             Kind::Double => {
-                stats.min = f_min.and_then(|v| exact(v.to_le_bytes().to_vec()));
-                stats.max = f_max.and_then(|v| exact(v.to_le_bytes().to_vec()));
+                stats.min = f_min.and_then(|v| exact(zero_signed(v, -0.0).to_le_bytes().to_vec()));
+                stats.max = f_max.and_then(|v| exact(zero_signed(v, 0.0).to_le_bytes().to_vec()));
             }
         }
         Ok(stats)
     }
 }
 
-/// Bounds in IEEE 754 total order (-0.0 below +0.0), NaN only when every value is.
-fn total_order_bounds(v: f64, min: &mut Option<f64>, max: &mut Option<f64>) {
-    let replaces = |cur: f64, below: bool| match (cur.is_nan(), v.is_nan()) {
-        (false, true) => false,
-        (true, false) => true,
-        _ => (v.total_cmp(&cur) == std::cmp::Ordering::Less) == below && v.total_cmp(&cur).is_ne(),
-    };
-    if min.is_none_or(|m| replaces(m, true)) {
+/// Bounds as arrow-rs 58 computes them: NaN skipped (no bounds when every value is
+/// NaN), the first of equal values kept (`-0.0 == 0.0`). [`zero_signed`] then writes a
+/// zero min as -0.0 and a zero max as +0.0, as the Parquet specification asks.
+fn float_bounds(v: f64, min: &mut Option<f64>, max: &mut Option<f64>) {
+    if v.is_nan() {
+        return;
+    }
+    if min.is_none_or(|m| m > v) {
         *min = Some(v);
     }
-    if max.is_none_or(|m| replaces(m, false)) {
+    if max.is_none_or(|m| v > m) {
         *max = Some(v);
     }
+}
+
+/// A zero bound with the sign the specification gives it: `sign` (-0.0 for a min,
+/// +0.0 for a max); any other value as it is.
+fn zero_signed(v: f64, sign: f64) -> f64 {
+    if v == 0.0 { sign } else { v }
 }
 
 /// A PLAIN byte array (its length, 4 bytes little-endian, and bytes), and the column's

@@ -430,7 +430,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::parquet::{Column, ColumnType, Deserializer};
+    use crate::{Column, ColumnType, Deserializer};
 
     fn reader(case_insensitive: bool, dots: bool) -> RowReader {
         let col = |n: &str, t: &str| Column { name: n.into(), ty: ColumnType::parse(t).unwrap() };

@@ -560,9 +560,9 @@ mod tests {
             .collect();
         let want = [
             ("ts INT64", "is_adjusted_to_u_t_c: false, unit: MICROS"),
-            ("d9 INT32", "Decimal(DecimalType { scale: 2, precision: 9 })"),
-            ("d18 INT64", "Decimal(DecimalType { scale: 2, precision: 18 })"),
-            ("d38 FIXED_LEN_BYTE_ARRAY", "Decimal(DecimalType { scale: 2, precision: 38 })"),
+            ("d9 INT32", "scale: 2, precision: 9 }"),
+            ("d18 INT64", "scale: 2, precision: 18 }"),
+            ("d38 FIXED_LEN_BYTE_ARRAY", "scale: 2, precision: 38 }"),
             ("day INT32", "Date"),
             ("small INT32", "bit_width: 16, is_signed: true"),
             ("s BYTE_ARRAY", "String"),

@@ -283,7 +283,7 @@ pub fn decimal(unscaled: i128, scale: i8) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::parquet::{Column, ColumnType, Deserializer, ParquetFormat, ParquetOptions};
+    use crate::{Column, ColumnType, Deserializer, ParquetFormat, ParquetOptions};
 
     #[test]
     fn decimals_are_exact_text() {

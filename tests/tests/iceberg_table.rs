@@ -1,0 +1,273 @@
+//! weir's Iceberg writer on the embedded SQL catalog (SQLite file, local warehouse),
+//! read back by pyiceberg (its own SQL catalog over the same file, its own Parquet
+//! reader): every row compared field by field, each data file's rows against its
+//! partition values, the shards' positions in the snapshot summary; and two writers
+//! racing on the same shard through real compare-and-swap commits.
+#![allow(clippy::unwrap_used)] // a test: a failed expectation is a failed test
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use base64::Engine;
+use bytes::Bytes;
+use iceberg::spec::{
+    ListType, MapType, NestedField, PrimitiveType, Schema, StructType, Transform, Type, UnboundPartitionSpec,
+};
+use iceberg::{Catalog, NamespaceIdent, TableCreation, TableIdent};
+use rand::{Rng, SeedableRng};
+use serde_json::{Value, json};
+use weir_core::{ExtendedSequenceNumber, SequenceNumber, ShardId};
+use weir_iceberg::{ShardRecords, TableWriter};
+
+const READ: &str = r#"
+import base64, datetime, json, sys
+from decimal import Decimal
+from pyiceberg.catalog.sql import SqlCatalog
+import pyarrow.parquet as pq
+
+catalog = SqlCatalog("weir", uri="sqlite:///" + sys.argv[1], warehouse="file://" + sys.argv[2])
+table = catalog.load_table("mcp.events")
+epoch = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+naive = datetime.datetime(1970, 1, 1)
+def plain(v):
+    if isinstance(v, datetime.datetime):
+        return (v - (epoch if v.tzinfo else naive)) // datetime.timedelta(microseconds=1)
+    if isinstance(v, datetime.date):
+        return v.isoformat()
+    if isinstance(v, Decimal):
+        return str(v)
+    if isinstance(v, bytes):
+        return base64.b64encode(v).decode()
+    if isinstance(v, list) and v and isinstance(v[0], tuple):
+        return {k: plain(x) for k, x in v}
+    if isinstance(v, list):
+        return [plain(x) for x in v]
+    if isinstance(v, dict):
+        return {k: plain(x) for k, x in v.items()}
+    return v
+rows = [{k: plain(v) for k, v in r.items()} for r in table.scan().to_arrow().to_pylist()]
+rows.sort(key=lambda r: r["sessionId"])
+# Each data file's rows against the partition values the manifest gives it.
+wrong, files = [], 0
+for f in table.inspect.files().to_pylist():
+    files += 1
+    part = f["partition"]
+    # The day transform's value: days since 1970 (pyiceberg may give it as a date).
+    want_day = part["ts_day"]
+    if isinstance(want_day, datetime.date):
+        want_day = (want_day - datetime.date(1970, 1, 1)).days
+    for r in pq.read_table(f["file_path"].removeprefix("file://")).to_pylist():
+        day = (r["ts"].replace(tzinfo=datetime.timezone.utc) - epoch).days if r["ts"] else None
+        if r["tenantId"] != part["tenant"] or day != want_day:
+            wrong.append([f["file_path"], r["sessionId"], str(part)])
+summary = table.current_snapshot().summary
+positions = {k: v for k, v in summary.additional_properties.items() if k.startswith("weir.position:")}
+print(json.dumps({"rows": rows, "files": files, "wrong": wrong, "positions": positions}))
+"#;
+
+fn pyiceberg(db: &Path, warehouse: &Path) -> Value {
+    let python = weir_e2e::emulators_home().join("pyiceberg-0.12.0/bin/python");
+    let out =
+        std::process::Command::new(&python).arg("-c").arg(READ).arg(db).arg(warehouse).output().unwrap_or_else(|e| {
+            panic!("cannot run {} (tests/emulators/install.sh installs it): {e}", python.display())
+        });
+    assert!(out.status.success(), "pyiceberg failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn schema() -> Schema {
+    let p = |t| Type::Primitive(t);
+    let arguments = StructType::new(vec![
+        NestedField::optional(20, "query", p(PrimitiveType::String)).into(),
+        NestedField::optional(21, "limit", p(PrimitiveType::Int)).into(),
+        NestedField::optional(
+            22,
+            "filters",
+            Type::List(ListType::new(NestedField::list_element(23, p(PrimitiveType::String), false).into())),
+        )
+        .into(),
+    ]);
+    Schema::builder()
+        .with_fields(vec![
+            NestedField::required(1, "tenantId", p(PrimitiveType::String)).into(),
+            NestedField::optional(2, "toolName", p(PrimitiveType::String)).into(),
+            NestedField::required(3, "sessionId", p(PrimitiveType::String)).into(),
+            NestedField::optional(4, "ts", p(PrimitiveType::Timestamptz)).into(),
+            NestedField::optional(5, "localTs", p(PrimitiveType::Timestamp)).into(),
+            NestedField::optional(6, "durationMs", p(PrimitiveType::Long)).into(),
+            NestedField::optional(7, "success", p(PrimitiveType::Boolean)).into(),
+            NestedField::optional(8, "errorCode", p(PrimitiveType::String)).into(),
+            NestedField::optional(9, "cost", p(PrimitiveType::Decimal { precision: 12, scale: 3 })).into(),
+            NestedField::optional(10, "day", p(PrimitiveType::Date)).into(),
+            NestedField::optional(11, "ratio", p(PrimitiveType::Double)).into(),
+            NestedField::optional(12, "weight", p(PrimitiveType::Float)).into(),
+            NestedField::optional(13, "retries", p(PrimitiveType::Int)).into(),
+            NestedField::optional(14, "arguments", Type::Struct(arguments)).into(),
+            NestedField::optional(
+                15,
+                "labels",
+                Type::Map(MapType::new(
+                    NestedField::map_key_element(24, p(PrimitiveType::String)).into(),
+                    NestedField::map_value_element(25, p(PrimitiveType::String), false).into(),
+                )),
+            )
+            .into(),
+            NestedField::optional(16, "payload", p(PrimitiveType::Binary)).into(),
+        ])
+        .build()
+        .unwrap()
+}
+
+async fn create(catalog: &dyn Catalog) -> TableIdent {
+    let ns = NamespaceIdent::new("mcp".into());
+    catalog.create_namespace(&ns, HashMap::new()).await.unwrap();
+    let spec = UnboundPartitionSpec::builder()
+        .add_partition_field(1, "tenant", Transform::Identity)
+        .unwrap()
+        .add_partition_field(4, "ts_day", Transform::Day)
+        .unwrap()
+        .build();
+    let creation = TableCreation::builder().name("events".into()).schema(schema()).partition_spec(spec).build();
+    catalog.create_table(&ns, creation).await.unwrap();
+    TableIdent::new(ns, "events".into())
+}
+
+/// A seeded event: the record weir is given, and the row a reader must see.
+fn event(rng: &mut rand::rngs::StdRng, i: u64) -> (Value, Value) {
+    let micros: i64 = 1_780_000_000_000_000 + rng.random_range(0..3 * 86_400_000_000i64);
+    let millis = micros / 1000;
+    let cost_milli: i64 = rng.random_range(-5_000_000..5_000_000);
+    let cost =
+        format!("{}{}.{:03}", if cost_milli < 0 { "-" } else { "" }, cost_milli.abs() / 1000, cost_milli.abs() % 1000);
+    let days: i64 = rng.random_range(-1000..30_000);
+    let date = (chrono::NaiveDate::from_ymd_opt(1970, 1, 1).unwrap() + chrono::Days::new(0))
+        .checked_add_signed(chrono::TimeDelta::days(days))
+        .unwrap();
+    let local = chrono::DateTime::from_timestamp_micros(micros).unwrap().naive_utc();
+    let payload: Vec<u8> = (0..rng.random_range(0..12)).map(|_| rng.random()).collect();
+    let b64 = base64::engine::general_purpose::STANDARD.encode(&payload);
+    let nulls = i.is_multiple_of(7);
+    let filters: Vec<String> = (0..i % 3).map(|k| format!("f{k}-ü{i}")).collect();
+    let record = json!({
+        "tenantId": format!("tenant-{}", i % 4),
+        "toolName": if nulls { Value::Null } else { json!(["search", "fetch_url", "run_sql"][i as usize % 3]) },
+        "sessionId": format!("session-{i:05}"),
+        "ts": millis,
+        "localTs": local.format("%Y-%m-%d %H:%M:%S%.6f").to_string(),
+        "durationMs": rng.random_range(0..600_000i64),
+        "success": !i.is_multiple_of(5),
+        "errorCode": if i.is_multiple_of(5) { json!(format!("E{}", i % 13)) } else { Value::Null },
+        "cost": cost,
+        "day": date.format("%Y-%m-%d").to_string(),
+        "ratio": (i as f64) / 8.0,
+        "weight": (i % 64) as f64 * 0.25,
+        "retries": i % 4,
+        "arguments": if nulls { Value::Null } else { json!({"query": format!("q \"{i}\" ☃"), "limit": i % 100, "filters": filters}) },
+        "labels": {"region": format!("r{}", i % 3), "Tier": "gold"},
+        "payload": b64,
+    });
+    let mut row = record.clone();
+    row["ts"] = json!(millis * 1000);
+    row["localTs"] = json!(local.and_utc().timestamp_micros());
+    // Iceberg's `long`, `double` and `float` come back as numbers of the same value.
+    row["ratio"] = json!((i as f64) / 8.0);
+    row["weight"] = json!((i % 64) as f64 * 0.25);
+    if nulls {
+        row["arguments"] = Value::Null;
+    }
+    (record, row)
+}
+
+fn pos(n: u64) -> ExtendedSequenceNumber {
+    ExtendedSequenceNumber::plain(SequenceNumber::from_u128(u128::from(n) * 1000 + 7))
+}
+
+#[tokio::test]
+async fn pyiceberg_reads_every_row_and_partition_weir_commits() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, warehouse) = (dir.path().join("catalog.db"), dir.path().join("warehouse"));
+    std::fs::create_dir_all(&warehouse).unwrap();
+    let catalog = weir_local::sql_catalog("weir", &db, &warehouse).await.unwrap();
+    let table = create(catalog.as_ref()).await;
+    let writer = TableWriter::new(catalog.clone(), table.clone(), "archive");
+
+    let mut rng = rand::rngs::StdRng::seed_from_u64(35);
+    let mut expected = Vec::new();
+    // Three shards, two commits each (the second repeats part of the first, as a
+    // retry would).
+    let mut batches: Vec<Vec<ShardRecords>> = vec![Vec::new(), Vec::new()];
+    for s in 0..3u64 {
+        let mut records = Vec::new();
+        for k in 0..100u64 {
+            let i = s * 100 + k;
+            let (record, row) = event(&mut rng, i);
+            expected.push(row);
+            records.push((pos(k), Bytes::from(record.to_string())));
+        }
+        let shard = ShardId::new(format!("shardId-{s:012}"));
+        batches[0].push(ShardRecords { shard: shard.clone(), end: pos(59), records: records[..60].to_vec() });
+        batches[1].push(ShardRecords { shard, end: pos(99), records: records[40..].to_vec() });
+    }
+    for b in &batches {
+        let r = writer.commit(b).await.unwrap();
+        assert!(r.rejected.is_empty(), "{:?}", r.rejected);
+    }
+    expected.sort_by(|a, b| a["sessionId"].as_str().cmp(&b["sessionId"].as_str()));
+
+    let read = pyiceberg(&db, &warehouse);
+    let rows = read["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), expected.len(), "each record once");
+    println!("first row as pyiceberg reads it: {}", rows[0]);
+    for (got, want) in rows.iter().zip(&expected) {
+        assert_eq!(got.as_object().unwrap().len(), 16, "every column: {got}");
+        for (field, value) in want.as_object().unwrap() {
+            assert_eq!(&got[field], value, "{} field {field}", want["sessionId"]);
+        }
+    }
+    assert_eq!(read["wrong"], json!([]), "every row in the partition its file is filed under");
+    assert!(read["files"].as_u64().unwrap() >= 12, "4 tenants × 3 days of files: {}", read["files"]);
+    let positions: HashMap<String, String> = serde_json::from_value(read["positions"].clone()).unwrap();
+    for s in 0..3 {
+        assert_eq!(positions[&format!("weir.position:archive:shardId-{s:012}")], format!("{}/0", pos(99).sequence));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_writers_racing_on_one_shard_leave_each_record_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, warehouse) = (dir.path().join("catalog.db"), dir.path().join("warehouse"));
+    std::fs::create_dir_all(&warehouse).unwrap();
+    let first = weir_local::sql_catalog("weir", &db, &warehouse).await.unwrap();
+    let table = create(first.as_ref()).await;
+    // Two workers, each with its own connection to the catalog: an owner and a
+    // zombie that both believe they hold the shard, reading overlapping batches.
+    let second: Arc<dyn Catalog> = weir_local::sql_catalog("weir", &db, &warehouse).await.unwrap();
+    let a = TableWriter::new(first, table.clone(), "archive").with_attempts(50);
+    let b = TableWriter::new(second, table.clone(), "archive").with_attempts(50);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    let records: Vec<_> = (0..240u64).map(|i| (pos(i), Bytes::from(event(&mut rng, i).0.to_string()))).collect();
+    let batch = |from: usize, to: usize| {
+        vec![ShardRecords {
+            shard: ShardId::new("shardId-000000000000"),
+            end: pos(to as u64 - 1),
+            records: records[from..to].to_vec(),
+        }]
+    };
+    let mut conflicts = 0;
+    for round in 0..8 {
+        let (x, y) = (round * 30, round * 30 + 30);
+        // a reads from x; b, behind, from a little earlier, and not as far.
+        let (ba, bb) = (batch(x, y), batch(x.saturating_sub(10), y - 5));
+        let (ra, rb) = tokio::join!(a.commit(&ba), b.commit(&bb));
+        let (ra, rb) = (ra.unwrap(), rb.unwrap());
+        conflicts += ra.conflicts + rb.conflicts;
+    }
+    let read = pyiceberg(&db, &warehouse);
+    let mut sessions: Vec<&str> =
+        read["rows"].as_array().unwrap().iter().map(|r| r["sessionId"].as_str().unwrap()).collect();
+    sessions.sort();
+    let want: Vec<String> = (0..240).map(|i| format!("session-{i:05}")).collect();
+    assert_eq!(sessions, want.iter().map(String::as_str).collect::<Vec<_>>(), "each record once, none lost");
+    println!("commit conflicts over 8 racing rounds: {conflicts}");
+}
