@@ -22,10 +22,12 @@
 //! #17551): its commits were conditional on the table, not on where each partition
 //! stood in it.
 
+pub mod consumer;
 mod pinned;
 pub mod positions;
 mod retag;
 pub mod schema;
 pub mod writer;
 
+pub use consumer::{BufferHints, IcebergConsumer};
 pub use writer::{CommitReport, IcebergError, Rejected, ShardRecords, TableWriter};

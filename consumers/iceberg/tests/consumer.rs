@@ -1,0 +1,176 @@
+//! The Iceberg consumer through crashes, a zombie and a handoff, with the lease
+//! simulation of weir-testkit: every record in the table once or in the error output
+//! once, and checkpoints never past what a stored commit holds.
+#![allow(clippy::unwrap_used)] // a test: a failed expectation is a failed test
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::TryStreamExt;
+use iceberg::io::LocalFsStorageFactory;
+use iceberg::memory::{MEMORY_CATALOG_WAREHOUSE, MemoryCatalogBuilder};
+use iceberg::spec::{NestedField, PrimitiveType, Schema, Type};
+use iceberg::{Catalog, CatalogBuilder, NamespaceIdent, TableCreation, TableIdent};
+use weir_core::ports::ObjectSink;
+use weir_core::{
+    CloseReason, Consumer, ExtendedSequenceNumber, Record, RecordBatch, SequenceNumber, ShardId, Timestamp,
+};
+use weir_iceberg::{BufferHints, IcebergConsumer, TableWriter};
+use weir_testkit::{CrashSwitch, MemoryObjectSink, SimAcks, SimLeases};
+
+fn pos(n: u64) -> ExtendedSequenceNumber {
+    ExtendedSequenceNumber::plain(SequenceNumber::from_u128(u128::from(n)))
+}
+
+async fn table(dir: &std::path::Path) -> (Arc<dyn Catalog>, TableIdent) {
+    let catalog: Arc<dyn Catalog> = Arc::new(
+        MemoryCatalogBuilder::default()
+            .with_storage_factory(Arc::new(LocalFsStorageFactory))
+            .load(
+                "memory",
+                HashMap::from([(MEMORY_CATALOG_WAREHOUSE.to_string(), format!("file://{}", dir.display()))]),
+            )
+            .await
+            .unwrap(),
+    );
+    let ns = NamespaceIdent::new("mcp".into());
+    catalog.create_namespace(&ns, HashMap::new()).await.unwrap();
+    let schema = Schema::builder()
+        .with_fields(vec![
+            NestedField::required(1, "tenantId", Type::Primitive(PrimitiveType::String)).into(),
+            NestedField::required(2, "sessionId", Type::Primitive(PrimitiveType::String)).into(),
+        ])
+        .build()
+        .unwrap();
+    catalog.create_table(&ns, TableCreation::builder().name("events".into()).schema(schema).build()).await.unwrap();
+    (catalog, TableIdent::new(ns, "events".into()))
+}
+
+/// Record `i`; every tenth has no tenant and belongs in the error output.
+fn batch(shard: &ShardId, range: std::ops::RangeInclusive<u64>) -> RecordBatch {
+    let records = range
+        .map(|i| {
+            let data = if i % 10 == 0 {
+                format!(r#"{{"sessionId":"s{i}"}}"#)
+            } else {
+                format!(r#"{{"tenantId":"t{}","sessionId":"s{i}"}}"#, i % 3)
+            };
+            Record {
+                partition_key: format!("k{i}"),
+                position: pos(i),
+                approximate_arrival: Timestamp::from_millis(1_000 * i as i64),
+                data: Bytes::from(data),
+            }
+        })
+        .collect();
+    RecordBatch { shard_id: shard.clone(), records, millis_behind_latest: None, child_shards: None }
+}
+
+fn consumer(catalog: &Arc<dyn Catalog>, t: &TableIdent, errors: &Arc<MemoryObjectSink>) -> IcebergConsumer {
+    let writer = TableWriter::new(catalog.clone(), t.clone(), "events");
+    let hints = BufferHints { interval_millis: 60_000, size_bytes: 1 << 20 };
+    IcebergConsumer::new("events", writer, errors.clone() as Arc<dyn ObjectSink>, "iceberg-failed/", hints)
+}
+
+async fn sessions(catalog: &dyn Catalog, t: &TableIdent) -> Vec<u64> {
+    let table = catalog.load_table(t).await.unwrap();
+    let batches: Vec<_> =
+        table.scan().select_all().build().unwrap().to_arrow().await.unwrap().try_collect().await.unwrap();
+    let mut out: Vec<u64> = batches
+        .iter()
+        .flat_map(|b| {
+            let c = arrow_array::cast::AsArray::as_string::<i32>(b.column_by_name("sessionId").unwrap()).clone();
+            c.iter().map(|s| s.unwrap()[1..].parse().unwrap()).collect::<Vec<_>>()
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Positions of the records in the error output, each object's lines.
+fn rejected(errors: &MemoryObjectSink) -> Vec<u64> {
+    let mut out: Vec<u64> = errors
+        .snapshot()
+        .values()
+        .flat_map(|body| {
+            String::from_utf8(body.to_vec())
+                .unwrap()
+                .lines()
+                .map(|l| {
+                    serde_json::from_str::<serde_json::Value>(l).unwrap()["sequenceNumber"]
+                        .as_str()
+                        .unwrap()
+                        .parse()
+                        .unwrap()
+                })
+                .collect::<Vec<u64>>()
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[tokio::test]
+async fn a_crash_after_commit_and_a_zombie_leave_each_record_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (catalog, t) = table(dir.path()).await;
+    let errors = Arc::new(MemoryObjectSink::new());
+    let leases = SimLeases::new();
+    let shard = ShardId::new("shardId-000000000000");
+
+    // Owner 1 commits 1..=12 on the interval; its checkpoint follows.
+    let mut a = consumer(&catalog, &t, &errors);
+    let acks_a = SimAcks::new(leases.clone(), 1, CrashSwitch::after(None));
+    a.on_shard_open(&leases.take(&shard, 1)).await.unwrap();
+    a.on_batch(&batch(&shard, 1..=12), &acks_a).await.unwrap();
+    a.on_tick(Timestamp::from_millis(30_000), &acks_a).await.unwrap();
+    assert_eq!(leases.checkpoint(&shard), None, "nothing committed before the interval");
+    a.on_tick(Timestamp::from_millis(61_000), &acks_a).await.unwrap();
+    assert_eq!(leases.checkpoint(&shard), Some(pos(12)));
+
+    // Its next commit (13..=24) is stored, but the process dies before the checkpoint.
+    let dying = SimAcks::new(leases.clone(), 1, CrashSwitch::after(Some(0)));
+    a.on_batch(&batch(&shard, 13..=24), &dying).await.unwrap();
+    a.on_tick(Timestamp::from_millis(200_000), &dying).await.unwrap();
+    assert_eq!(leases.checkpoint(&shard), Some(pos(12)), "the checkpoint write died");
+
+    // Owner 2 takes the shard at checkpoint 12; the table says 24: it skips 13..=24.
+    let mut b = consumer(&catalog, &t, &errors);
+    let acks_b = SimAcks::new(leases.clone(), 2, CrashSwitch::after(None));
+    b.on_shard_open(&leases.take(&shard, 2)).await.unwrap();
+    b.on_batch(&batch(&shard, 13..=30), &acks_b).await.unwrap();
+
+    // Meanwhile a zombie (owner 1 in another process that missed the handoff) still
+    // holds 25..=27 and commits first.
+    let mut zombie = consumer(&catalog, &t, &errors);
+    zombie.on_shard_open(&leases.take(&shard, 1)).await.unwrap();
+    leases.take(&shard, 2);
+    zombie.on_batch(&batch(&shard, 25..=27), &acks_a).await.unwrap();
+    zombie.on_shard_close(&shard, CloseReason::Shutdown, &acks_a).await.unwrap();
+    assert_eq!(leases.checkpoint(&shard), Some(pos(12)), "a zombie's acknowledgement is refused");
+
+    b.on_shard_close(&shard, CloseReason::Handoff, &acks_b).await.unwrap();
+    assert_eq!(leases.checkpoint(&shard), Some(pos(30)));
+
+    let fits: Vec<u64> = (1..=30).filter(|i| i % 10 != 0).collect();
+    assert_eq!(sessions(catalog.as_ref(), &t).await, fits, "each record that fits once");
+    assert_eq!(rejected(&errors), vec![10, 20, 30], "each record that does not fit in the error output once");
+}
+
+#[tokio::test]
+async fn a_lost_lease_drops_the_buffer_and_checkpoints_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (catalog, t) = table(dir.path()).await;
+    let errors = Arc::new(MemoryObjectSink::new());
+    let leases = SimLeases::new();
+    let shard = ShardId::new("s");
+    let mut a = consumer(&catalog, &t, &errors);
+    let acks = SimAcks::new(leases.clone(), 1, CrashSwitch::after(None));
+    a.on_shard_open(&leases.take(&shard, 1)).await.unwrap();
+    a.on_batch(&batch(&shard, 1..=5), &acks).await.unwrap();
+    a.on_shard_close(&shard, CloseReason::LeaseLost, &acks).await.unwrap();
+    a.on_tick(Timestamp::from_millis(1_000_000), &acks).await.unwrap();
+    assert_eq!(leases.checkpoint(&shard), None);
+    assert!(catalog.load_table(&t).await.unwrap().metadata().current_snapshot().is_none());
+}
