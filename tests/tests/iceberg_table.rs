@@ -271,3 +271,156 @@ async fn two_writers_racing_on_one_shard_leave_each_record_once() {
     assert_eq!(sessions, want.iter().map(String::as_str).collect::<Vec<_>>(), "each record once, none lost");
     println!("commit conflicts over 8 racing rounds: {conflicts}");
 }
+
+const CREATE: &str = r#"
+import sys
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.schema import Schema
+from pyiceberg.types import NestedField, StringType, LongType
+from pyiceberg.partitioning import PartitionSpec, PartitionField
+from pyiceberg.transforms import IdentityTransform
+catalog = SqlCatalog("weir", uri="sqlite:///" + sys.argv[1], warehouse="file://" + sys.argv[2])
+catalog.create_namespace("mcp")
+schema = Schema(
+    NestedField(1, "tenantId", StringType(), required=True),
+    NestedField(2, "toolName", StringType(), required=False),
+    NestedField(3, "sessionId", StringType(), required=True),
+    NestedField(4, "durationMs", LongType(), required=False),
+)
+spec = PartitionSpec(PartitionField(source_id=1, field_id=1000, transform=IdentityTransform(), name="tenant"))
+catalog.create_table("mcp.events", schema=schema, partition_spec=spec)
+print("{}")
+"#;
+
+const SESSIONS: &str = r#"
+import json, sys
+from pyiceberg.catalog.sql import SqlCatalog
+catalog = SqlCatalog("weir", uri="sqlite:///" + sys.argv[1], warehouse="file://" + sys.argv[2])
+rows = catalog.load_table("mcp.events").scan().to_arrow().to_pylist()
+print(json.dumps(sorted(r["sessionId"] for r in rows)))
+"#;
+
+fn pyiceberg_script(script: &str, db: &Path, warehouse: &Path) -> Value {
+    let python = weir_e2e::emulators_home().join("pyiceberg-0.12.0/bin/python");
+    let out = std::process::Command::new(&python).arg("-c").arg(script).arg(db).arg(warehouse).output().unwrap();
+    assert!(out.status.success(), "pyiceberg failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// `weir run` with a `type = "iceberg"` consumer, on ferrokinesis, into a table
+/// pyiceberg created: every record that fits in the table once, across two runs (the
+/// second resumes at the checkpoints), the others in the error output with the reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn weir_run_appends_a_streams_records_to_a_table_pyiceberg_made() {
+    use weir_aws::kinesis::producer::{Outgoing, Producer};
+    let fk = weir_testkit::Emulator::start("ferrokinesis", &[]);
+    let k = weir_e2e::kinesis(&fk.endpoint).await;
+    weir_e2e::create_stream(&k, "iceberg-events", 2).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (db, warehouse) = (dir.path().join("catalog.db"), dir.path().join("warehouse"));
+    std::fs::create_dir_all(&warehouse).unwrap();
+    pyiceberg_script(CREATE, &db, &warehouse);
+
+    let producer = Producer::new(k.clone(), "iceberg-events");
+    let put = |from: u64, to: u64| {
+        let records = (from..to)
+            .map(|i| Outgoing {
+                id: i,
+                partition_key: format!("pk-{i}"),
+                data: Bytes::from(if i % 50 == 49 {
+                    format!(r#"{{"toolName":"no tenant","sessionId":"bad-{i:05}"}}"#)
+                } else {
+                    format!(
+                        r#"{{"tenantId":"t{}","toolName":"search","sessionId":"s-{i:05}","durationMs":{i}}}"#,
+                        i % 3
+                    )
+                }),
+            })
+            .collect::<Vec<_>>();
+        let producer = producer.clone();
+        async move { assert_eq!(producer.put_all(records).await.accepted.len() as u64, to - from) }
+    };
+    let cfg = dir.path().join("weir.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "{worker}\n[stream]\nkind = \"kinesis\"\nname = \"iceberg-events\"\n[leases]\npath = \"{leases}\"\nnamespace = \"ice\"\n\
+             [aws]\nkinesis_endpoint_url = \"{endpoint}\"\n[http]\nlisten = \"\"\n\
+             [[consumers]]\nname = \"events-table\"\ntype = \"iceberg\"\ntable = \"mcp.events\"\n\
+             catalog = {{ type = \"sql\", database = \"{db}\", warehouse = \"{warehouse}\" }}\nbuffer_interval_seconds = 1\n\
+             error_output = {{ directory = \"{errors}\" }}\n",
+            worker = weir_e2e::worker_toml(None),
+            leases = dir.path().join("leases.db").display(),
+            endpoint = fk.endpoint,
+            db = db.display(),
+            warehouse = warehouse.display(),
+            errors = dir.path().join("errors").display(),
+        ),
+    )
+    .unwrap();
+    let run = || {
+        let mut cmd = weir_e2e::weir_command();
+        cmd.args(["run", "--config", cfg.to_str().unwrap(), "--until-caught-up"]);
+        let (out, _) = weir_e2e::timed(cmd, std::time::Duration::from_secs(120));
+        assert!(
+            out.status.success(),
+            "{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    put(0, 600).await;
+    run();
+    put(600, 1000).await;
+    run();
+
+    let got: Vec<String> = serde_json::from_value(pyiceberg_script(SESSIONS, &db, &warehouse)).unwrap();
+    let want: Vec<String> = (0..1000).filter(|i| i % 50 != 49).map(|i| format!("s-{i:05}")).collect();
+    assert_eq!(got, want, "each record that fits once, across two runs");
+    let mut errors: Vec<Value> = Vec::new();
+    for entry in walk(&dir.path().join("errors")) {
+        for line in std::fs::read_to_string(entry).unwrap().lines() {
+            errors.push(serde_json::from_str(line).unwrap());
+        }
+    }
+    assert_eq!(errors.len(), 20, "each record that does not fit in the error output once");
+    for e in &errors {
+        let raw = base64::engine::general_purpose::STANDARD.decode(e["rawData"].as_str().unwrap()).unwrap();
+        assert!(String::from_utf8(raw).unwrap().contains("\"bad-"), "{e}");
+        assert!(e["errorMessage"].as_str().unwrap().contains("tenantId"), "{e}");
+    }
+}
+
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
+/// `weir config check` names every field of an Iceberg section it cannot serve.
+#[test]
+fn config_check_names_what_the_iceberg_destination_cannot_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("weir.toml");
+    std::fs::write(
+        &cfg,
+        "[stream]\nkind = \"memory\"\n[[consumers]]\nname = \"t\"\ntype = \"iceberg\"\ntable = \"events\"\n\
+         catalog = { type = \"glue\", catalog_arn = \"arn:aws:glue:us-east-1:123456789012:catalog\" }\n\
+         unique_keys = [\"sessionId\"]\nerror_output = { directory = \"e\" }\n",
+    )
+    .unwrap();
+    let out = weir_e2e::weir_command().args(["config", "check", cfg.to_str().unwrap()]).output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(!out.status.success(), "{text}");
+    for field in ["consumers[0].table", "consumers[0].catalog.type", "consumers[0].unique_keys"] {
+        assert!(text.contains(field), "{field} not named:\n{text}");
+    }
+    assert!(text.contains("delete files"), "{text}");
+}

@@ -22,6 +22,7 @@
 //! #17551): its commits were conditional on the table, not on where each partition
 //! stood in it.
 
+pub mod config;
 pub mod consumer;
 mod pinned;
 pub mod positions;
@@ -29,5 +30,6 @@ mod retag;
 pub mod schema;
 pub mod writer;
 
+pub use config::{CatalogConfig, ErrorOutput, IcebergConfig};
 pub use consumer::{BufferHints, IcebergConsumer};
 pub use writer::{CommitReport, IcebergError, Rejected, ShardRecords, TableWriter};

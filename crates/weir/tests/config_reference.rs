@@ -23,6 +23,7 @@ const SOURCES: &[&str] = &[
     "consumers/alerting/src/consumer.rs",
     "consumers/alerting/src/rule.rs",
     "consumers/enrichment/src/enricher.rs",
+    "consumers/iceberg/src/config.rs",
 ];
 
 struct Field {
@@ -250,6 +251,7 @@ const KINDS: &[(&str, Option<&str>, &str)] = &[
     ("archiver", Some("ArchiverSection"), "Firehose-compatible S3 (or local directory) delivery."),
     ("alerting", Some("AlertingConfig"), "Windowed alert rules."),
     ("enrichment", Some("EnrichmentConfig"), "Normalise, enrich and republish."),
+    ("iceberg", Some("IcebergConfig"), "Append records to an Iceberg table, exactly once (in progress: the embedded SQL catalog)."),
     ("multilang", Some("MultiLangSection"), "KCL MultiLang record processors, one child process per shard."),
 ];
 

@@ -4,12 +4,13 @@
 mod alerting;
 pub mod archiver;
 mod enrichment;
+mod iceberg;
 mod runtime_kinds;
 
 use crate::plugin::Registry;
 
-/// Registers `count`, `log`, `files`, `archiver`, `alerting`, `enrichment` and
-/// `multilang`.
+/// Registers `count`, `log`, `files`, `archiver`, `alerting`, `enrichment`, `iceberg`
+/// and `multilang`.
 pub fn register(registry: &mut Registry) {
     registry.register::<weir_runtime::consumers::CountConsumer>("count");
     registry.register::<weir_runtime::consumers::LogConsumer>("log");
@@ -17,5 +18,6 @@ pub fn register(registry: &mut Registry) {
     registry.register::<weir_archiver::Archiver>("archiver");
     registry.register::<weir_alerting::Alerting>("alerting");
     registry.register::<weir_enrichment::Enricher>("enrichment");
+    registry.register::<weir_iceberg::IcebergConsumer>("iceberg");
     registry.register::<crate::multilang::MultiLang>("multilang");
 }

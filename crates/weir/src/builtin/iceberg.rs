@@ -1,0 +1,54 @@
+//! `type = "iceberg"`: records appended to an Iceberg table exactly once (fields:
+//! `weir_iceberg::IcebergConfig`).
+
+use anyhow::{Context as _, Result, bail};
+use iceberg::{NamespaceIdent, TableIdent};
+use weir_iceberg::{CatalogConfig, IcebergConfig, IcebergConsumer, TableWriter};
+
+use crate::plugin::{Context, Plugin};
+
+impl Plugin for IcebergConsumer {
+    type Config = IcebergConfig;
+    const ABOUT: &'static str = "append records to an Iceberg table, exactly once";
+
+    fn check(c: &IcebergConfig, at: &str) -> Result<Vec<String>> {
+        let problems = c.problems(at);
+        if !problems.is_empty() {
+            bail!("{}", problems.join("\n"));
+        }
+        let e = &c.error_output;
+        Context::store_location(&format!("{at}.error_output"), e.directory.as_deref(), e.bucket.as_deref())?;
+        Ok(Vec::new())
+    }
+
+    async fn build(c: IcebergConfig, ctx: &Context) -> Result<Self> {
+        let at = ctx.at();
+        Self::check(&c, at)?;
+        let catalog = match &c.catalog {
+            CatalogConfig::Sql { database, warehouse, catalog_name } => {
+                let database = std::path::absolute(database)?;
+                let warehouse = std::path::absolute(warehouse)?;
+                if let Some(parent) = database.parent() {
+                    std::fs::create_dir_all(parent).with_context(|| format!("{at}.catalog.database"))?;
+                }
+                std::fs::create_dir_all(&warehouse).with_context(|| format!("{at}.catalog.warehouse"))?;
+                weir_local::sql_catalog(catalog_name, &database, &warehouse)
+                    .await
+                    .with_context(|| format!("{at}.catalog"))?
+            }
+            _ => bail!("field `{at}.catalog.type`: not built yet"),
+        };
+        let (namespace, name) = c.table.rsplit_once('.').context("checked: namespace.table")?;
+        let table = TableIdent::new(NamespaceIdent::from_strs(namespace.split('.'))?, name.to_owned());
+        let loaded =
+            catalog.load_table(&table).await.with_context(|| format!("field `{at}.table`: cannot load {table}"))?;
+        weir_iceberg::schema::columns(loaded.metadata().current_schema())
+            .with_context(|| format!("field `{at}.table`: {table}"))?;
+        let e = &c.error_output;
+        let field = format!("{at}.error_output");
+        let location = Context::store_location(&field, e.directory.as_deref(), e.bucket.as_deref())?;
+        let errors = ctx.object_sink(&field, &location).await?;
+        let writer = TableWriter::new(catalog, table, ctx.name());
+        Ok(IcebergConsumer::new(ctx.name(), writer, errors, e.prefix.clone(), c.hints()))
+    }
+}
