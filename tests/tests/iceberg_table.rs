@@ -17,6 +17,7 @@ use iceberg::spec::{
 use iceberg::{Catalog, NamespaceIdent, TableCreation, TableIdent};
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
+use weir_core::Clock;
 use weir_core::{ExtendedSequenceNumber, SequenceNumber, ShardId};
 use weir_iceberg::{ShardRecords, TableWriter};
 
@@ -309,7 +310,8 @@ fn pyiceberg_script(script: &str, db: &Path, warehouse: &Path) -> Value {
 
 /// `weir run` with a `type = "iceberg"` consumer, on ferrokinesis, into a table
 /// pyiceberg created: every record that fits in the table once, across two runs (the
-/// second resumes at the checkpoints), the others in the error output with the reason.
+/// second resumes at the checkpoints), the others in the error output with the reason;
+/// then `weir replay` of the window into the same table adds each once more.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn weir_run_appends_a_streams_records_to_a_table_pyiceberg_made() {
     use weir_aws::kinesis::producer::{Outgoing, Producer};
@@ -369,21 +371,33 @@ async fn weir_run_appends_a_streams_records_to_a_table_pyiceberg_made() {
             String::from_utf8_lossy(&out.stderr)
         );
     };
+    let from = weir_core::SystemClock.now().as_millis() - 1_000;
     put(0, 600).await;
     run();
     put(600, 1000).await;
     run();
+    // A backfill of the whole window into the same table: its positions are the
+    // job's own, so it appends every record again, once (the live consumer's
+    // positions would have it skip them all).
+    let mut cmd = weir_e2e::weir_command();
+    let from = from.to_string();
+    cmd.args(["replay", "--config", cfg.to_str().unwrap(), "--from", &from, "--to", "now"]);
+    cmd.args(["--consumers", "events-table", "--job", "back", "--end-idle", "2s"]);
+    let (out, _) = weir_e2e::timed(cmd, std::time::Duration::from_secs(120));
+    assert!(out.status.success(), "{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
 
     let got: Vec<String> = serde_json::from_value(pyiceberg_script(SESSIONS, &db, &warehouse)).unwrap();
-    let want: Vec<String> = (0..1000).filter(|i| i % 50 != 49).map(|i| format!("s-{i:05}")).collect();
-    assert_eq!(got, want, "each record that fits once, across two runs");
+    let mut want: Vec<String> =
+        (0..1000).filter(|i| i % 50 != 49).flat_map(|i| std::iter::repeat_n(format!("s-{i:05}"), 2)).collect();
+    want.sort();
+    assert_eq!(got, want, "each record that fits once live (two runs) and once from the backfill");
     let mut errors: Vec<Value> = Vec::new();
     for entry in walk(&dir.path().join("errors")) {
         for line in std::fs::read_to_string(entry).unwrap().lines() {
             errors.push(serde_json::from_str(line).unwrap());
         }
     }
-    assert_eq!(errors.len(), 20, "each record that does not fit in the error output once");
+    assert_eq!(errors.len(), 40, "each record that does not fit in the error output once live, once backfilled");
     for e in &errors {
         let raw = base64::engine::general_purpose::STANDARD.decode(e["rawData"].as_str().unwrap()).unwrap();
         assert!(String::from_utf8(raw).unwrap().contains("\"bad-"), "{e}");

@@ -8,7 +8,8 @@
 //!   are not buffered again.
 //! - **Records that do not fit the table** go to the error output before the shard's
 //!   checkpoint passes them: one object per shard and commit, under a key made of the
-//!   shard and the first and last rejected positions. A zombie that rejects the same
+//!   writer's name for its positions (a replay job's own), the shard and the first and
+//!   last rejected positions. A zombie that rejects the same
 //!   records writes the same key, and the create-only put keeps the first: each
 //!   rejected record is in the error output once.
 //! - **A lost lease** drops the shard's buffer: its records are the new owner's.
@@ -158,7 +159,7 @@ impl IcebergConsumer {
             let key = format!(
                 "{}{}/{}/{}.{}-{}.{}.ndjson",
                 self.error_prefix,
-                self.name,
+                self.writer.consumer(),
                 shard.as_str().replace('/', "_"),
                 first.sequence,
                 first.sub_sequence,

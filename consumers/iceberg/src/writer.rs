@@ -134,6 +134,11 @@ impl TableWriter {
         self
     }
 
+    /// The name the table's positions are kept under.
+    pub fn consumer(&self) -> &str {
+        &self.consumer
+    }
+
     /// The table.
     pub fn table(&self) -> &TableIdent {
         &self.table

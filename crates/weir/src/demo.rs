@@ -154,6 +154,7 @@ pub async fn run(args: DemoArgs, registry: &crate::plugin::Registry) -> Result<(
             aws: Default::default(),
             stream_name: "demo".into(),
             archive_prefix: None,
+            replay_job: None,
         };
         let mut built = registry.build(&sections, &env).await?;
         built.consumers.push(Box::new(demo_alerting(clock.clone(), alerts_seen.clone())?));

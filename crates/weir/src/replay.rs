@@ -218,6 +218,7 @@ pub async fn run(mut args: ReplayArgs, registry: &Registry) -> Result<()> {
     let worker_id = config.worker.id.clone().unwrap_or_else(crate::run::default_worker_id);
     let mut env = crate::run::build_env(&config, &worker_id, clock.clone());
     env.archive_prefix = args.archive_prefix.clone();
+    env.replay_job = Some(job.clone());
     let built = registry.build(&config.consumers, &env).await?;
     let reading = match &args.from_archive {
         Some(location) => format!("archive {location}"),

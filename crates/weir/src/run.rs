@@ -272,6 +272,7 @@ pub(crate) fn build_env(config: &Config, worker_id: &str, clock: Arc<dyn Clock>)
         aws: Arc::new(Aws::new(config.aws.clone())),
         stream_name: config.stream.name.clone(),
         archive_prefix: None,
+        replay_job: None,
     }
 }
 

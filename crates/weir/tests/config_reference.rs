@@ -251,7 +251,11 @@ const KINDS: &[(&str, Option<&str>, &str)] = &[
     ("archiver", Some("ArchiverSection"), "Firehose-compatible S3 (or local directory) delivery."),
     ("alerting", Some("AlertingConfig"), "Windowed alert rules."),
     ("enrichment", Some("EnrichmentConfig"), "Normalise, enrich and republish."),
-    ("iceberg", Some("IcebergConfig"), "Append records to an Iceberg table, exactly once (in progress: the embedded SQL catalog)."),
+    (
+        "iceberg",
+        Some("IcebergConfig"),
+        "Append records to an Iceberg table, exactly once (in progress: the embedded SQL catalog).",
+    ),
     ("multilang", Some("MultiLangSection"), "KCL MultiLang record processors, one child process per shard."),
 ];
 

@@ -48,7 +48,14 @@ impl Plugin for IcebergConsumer {
         let field = format!("{at}.error_output");
         let location = Context::store_location(&field, e.directory.as_deref(), e.bucket.as_deref())?;
         let errors = ctx.object_sink(&field, &location).await?;
-        let writer = TableWriter::new(catalog, table, ctx.name());
+        // A replay reads the live shards again from an earlier position: its positions
+        // in the table are its own (`<name>-replay-<job>`), or it would find the live
+        // consumer's and skip the whole window.
+        let positions = match ctx.replay_job() {
+            Some(job) => format!("{}-replay-{job}", ctx.name()),
+            None => ctx.name().to_owned(),
+        };
+        let writer = TableWriter::new(catalog, table, positions);
         Ok(IcebergConsumer::new(ctx.name(), writer, errors, e.prefix.clone(), c.hints()))
     }
 }

@@ -83,6 +83,7 @@ pub struct Context {
     pub(crate) aws: Arc<Aws>,
     pub(crate) stream_name: String,
     pub(crate) archive_prefix: Option<String>,
+    pub(crate) replay_job: Option<String>,
     pub(crate) status: Mutex<Vec<StatusLine>>,
 }
 
@@ -126,6 +127,14 @@ impl Context {
     /// writes, so a backfill lands beside the live output rather than on it.
     pub fn archive_prefix(&self) -> Option<&str> {
         self.archive_prefix.as_deref()
+    }
+
+    /// In `weir replay --job J`: `J`. A consumer that keeps its own record of where
+    /// each shard stands outside the lease table (the Iceberg destination's positions
+    /// in the table) keys it by the job, since a replay reads the live shards' ids
+    /// again from an earlier position.
+    pub fn replay_job(&self) -> Option<&str> {
+        self.replay_job.as_deref()
     }
 
     /// The object store at `location`; `field` names the section for errors

@@ -41,6 +41,8 @@ pub struct BuildEnv {
     pub stream_name: String,
     /// `weir replay --archive-prefix`.
     pub archive_prefix: Option<String>,
+    /// `weir replay --job`.
+    pub replay_job: Option<String>,
 }
 
 /// Consumers built for one worker, and the lines they add to `/readyz`.
@@ -121,6 +123,7 @@ impl Registry {
                 aws: env.aws.clone(),
                 stream_name: env.stream_name.clone(),
                 archive_prefix: env.archive_prefix.clone(),
+                replay_job: env.replay_job.clone(),
                 status: Mutex::new(Vec::new()),
             };
             let consumer = (kind.build)(&entry.settings, &ctx)
