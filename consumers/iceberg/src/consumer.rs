@@ -25,6 +25,7 @@ use weir_core::{
     Acks, CloseReason, ConsumerError, ExtendedSequenceNumber, RecordBatch, ShardContext, ShardId, Timestamp,
 };
 
+use crate::metrics as m;
 use crate::writer::{Rejected, ShardRecords, TableWriter};
 
 /// When a buffer is committed (Firehose's `BufferingHints` for Iceberg: 300 s and
@@ -109,12 +110,21 @@ impl IcebergConsumer {
         if batches.is_empty() {
             return Ok(());
         }
-        let report = self
-            .writer
-            .commit(&batches)
-            .await
-            .map_err(|e| ConsumerError::with_source(format!("commit to {}", self.writer.table()), e))?;
+        let labels = self.labels();
+        let report = match self.writer.commit(&batches).await {
+            Ok(r) => r,
+            Err(e) => {
+                metrics::counter!(m::COMMIT_FAILURES, &labels).increment(1);
+                return Err(ConsumerError::with_source(format!("commit to {}", self.writer.table()), e));
+            }
+        };
         self.write_rejected(&report.rejected).await?;
+        metrics::counter!(m::COMMITS, &labels).increment(u64::from(report.snapshot.is_some()));
+        metrics::counter!(m::COMMIT_CONFLICTS, &labels).increment(u64::from(report.conflicts));
+        metrics::counter!(m::ROWS, &labels).increment(report.rows);
+        metrics::counter!(m::DATA_FILES, &labels).increment(report.data_files as u64);
+        metrics::counter!(m::ALREADY_COMMITTED, &labels).increment(report.already_committed);
+        metrics::counter!(m::REJECTED, &labels).increment(report.rejected.len() as u64);
         for b in &batches {
             let Some(p) = self.shards.get_mut(&b.shard) else { continue };
             let position = report.positions.get(&b.shard).unwrap_or(&b.end);
@@ -127,6 +137,11 @@ impl IcebergConsumer {
         self.bytes = self.shards.values().flat_map(|p| &p.records).map(|(_, d)| d.len()).sum();
         self.oldest = None;
         Ok(())
+    }
+
+    /// The labels of every series.
+    fn labels(&self) -> [(&'static str, String); 2] {
+        [(m::CONSUMER, self.name.clone()), (m::TABLE, self.writer.table().to_string())]
     }
 
     /// The records that did not fit, one object per shard, before any checkpoint
@@ -213,7 +228,11 @@ impl weir_core::Consumer for IcebergConsumer {
     }
 
     async fn on_tick(&mut self, now: Timestamp, acks: &dyn Acks) -> Result<(), ConsumerError> {
-        let due = self.oldest.is_some_and(|t| now.as_millis() - t.as_millis() >= self.hints.interval_millis);
+        let age = self.oldest.map_or(0, |t| now.as_millis().saturating_sub(t.as_millis()));
+        let labels = self.labels();
+        metrics::gauge!(m::DATA_FRESHNESS, &labels).set(age as f64 / 1000.0);
+        metrics::gauge!(m::BUFFERED_BYTES, &labels).set(self.bytes as f64);
+        let due = self.oldest.is_some() && age >= self.hints.interval_millis;
         if due || self.shards.values().any(|p| p.records.is_empty() && p.end.is_some()) {
             self.flush(None, acks).await?;
         }

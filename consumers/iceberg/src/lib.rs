@@ -24,6 +24,7 @@
 
 pub mod config;
 pub mod consumer;
+pub mod metrics;
 mod pinned;
 pub mod positions;
 mod retag;

@@ -174,3 +174,71 @@ async fn a_lost_lease_drops_the_buffer_and_checkpoints_nothing() {
     assert_eq!(leases.checkpoint(&shard), None);
     assert!(catalog.load_table(&t).await.unwrap().metadata().current_snapshot().is_none());
 }
+
+/// Commits, rows, files, rejected records and freshness, per consumer and table.
+#[test]
+fn commits_rows_files_rejections_and_freshness_are_measured() {
+    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let dir = tempfile::tempdir().unwrap();
+    metrics::with_local_recorder(&recorder, || {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let (catalog, t) = table(dir.path()).await;
+            let errors = Arc::new(MemoryObjectSink::new());
+            let leases = SimLeases::new();
+            let shard = ShardId::new("s");
+            let mut a = consumer(&catalog, &t, &errors);
+            let acks = SimAcks::new(leases.clone(), 1, CrashSwitch::after(None));
+            a.on_shard_open(&leases.take(&shard, 1)).await.unwrap();
+            a.on_batch(&batch(&shard, 1..=20), &acks).await.unwrap();
+            // 20 s after the first record arrived (at 1 s): not due yet.
+            a.on_tick(Timestamp::from_millis(21_000), &acks).await.unwrap();
+        });
+    });
+    let values: HashMap<String, (Vec<(String, String)>, DebugValue)> = snapshotter
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .map(|(k, .., v)| {
+            let labels = k.key().labels().map(|l| (l.key().to_owned(), l.value().to_owned())).collect();
+            (k.key().name().to_owned(), (labels, v))
+        })
+        .collect();
+    let labels = vec![("consumer".to_owned(), "events".to_owned()), ("table".to_owned(), "mcp.events".to_owned())];
+    let gauge = |name: &str| match &values[name] {
+        (l, DebugValue::Gauge(g)) if *l == labels => g.into_inner(),
+        other => panic!("{name}: {other:?}"),
+    };
+    assert_eq!(gauge("weir_iceberg_data_freshness_seconds"), 20.0);
+    assert!(gauge("weir_iceberg_buffered_bytes") > 0.0);
+    assert!(!values.contains_key("weir_iceberg_commits_total"), "nothing committed before the interval");
+
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, || {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let dir = tempfile::tempdir().unwrap();
+            let (catalog, t) = table(dir.path()).await;
+            let errors = Arc::new(MemoryObjectSink::new());
+            let leases = SimLeases::new();
+            let shard = ShardId::new("s");
+            let mut a = consumer(&catalog, &t, &errors);
+            let acks = SimAcks::new(leases.clone(), 1, CrashSwitch::after(None));
+            a.on_shard_open(&leases.take(&shard, 1)).await.unwrap();
+            a.on_batch(&batch(&shard, 1..=20), &acks).await.unwrap();
+            a.on_tick(Timestamp::from_millis(70_000), &acks).await.unwrap();
+            a.on_tick(Timestamp::from_millis(71_000), &acks).await.unwrap();
+        });
+    });
+    let values: HashMap<String, DebugValue> =
+        snapshotter.snapshot().into_vec().into_iter().map(|(k, .., v)| (k.key().name().to_owned(), v)).collect();
+    assert_eq!(values["weir_iceberg_commits_total"], DebugValue::Counter(1));
+    assert_eq!(values["weir_iceberg_rows_total"], DebugValue::Counter(18));
+    assert_eq!(values["weir_iceberg_rejected_records_total"], DebugValue::Counter(2));
+    assert_eq!(values["weir_iceberg_commit_conflicts_total"], DebugValue::Counter(0));
+    assert!(matches!(values["weir_iceberg_data_files_total"], DebugValue::Counter(n) if n >= 1));
+    assert_eq!(values["weir_iceberg_data_freshness_seconds"], DebugValue::Gauge(0.0.into()), "nothing buffered");
+}
