@@ -28,7 +28,7 @@ impl Default for App {
 
 impl App {
     /// The built-in kinds: `count`, `log`, `files`, `archiver`, `alerting`,
-    /// `enrichment`, `multilang`.
+    /// `enrichment`, `iceberg`, `multilang`.
     pub fn new() -> Self {
         let mut registry = Registry::default();
         crate::builtin::register(&mut registry);

@@ -37,7 +37,7 @@ fn config_check_accepts_the_examples() {
             "weir.toml",
             "ok (3 consumers: count (count), log (log), mcp-archive (archiver); reading in-process stream \"mcp-events\"",
         ),
-        ("weir.toml", "consumer kinds: count, log, files, archiver, alerting, enrichment, multilang"),
+        ("weir.toml", "consumer kinds: count, log, files, archiver, alerting, enrichment, iceberg, multilang"),
         ("weir.toml", "leases in SQLite weir-run/leases.db, namespace \"mcp-events\""),
         ("weir-aws.toml", "raw-archive (files), count (count)"),
         (
@@ -63,7 +63,7 @@ fn an_unknown_consumer_type_names_the_registered_kinds() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr.contains(
-            "field `consumers[0].type`: unknown consumer type \"top-tools\"; registered: count, log, files, archiver, alerting, enrichment, multilang"
+            "field `consumers[0].type`: unknown consumer type \"top-tools\"; registered: count, log, files, archiver, alerting, enrichment, iceberg, multilang"
         ),
         "{stderr}"
     );

@@ -276,7 +276,7 @@ impl Default for LeasesSection {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ConsumerEntry {
     /// The consumer kind: `count`, `log`, `files`, `archiver`, `alerting`,
-    /// `enrichment`, `multilang`, or a plugin's.
+    /// `enrichment`, `iceberg`, `multilang`, or a plugin's.
     #[serde(rename = "type")]
     pub kind: String,
     /// Consumer name (keys its checkpoints; letters, digits, '-' or '_'; unique).

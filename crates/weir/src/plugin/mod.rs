@@ -1,6 +1,6 @@
 //! The consumer plugin API: a [`Plugin`] is a [`Consumer`] with a config section and a
 //! factory; an [`App`](crate::App) registers kinds by their `type` name. The built-in
-//! kinds (`count`, `log`, `files`, `archiver`, `alerting`, `enrichment`, `multilang`)
+//! kinds (`count`, `log`, `files`, `archiver`, `alerting`, `enrichment`, `iceberg`, `multilang`)
 //! are registered through this same API.
 //!
 //! What the API promises (semver): the [`Plugin`] trait, [`Context`] and its methods,
