@@ -155,14 +155,13 @@ impl IcebergConsumer {
             let pending = self.shards.get(shard);
             let mut body = Vec::new();
             for r in &rs {
-                let data = pending.and_then(|p| p.records.iter().find(|(at, _)| *at == r.position)).map(|(_, d)| d);
                 let arrival = pending.and_then(|p| p.arrivals.get(&r.position)).map_or(0, |t| t.as_millis());
                 let line = serde_json::json!({
                     "attemptsMade": 1,
                     "arrivalTimestamp": arrival,
                     "errorCode": "Iceberg.SchemaMismatch",
                     "errorMessage": r.reason,
-                    "rawData": base64::engine::general_purpose::STANDARD.encode(data.map_or(&[][..], |d| &d[..])),
+                    "rawData": base64::engine::general_purpose::STANDARD.encode(&r.data),
                     "sequenceNumber": r.position.sequence.to_string(),
                     "subSequenceNumber": r.position.sub_sequence,
                     "destinationTable": self.writer.table().to_string(),

@@ -60,6 +60,8 @@ pub struct Rejected {
     pub shard: ShardId,
     /// Its position.
     pub position: ExtendedSequenceNumber,
+    /// Its data, as it was given.
+    pub data: Bytes,
     /// Why.
     pub reason: String,
 }
@@ -224,7 +226,12 @@ fn convert(
     for (shard, records) in fresh {
         for (position, data) in records {
             scratch.clear();
-            let reject = |reason: String| Rejected { shard: (*shard).clone(), position: position.clone(), reason };
+            let reject = |reason: String| Rejected {
+                shard: (*shard).clone(),
+                position: position.clone(),
+                data: data.clone(),
+                reason,
+            };
             if let Err(e) = reader.put_rows(data, &mut scratch) {
                 rejected.push(reject(e.to_string()));
                 continue;
