@@ -11,6 +11,8 @@ use weir_aws::{AwsSettings, load_sdk_config};
 
 pub use weir_testkit::patience;
 
+pub mod storm;
+
 /// The `weir` binary built by cargo for this workspace.
 pub fn weir_binary() -> std::path::PathBuf {
     target_binary("weir", "weir")
@@ -252,7 +254,17 @@ pub fn duckdb(sql: &str) -> Vec<Vec<serde_json::Value>> {
 /// python-snappy; installed by tests/emulators/install.sh) and parses the JSON it
 /// prints.
 pub fn readers_python(script: &str, args: &[impl AsRef<std::ffi::OsStr>]) -> serde_json::Value {
-    let python = emulators_home().join("duckdb-py/bin/python");
+    python_json("duckdb-py", script, args)
+}
+
+/// Runs `script` with `args` in pyiceberg's Python (tests/emulators/install.sh installs
+/// it) and parses the JSON it prints.
+pub fn pyiceberg(script: &str, args: &[impl AsRef<std::ffi::OsStr>]) -> serde_json::Value {
+    python_json("pyiceberg-0.12.0", script, args)
+}
+
+fn python_json(venv: &str, script: &str, args: &[impl AsRef<std::ffi::OsStr>]) -> serde_json::Value {
+    let python = emulators_home().join(venv).join("bin/python");
     let out =
         std::process::Command::new(&python).arg("-c").arg(script).args(args).output().unwrap_or_else(|e| {
             panic!("cannot run {} (tests/emulators/install.sh installs it): {e}", python.display())

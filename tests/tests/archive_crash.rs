@@ -20,18 +20,14 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Child;
 use std::time::Duration;
 
-use bytes::Bytes;
-use rand::Rng;
 use weir_aws::DynamoDbLeaseTable;
-use weir_aws::kinesis::producer::{Outgoing, Producer};
 use weir_core::ports::LeaseTable;
-use weir_core::{Checkpoint, ConsumerName, SequenceNumber, ShardId};
+use weir_e2e::storm::{Storm, logs, wait_checkpoints};
 use weir_e2e::{
     archiver_toml, create_stream, download, duckdb, dynamodb, files, free_port, kinesis, metadata_extraction, s3,
-    spawn_weir, worker_toml,
+    worker_toml,
 };
 use weir_testkit::Emulator;
 
@@ -92,101 +88,10 @@ listen = "127.0.0.1:{port}"
     path
 }
 
-struct Fleet {
-    dir: PathBuf,
-    kinesis: String,
-    moto: String,
-    workers: Vec<(String, Child)>,
-    started: usize,
-    consumers: String,
-}
-
-impl Fleet {
-    /// Two workers running `consumers` on `crash-events`.
-    fn two_workers(dir: &Path, kinesis: &str, moto: &str, consumers: String) -> Fleet {
-        let mut fleet = Fleet {
-            dir: dir.to_path_buf(),
-            kinesis: kinesis.to_owned(),
-            moto: moto.to_owned(),
-            workers: vec![],
-            started: 0,
-            consumers,
-        };
-        fleet.start();
-        fleet.start();
-        fleet
-    }
-
-    /// Puts `records` events (`event(i)` each) in `waves` waves, killing a random
-    /// worker at random moments while each wave is archived, `kills` times in all.
-    /// Returns the last sequence number put on each shard, and the kills.
-    async fn put_while_killing(
-        &mut self,
-        k: &aws_sdk_kinesis::Client,
-        records: u64,
-        waves: u64,
-        kills: usize,
-        event: impl Fn(u64) -> String,
-    ) -> (BTreeMap<ShardId, SequenceNumber>, usize) {
-        let producer = Producer::new(k.clone(), "crash-events");
-        let mut rng = rand::rng();
-        let mut last: BTreeMap<ShardId, SequenceNumber> = BTreeMap::new();
-        let mut killed = 0;
-        let per_wave = records / waves;
-        for wave in 0..waves {
-            let batch = (wave * per_wave..(wave + 1) * per_wave)
-                .map(|i| Outgoing { id: i, partition_key: format!("pk-{}", i % 101), data: Bytes::from(event(i)) })
-                .collect();
-            let report = producer.put_all(batch).await;
-            assert_eq!(report.accepted.len() as u64, per_wave, "{:?}", report.failed.first());
-            for a in report.accepted {
-                let e = last.entry(a.shard).or_insert(a.sequence.clone());
-                if a.sequence > *e {
-                    *e = a.sequence;
-                }
-            }
-            while killed < (wave as usize + 1) * kills / waves as usize {
-                tokio::time::sleep(Duration::from_millis(rng.random_range(1500..4000))).await;
-                self.kill_one(&mut rng);
-                killed += 1;
-            }
-        }
-        (last, killed)
-    }
-
-    fn start(&mut self) {
-        self.started += 1;
-        let id = format!("worker-{}", self.started);
-        let cfg = config(&self.dir, &self.kinesis, &self.moto, &id, &self.consumers);
-        let child = spawn_weir(&cfg, &self.dir.join(format!("{id}.log")));
-        self.workers.push((id, child));
-    }
-
-    fn kill_one(&mut self, rng: &mut impl Rng) {
-        let i = rng.random_range(0..self.workers.len());
-        let (id, mut child) = self.workers.remove(i);
-        assert!(child.try_wait().unwrap().is_none(), "{id} exited by itself\n{}", logs(&self.dir));
-        child.kill().unwrap(); // SIGKILL
-        child.wait().unwrap();
-        eprintln!("killed {id}");
-        self.start();
-    }
-}
-
-fn logs(dir: &Path) -> String {
-    let mut out = String::new();
-    for e in std::fs::read_dir(dir).unwrap().flatten() {
-        if e.path().extension().is_some_and(|x| x == "log") {
-            let text = std::fs::read_to_string(e.path()).unwrap_or_default();
-            let tail: Vec<&str> = text.lines().rev().take(8).collect();
-            out.push_str(&format!(
-                "--- {}\n{}\n",
-                e.path().display(),
-                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
-            ));
-        }
-    }
-    out
+/// Two workers running `consumers` on `crash-events`.
+fn two_workers(dir: &Path, kinesis: &str, moto: &str, consumers: String) -> Storm {
+    let (kinesis, moto) = (kinesis.to_owned(), moto.to_owned());
+    Storm::start(dir, 2, move |dir, id| config(dir, &kinesis, &moto, id, &consumers))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -217,10 +122,10 @@ async fn sigkill_storm_exactly_once_and_at_least_once() {
         consumers
             .push_str(&section.replace("CompressionFormat = \"GZIP\"", &format!("CompressionFormat = \"{format}\"")));
     }
-    let mut fleet = Fleet::two_workers(dir.path(), &fk.endpoint, &moto.endpoint, consumers);
+    let mut fleet = two_workers(dir.path(), &fk.endpoint, &moto.endpoint, consumers);
     // Kill at random moments while each wave is being archived.
     let (last, kills) = fleet
-        .put_while_killing(&k, RECORDS, WAVES, MIN_KILLS + 2, |i| {
+        .put_while_killing(&k, "crash-events", RECORDS, WAVES, MIN_KILLS + 2, |i| {
             format!(
                 r#"{{"tenantId":"t-{}","toolName":"tool-{}","sessionId":"r{i}","ts":{},"durationMs":{},"success":{}}}"#,
                 i % 7,
@@ -238,10 +143,7 @@ async fn sigkill_storm_exactly_once_and_at_least_once() {
     let names: Vec<&str> =
         ["archive-eo", "archive-fh"].into_iter().chain(WHOLE_FORMATS.iter().map(|(n, _)| *n)).collect();
     wait_checkpoints(&leases, &last, &names, dir.path()).await;
-    for (_, mut c) in fleet.workers.drain(..) {
-        c.kill().unwrap();
-        c.wait().unwrap();
-    }
+    fleet.stop();
     assert!(kills >= MIN_KILLS);
 
     let local = dir.path().join("archive");
@@ -297,41 +199,6 @@ async fn sigkill_storm_exactly_once_and_at_least_once() {
 /// Exactly-once archivers of the formats compressed whole when an object is sealed.
 const WHOLE_FORMATS: [(&str, &str); 3] = [("zip", "ZIP"), ("snappy", "Snappy"), ("hsnappy", "HADOOP_SNAPPY")];
 
-/// Waits until every consumer's checkpoint reached the last record put on each shard.
-async fn wait_checkpoints(
-    leases: &DynamoDbLeaseTable,
-    last: &BTreeMap<ShardId, SequenceNumber>,
-    consumers: &[&str],
-    dir: &Path,
-) {
-    // Fails once no checkpoint moved for 300 s (not on wall time alone).
-    let mut patience = weir_e2e::patience::Patience::new(Duration::from_secs(300));
-    loop {
-        let all = leases.list().await.unwrap();
-        let checkpoints: Vec<String> = all
-            .iter()
-            .flat_map(|l| {
-                consumers.iter().map(|c| format!("{} {c} {:?}", l.key, l.checkpoint_for(&ConsumerName::new(*c))))
-            })
-            .collect();
-        let done = |consumer: &str| {
-            last.iter().all(|(shard, seq)| {
-                all.iter().any(|l| {
-                    &l.key == shard
-                        && matches!(l.checkpoint_for(&ConsumerName::new(consumer)), Checkpoint::At(p) if p.sequence >= *seq)
-                })
-            })
-        };
-        if consumers.iter().all(|c| done(c)) {
-            return;
-        }
-        if let Err(why) = patience.observe(&checkpoints) {
-            panic!("archivers did not finish: {why}\n{}", logs(dir));
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_storm_at_five_thousand_partitions() {
     const RECORDS: u64 = 40_000;
@@ -364,9 +231,9 @@ async fn sigkill_storm_at_five_thousand_partitions() {
            OutputFormatConfiguration = { Serializer = { ParquetSerDe = { Compression = \"SNAPPY\" } } }\n\
            [consumers.destination.S3BackupConfiguration]\nPrefix = \"source/\"\nErrorOutputPrefix = \"source-errors/\"\n\
            CompressionFormat = \"GZIP\"\nBufferingHints = { SizeInMBs = 1, IntervalInSeconds = 30 }\n";
-    let mut fleet = Fleet::two_workers(dir.path(), &fk.endpoint, &moto.endpoint, consumer);
+    let mut fleet = two_workers(dir.path(), &fk.endpoint, &moto.endpoint, consumer);
     let (last, kills) = fleet
-        .put_while_killing(&k, RECORDS, WAVES, KILLS, |i| {
+        .put_while_killing(&k, "crash-events", RECORDS, WAVES, KILLS, |i| {
             format!(
                 r#"{{"tenantId":"t-{}","toolName":"tool-{}","sessionId":"r{i}","ts":{},"durationMs":{},"success":true}}"#,
                 i * 7919 % TENANTS,
@@ -393,10 +260,7 @@ async fn sigkill_storm_at_five_thousand_partitions() {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     let log_text = logs(dir.path());
-    for (_, mut c) in fleet.workers.drain(..) {
-        c.kill().unwrap();
-        c.wait().unwrap();
-    }
+    fleet.stop();
     let objects = files(&local.join("wide")).len();
     let root = local.display();
     let rows = duckdb(&format!(

@@ -68,13 +68,7 @@ print(json.dumps({"rows": rows, "files": files, "wrong": wrong, "positions": pos
 "#;
 
 fn pyiceberg(db: &Path, warehouse: &Path) -> Value {
-    let python = weir_e2e::emulators_home().join("pyiceberg-0.12.0/bin/python");
-    let out =
-        std::process::Command::new(&python).arg("-c").arg(READ).arg(db).arg(warehouse).output().unwrap_or_else(|e| {
-            panic!("cannot run {} (tests/emulators/install.sh installs it): {e}", python.display())
-        });
-    assert!(out.status.success(), "pyiceberg failed:\n{}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).unwrap()
+    weir_e2e::pyiceberg(READ, &[db, warehouse])
 }
 
 fn schema() -> Schema {
@@ -302,10 +296,7 @@ print(json.dumps(sorted(r["sessionId"] for r in rows)))
 "#;
 
 fn pyiceberg_script(script: &str, db: &Path, warehouse: &Path) -> Value {
-    let python = weir_e2e::emulators_home().join("pyiceberg-0.12.0/bin/python");
-    let out = std::process::Command::new(&python).arg("-c").arg(script).arg(db).arg(warehouse).output().unwrap();
-    assert!(out.status.success(), "pyiceberg failed:\n{}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).unwrap()
+    weir_e2e::pyiceberg(script, &[db, warehouse])
 }
 
 /// `weir run` with a `type = "iceberg"` consumer, on ferrokinesis, into a table

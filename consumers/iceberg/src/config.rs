@@ -18,6 +18,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::consumer::BufferHints;
+use crate::writer::Delivery;
 
 /// The section.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -42,6 +43,11 @@ pub struct IcebergConfig {
     /// Firehose's `UniqueKeys` (row-level updates and deletes): refused.
     #[serde(default)]
     pub unique_keys: Vec<String>,
+    /// `exactly-once` (default: shard positions kept in the table, each record once)
+    /// or `at-least-once` (no positions: a record committed by a worker that crashed
+    /// before its checkpoint is appended again; for comparison).
+    #[serde(default)]
+    pub mode: Delivery,
 }
 
 fn sixty() -> u64 {

@@ -33,4 +33,4 @@ pub mod writer;
 
 pub use config::{CatalogConfig, ErrorOutput, IcebergConfig};
 pub use consumer::{BufferHints, IcebergConsumer};
-pub use writer::{CommitReport, IcebergError, Rejected, ShardRecords, TableWriter};
+pub use writer::{CommitReport, Delivery, IcebergError, Rejected, ShardRecords, TableWriter};

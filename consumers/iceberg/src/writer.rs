@@ -121,13 +121,48 @@ pub struct TableWriter {
     consumer: String,
     deserializer: Deserializer,
     attempts: u32,
+    delivery: Delivery,
+}
+
+/// What a writer promises about records committed twice (by a worker that crashed
+/// after its commit and before its checkpoint, or by a zombie).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Delivery {
+    /// Each record once: positions kept in the table, commits conditional on them.
+    #[default]
+    ExactlyOnce,
+    /// No positions: every commit appends what it is given, retried on conflicts as
+    /// the `iceberg` crate's own transactions retry. A record whose commit was stored
+    /// but not checkpointed is appended again by the shard's next owner (what
+    /// at-least-once Iceberg sinks do). For comparison, and for tests that must see
+    /// the difference.
+    AtLeastOnce,
 }
 
 impl TableWriter {
     /// A writer of `table` in `catalog` for `consumer` (the name its positions are
     /// kept under: one per destination, the same on every worker).
     pub fn new(catalog: Arc<dyn Catalog>, table: TableIdent, consumer: impl Into<String>) -> Self {
-        Self { catalog, table, consumer: consumer.into(), deserializer: Deserializer::default(), attempts: 8 }
+        Self {
+            catalog,
+            table,
+            consumer: consumer.into(),
+            deserializer: Deserializer::default(),
+            attempts: 8,
+            delivery: Delivery::ExactlyOnce,
+        }
+    }
+
+    /// Keeps positions or not (default [`Delivery::ExactlyOnce`]).
+    pub fn with_delivery(mut self, delivery: Delivery) -> Self {
+        self.delivery = delivery;
+        self
+    }
+
+    /// What the writer promises.
+    pub fn delivery(&self) -> Delivery {
+        self.delivery
     }
 
     /// Gives up after `attempts` commits in a row lost to other writers (default 8).
@@ -152,6 +187,9 @@ impl TableWriter {
         &self,
         shards: &[ShardId],
     ) -> Result<BTreeMap<ShardId, ExtendedSequenceNumber>, IcebergError> {
+        if self.delivery == Delivery::AtLeastOnce {
+            return Ok(BTreeMap::new());
+        }
         let table = self.catalog.load_table(&self.table).await?;
         Ok(positions::committed(table.metadata(), &self.consumer, shards)?)
     }
@@ -161,7 +199,12 @@ impl TableWriter {
         let mut conflicts = 0;
         loop {
             let table = self.catalog.load_table(&self.table).await?;
-            let committed = positions::committed(table.metadata(), &self.consumer, batches.iter().map(|b| &b.shard))?;
+            let committed = match self.delivery {
+                Delivery::ExactlyOnce => {
+                    positions::committed(table.metadata(), &self.consumer, batches.iter().map(|b| &b.shard))?
+                }
+                Delivery::AtLeastOnce => BTreeMap::new(),
+            };
             let mut report = CommitReport { conflicts, positions: committed.clone(), ..CommitReport::default() };
             // What the table lacks: records after each shard's committed position.
             let mut fresh = Vec::new();
@@ -175,7 +218,9 @@ impl TableWriter {
                 let (old, new): (Vec<_>, Vec<_>) = b.records.iter().partition(|(p, _)| after.is_some_and(|c| p <= c));
                 report.already_committed += old.len() as u64;
                 fresh.push((&b.shard, new));
-                summary.insert(positions::key(&self.consumer, &b.shard), positions::encode(&b.end));
+                if self.delivery == Delivery::ExactlyOnce {
+                    summary.insert(positions::key(&self.consumer, &b.shard), positions::encode(&b.end));
+                }
                 report.positions.insert(b.shard.clone(), b.end.clone());
             }
             let columns = schema::columns(table.metadata().current_schema())?;

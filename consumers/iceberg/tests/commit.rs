@@ -17,7 +17,7 @@ use iceberg::{
 };
 use tokio::sync::Mutex;
 use weir_core::{ExtendedSequenceNumber, SequenceNumber, ShardId};
-use weir_iceberg::{IcebergError, ShardRecords, TableWriter};
+use weir_iceberg::{Delivery, IcebergError, ShardRecords, TableWriter};
 
 fn pos(n: u128) -> ExtendedSequenceNumber {
     ExtendedSequenceNumber::plain(SequenceNumber::from_u128(n))
@@ -162,6 +162,24 @@ async fn a_zombies_stale_batch_is_dropped_whichever_commits_first() {
         }
         assert_eq!(sessions(catalog.as_ref(), &table).await, expected(&[1..=10]), "zombie first: {zombie_first}");
     }
+}
+
+#[tokio::test]
+async fn at_least_once_keeps_no_positions_and_appends_a_repeat_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = catalog(dir.path()).await;
+    let table = create(catalog.as_ref()).await;
+    let writer = TableWriter::new(catalog.clone(), table.clone(), "archive").with_delivery(Delivery::AtLeastOnce);
+    assert_eq!(writer.commit(&[shard("s", 1..=10)]).await.unwrap().rows, 10);
+    // A new owner from the checkpoint before that commit: the table cannot tell it.
+    let r = writer.commit(&[shard("s", 6..=12)]).await.unwrap();
+    assert_eq!((r.rows, r.already_committed), (7, 0));
+    assert_eq!(writer.positions(&[ShardId::new("s")]).await.unwrap(), BTreeMap::new());
+    let exactly = TableWriter::new(catalog.clone(), table.clone(), "archive");
+    assert_eq!(exactly.positions(&[ShardId::new("s")]).await.unwrap(), BTreeMap::new(), "nothing in the summary");
+    let mut want = expected(&[1..=12, 6..=10]);
+    want.sort();
+    assert_eq!(sessions(catalog.as_ref(), &table).await, want);
 }
 
 /// A catalog that lets another writer commit at the worst moment: after the writer

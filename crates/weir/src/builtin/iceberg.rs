@@ -55,7 +55,7 @@ impl Plugin for IcebergConsumer {
             Some(job) => format!("{}-replay-{job}", ctx.name()),
             None => ctx.name().to_owned(),
         };
-        let writer = TableWriter::new(catalog, table, positions);
+        let writer = TableWriter::new(catalog, table, positions).with_delivery(c.mode);
         Ok(IcebergConsumer::new(ctx.name(), writer, errors, e.prefix.clone(), c.hints()))
     }
 }
