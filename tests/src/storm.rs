@@ -15,10 +15,13 @@ use weir_core::{Checkpoint, ConsumerName, SequenceNumber, ShardId};
 
 use crate::spawn_weir;
 
+/// Writes a worker's config file: given the storm's directory and the worker's id.
+pub type ConfigFn = Box<dyn Fn(&Path, &str) -> PathBuf + Send>;
+
 /// Workers started from configs `config(dir, worker id)` writes, logs beside them.
 pub struct Storm {
     dir: PathBuf,
-    config: Box<dyn Fn(&Path, &str) -> PathBuf + Send>,
+    config: ConfigFn,
     /// The running workers: id and process.
     pub workers: Vec<(String, Child)>,
     started: usize,
