@@ -283,7 +283,8 @@ schema = Schema(
     NestedField(4, "durationMs", LongType(), required=False),
 )
 spec = PartitionSpec(PartitionField(source_id=1, field_id=1000, transform=IdentityTransform(), name="tenant"))
-catalog.create_table("mcp.events", schema=schema, partition_spec=spec)
+for name in sys.argv[3:] or ["mcp.events"]:
+    catalog.create_table(name, schema=schema, partition_spec=spec)
 print("{}")
 "#;
 
@@ -291,7 +292,7 @@ const SESSIONS: &str = r#"
 import json, sys
 from pyiceberg.catalog.sql import SqlCatalog
 catalog = SqlCatalog("weir", uri="sqlite:///" + sys.argv[1], warehouse="file://" + sys.argv[2])
-rows = catalog.load_table("mcp.events").scan().to_arrow().to_pylist()
+rows = catalog.load_table(sys.argv[3] if len(sys.argv) > 3 else "mcp.events").scan().to_arrow().to_pylist()
 print(json.dumps(sorted(r["sessionId"] for r in rows)))
 "#;
 
@@ -428,4 +429,83 @@ fn config_check_names_what_the_iceberg_destination_cannot_do() {
         assert!(text.contains(field), "{field} not named:\n{text}");
     }
     assert!(text.contains("delete files"), "{text}");
+}
+
+/// `weir run` with a `route_query`: each MCP event into the table named after its tool
+/// (`mcp.search`, `mcp.fetch_url`, made by pyiceberg), an event of a tool without a
+/// table and one asking for an update into the error output with the reason; pyiceberg
+/// reads each table back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn weir_run_routes_each_record_to_the_table_its_query_names() {
+    use weir_aws::kinesis::producer::{Outgoing, Producer};
+    let fk = weir_testkit::Emulator::start("ferrokinesis", &[]);
+    let k = weir_e2e::kinesis(&fk.endpoint).await;
+    weir_e2e::create_stream(&k, "routed-events", 2).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (db, warehouse) = (dir.path().join("catalog.db"), dir.path().join("warehouse"));
+    std::fs::create_dir_all(&warehouse).unwrap();
+    let (db_s, wh_s) = (db.display().to_string(), warehouse.display().to_string());
+    weir_e2e::pyiceberg(CREATE, &[db_s.as_str(), wh_s.as_str(), "mcp.search", "mcp.fetch_url"]);
+    let tools = ["search", "fetch_url", "run_sql"];
+    let records: Vec<Outgoing> = (0..300u64)
+        .map(|i| {
+            let op = if i % 50 == 7 { r#","op":"update""# } else { "" };
+            Outgoing {
+                id: i,
+                partition_key: format!("pk-{i}"),
+                data: Bytes::from(format!(
+                    r#"{{"tenantId":"t{}","toolName":"{}","sessionId":"s-{i:05}","durationMs":{i}{op}}}"#,
+                    i % 3,
+                    tools[(i % 3) as usize]
+                )),
+            }
+        })
+        .collect();
+    assert_eq!(Producer::new(k.clone(), "routed-events").put_all(records).await.accepted.len(), 300);
+    let cfg = dir.path().join("weir.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "{worker}\n[stream]\nkind = \"kinesis\"\nname = \"routed-events\"\n[leases]\npath = \"{leases}\"\nnamespace = \"ice\"\n\
+             [aws]\nkinesis_endpoint_url = \"{endpoint}\"\n[http]\nlisten = \"\"\n\
+             [[consumers]]\nname = \"by-tool\"\ntype = \"iceberg\"\n\
+             route_query = '{{destinationDatabaseName: \"mcp\", destinationTableName: .toolName, operation: .op}}'\n\
+             catalog = {{ type = \"sql\", database = \"{db_s}\", warehouse = \"{wh_s}\" }}\nbuffer_interval_seconds = 1\n\
+             error_output = {{ directory = \"{errors}\" }}\n",
+            worker = weir_e2e::worker_toml(None),
+            leases = dir.path().join("leases.db").display(),
+            endpoint = fk.endpoint,
+            errors = dir.path().join("errors").display(),
+        ),
+    )
+    .unwrap();
+    let mut cmd = weir_e2e::weir_command();
+    cmd.args(["run", "--config", cfg.to_str().unwrap(), "--until-caught-up"]);
+    let (out, _) = weir_e2e::timed(cmd, std::time::Duration::from_secs(120));
+    assert!(out.status.success(), "{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+
+    for (t, tool) in [(0u64, "mcp.search"), (1, "mcp.fetch_url")] {
+        let got: Vec<String> =
+            serde_json::from_value(weir_e2e::pyiceberg(SESSIONS, &[db_s.as_str(), wh_s.as_str(), tool])).unwrap();
+        let want: Vec<String> = (0..300).filter(|i| i % 3 == t && i % 50 != 7).map(|i| format!("s-{i:05}")).collect();
+        assert_eq!(got, want, "{tool}: each of its tool's records once");
+    }
+    let mut errors: Vec<(String, String)> = Vec::new();
+    for entry in walk(&dir.path().join("errors")) {
+        for line in std::fs::read_to_string(entry).unwrap().lines() {
+            let e: Value = serde_json::from_str(line).unwrap();
+            let raw = base64::engine::general_purpose::STANDARD.decode(e["rawData"].as_str().unwrap()).unwrap();
+            let raw: Value = serde_json::from_slice(&raw).unwrap();
+            errors.push((raw["sessionId"].as_str().unwrap().to_owned(), e["errorCode"].as_str().unwrap().to_owned()));
+        }
+    }
+    errors.sort();
+    let want: Vec<(String, String)> = (0..300u64)
+        .filter(|i| i % 3 == 2 || i % 50 == 7)
+        .map(|i| {
+            let code = if i % 50 == 7 { "Iceberg.UnsupportedOperation" } else { "Iceberg.NoSuchTable" };
+            (format!("s-{i:05}"), code.to_owned())
+        })
+        .collect();
+    assert_eq!(errors, want, "each record without a table in the error output once, with the reason");
 }

@@ -5,6 +5,8 @@
 //! name = "events-table"
 //! type = "iceberg"
 //! table = "mcp.events"                 # DestinationDatabaseName.DestinationTableName
+//! # or each record to the table a jq query names (Firehose's routing by JSONQuery):
+//! # route_query = '{destinationDatabaseName: "mcp", destinationTableName: .toolName}'
 //! catalog = { type = "sql", database = "weir-data/catalog.db", warehouse = "weir-data/warehouse" }
 //! buffer_interval_seconds = 60         # BufferingHints.IntervalInSeconds
 //! buffer_size_mib = 1                  # BufferingHints.SizeInMBs
@@ -28,8 +30,17 @@ pub struct IcebergConfig {
     #[serde(default)]
     pub name: String,
     /// `namespace.table` (Firehose: `DestinationDatabaseName` and
-    /// `DestinationTableName`). The table must exist.
+    /// `DestinationTableName`). The table must exist. With `route_query`, the names
+    /// the query leaves out (or gives as null) are taken from it.
+    #[serde(default)]
     pub table: String,
+    /// A jq query (JQ-1.6, as Firehose's `MetadataExtractionQuery` for Iceberg
+    /// routing) whose output object names each record's table:
+    /// `destinationDatabaseName`, `destinationTableName` and optionally `operation`
+    /// (`insert`; `update` and `delete` go to the error output). A record whose table
+    /// does not exist goes to the error output.
+    #[serde(default)]
+    pub route_query: Option<String>,
     /// Where the table is registered.
     pub catalog: CatalogConfig,
     /// Commit once the oldest buffered record waited this long (1–900; default 60).
@@ -120,8 +131,17 @@ impl IcebergConfig {
     /// Every problem serde cannot see, each naming its field under `at`.
     pub fn problems(&self, at: &str) -> Vec<String> {
         let mut out = Vec::new();
-        if self.table.split_once('.').is_none_or(|(ns, t)| ns.is_empty() || t.is_empty()) {
+        if self.table.is_empty() && self.route_query.is_none() {
+            out.push(format!("field `{at}.table`: give `table`, `route_query`, or both"));
+        } else if !self.table.is_empty()
+            && self.table.split_once('.').is_none_or(|(ns, t)| ns.is_empty() || t.is_empty())
+        {
             out.push(format!("field `{at}.table`: {:?} is not `namespace.table`", self.table));
+        }
+        if let Some(q) = &self.route_query
+            && let Err(e) = crate::tables::RouteQuery::compile(q)
+        {
+            out.push(format!("field `{at}.route_query`: {e}"));
         }
         match &self.catalog {
             CatalogConfig::Sql { catalog_name, .. } if catalog_name.is_empty() => {
@@ -177,17 +197,24 @@ mod tests {
             buffer_interval_seconds = 0
             buffer_size_mib = 500
             unique_keys = ["sessionId"]
+            route_query = "{destinationTableName: .a"
             error_output = { prefix = "x/" }
             "#,
         )
         .unwrap();
         let p = c.problems("consumers[0]");
-        for field in
-            ["table", "catalog.type", "buffer_interval_seconds", "buffer_size_mib", "unique_keys", "error_output"]
-        {
+        for field in [
+            "table",
+            "route_query",
+            "catalog.type",
+            "buffer_interval_seconds",
+            "buffer_size_mib",
+            "unique_keys",
+            "error_output",
+        ] {
             assert!(p.iter().any(|m| m.starts_with(&format!("field `consumers[0].{field}`"))), "{field}: {p:?}");
         }
-        assert_eq!(p.len(), 6, "{p:?}");
+        assert_eq!(p.len(), 7, "{p:?}");
     }
 
     #[test]

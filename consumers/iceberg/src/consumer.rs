@@ -1,17 +1,25 @@
-//! The Iceberg destination as a consumer: records buffered per shard, committed to the
-//! table by [`TableWriter`] when the buffer interval passes, the buffer is full, or a
-//! shard closes with a duty to flush; checkpoints only to the positions a stored
-//! commit carries.
+//! The Iceberg destination as a consumer: records routed to their table
+//! ([`Tables`]) and buffered per shard, committed table by table by
+//! [`crate::TableWriter`] when the buffer interval passes, the buffer is full, or a
+//! shard closes with a duty to flush; a shard's checkpoint moves only once every table
+//! its records went to has a stored commit of them.
 //!
-//! - **Opening a shard** reads the shard's position in the table: records at or
-//!   before it (committed by an earlier owner that crashed before its checkpoint)
-//!   are not buffered again.
-//! - **Records that do not fit the table** go to the error output before the shard's
-//!   checkpoint passes them: one object per shard and commit, under a key made of the
-//!   writer's name for its positions (a replay job's own), the shard and the first and
-//!   last rejected positions. A zombie that rejects the same
-//!   records writes the same key, and the create-only put keeps the first: each
-//!   rejected record is in the error output once.
+//! - **Records a table already has** (committed by an earlier owner that crashed
+//!   before its checkpoint) are dropped by the commit, which reads the shard's
+//!   position in the table.
+//! - **Records that fit no table** (routing failed, no such table) **or do not fit
+//!   their table's schema** go to the error output before the shard's checkpoint
+//!   passes them: one object per shard and flush, under a key made of the writer's
+//!   name for its positions (a replay job's own), the shard and the first and last
+//!   rejected positions, written create-only. A record is never lost from it: one
+//!   that a stored commit passed is rejected again by the next owner's commit (the
+//!   worker that stored it may have died before its error object). It is there more
+//!   than once only if a zombie or a crashed worker rejected it in a flush of other
+//!   bounds.
+//! - **A shard's position in each table** is where the shard's read ended when the
+//!   table's commit was made: every record of the shard up to there that routes to
+//!   that table is in it. Routing is a function of the record, so a new owner reading
+//!   from the checkpoint finds, table by table, what is already in.
 //! - **A lost lease** drops the shard's buffer: its records are the new owner's.
 
 use std::collections::{BTreeMap, HashMap};
@@ -26,7 +34,8 @@ use weir_core::{
 };
 
 use crate::metrics as m;
-use crate::writer::{Rejected, ShardRecords, TableWriter};
+use crate::tables::{SCHEMA_MISMATCH, Tables, Unroutable};
+use crate::writer::{Rejected, ShardRecords};
 
 /// When a buffer is committed (Firehose's `BufferingHints` for Iceberg: 300 s and
 /// 128 MiB at most, 60 s / 1 MiB here by default as a smaller commit cadence keeps the
@@ -48,18 +57,28 @@ impl Default for BufferHints {
 /// One shard's records since its last commit.
 #[derive(Debug, Default)]
 struct Pending {
-    /// The table's position for the shard when it opened: records up to it are in.
-    committed: Option<ExtendedSequenceNumber>,
-    records: Vec<(ExtendedSequenceNumber, Bytes)>,
+    /// Each record's table (an index of [`Tables`]), position, data and arrival.
+    records: Vec<(usize, ExtendedSequenceNumber, Bytes, Timestamp)>,
+    /// Records that fit no table, with the reason.
+    unroutable: Vec<(ExtendedSequenceNumber, Bytes, Unroutable)>,
     arrivals: HashMap<ExtendedSequenceNumber, Timestamp>,
-    /// The last position received (buffered or skipped).
+    /// The last position received (buffered, skipped or unroutable).
     end: Option<ExtendedSequenceNumber>,
 }
 
-/// Records of a stream appended to one Iceberg table.
+/// A line of the error output.
+struct ErrorLine<'a> {
+    position: &'a ExtendedSequenceNumber,
+    data: &'a Bytes,
+    code: &'static str,
+    reason: &'a str,
+    table: Option<String>,
+}
+
+/// Records of a stream appended to Iceberg tables.
 pub struct IcebergConsumer {
     name: String,
-    writer: TableWriter,
+    tables: Tables,
     errors: Arc<dyn ObjectSink>,
     error_prefix: String,
     hints: BufferHints,
@@ -70,24 +89,23 @@ pub struct IcebergConsumer {
 
 impl std::fmt::Debug for IcebergConsumer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("IcebergConsumer").field("name", &self.name).field("table", self.writer.table()).finish()
+        f.debug_struct("IcebergConsumer").field("name", &self.name).field("tables", &self.tables).finish()
     }
 }
 
 impl IcebergConsumer {
-    /// A consumer named `name` (its checkpoints' and table positions' key) writing
-    /// with `writer`, its records that do not fit the table to `errors` under
-    /// `error_prefix`.
+    /// A consumer named `name` (its checkpoints' key) writing `tables`, the records
+    /// that fit none to `errors` under `error_prefix`.
     pub fn new(
         name: impl Into<String>,
-        writer: TableWriter,
+        tables: Tables,
         errors: Arc<dyn ObjectSink>,
         error_prefix: impl Into<String>,
         hints: BufferHints,
     ) -> Self {
         Self {
             name: name.into(),
-            writer,
+            tables,
             errors,
             error_prefix: error_prefix.into(),
             hints,
@@ -97,83 +115,160 @@ impl IcebergConsumer {
         }
     }
 
-    /// Commits every shard's buffer; checkpoints what the commit stored.
+    /// Commits the buffers of every shard (or `only` one), table by table; writes what
+    /// fits nowhere to the error output; then checkpoints each shard where its read
+    /// ended (or where the tables say it stands, if further).
     async fn flush(&mut self, only: Option<&ShardId>, acks: &dyn Acks) -> Result<(), ConsumerError> {
-        let batches: Vec<ShardRecords> = self
+        let shards: Vec<ShardId> = self
             .shards
             .iter()
-            .filter(|(id, _)| only.is_none_or(|o| o == *id))
-            .filter_map(|(id, p)| {
-                Some(ShardRecords { shard: id.clone(), end: p.end.clone()?, records: p.records.clone() })
-            })
+            .filter(|(id, p)| only.is_none_or(|o| o == *id) && p.end.is_some())
+            .map(|(id, _)| id.clone())
             .collect();
-        if batches.is_empty() {
+        if shards.is_empty() {
             return Ok(());
         }
-        let labels = self.labels();
-        let report = match self.writer.commit(&batches).await {
-            Ok(r) => r,
-            Err(e) => {
-                metrics::counter!(m::COMMIT_FAILURES, &labels).increment(1);
-                return Err(ConsumerError::with_source(format!("commit to {}", self.writer.table()), e));
+        // Per table, each shard's records; a single-table consumer commits every shard
+        // (one without records too: the commit reports where the table stands).
+        let mut per_table: BTreeMap<usize, Vec<ShardRecords>> = BTreeMap::new();
+        for id in &shards {
+            let p = &self.shards[id];
+            let Some(end) = p.end.clone() else { continue };
+            if self.tables.is_single() {
+                per_table.entry(0).or_default();
             }
-        };
-        self.write_rejected(&report.rejected).await?;
-        metrics::counter!(m::COMMITS, &labels).increment(u64::from(report.snapshot.is_some()));
-        metrics::counter!(m::COMMIT_CONFLICTS, &labels).increment(u64::from(report.conflicts));
-        metrics::counter!(m::ROWS, &labels).increment(report.rows);
-        metrics::counter!(m::DATA_FILES, &labels).increment(report.data_files as u64);
-        metrics::counter!(m::ALREADY_COMMITTED, &labels).increment(report.already_committed);
-        metrics::counter!(m::REJECTED, &labels).increment(report.rejected.len() as u64);
-        for b in &batches {
-            let Some(p) = self.shards.get_mut(&b.shard) else { continue };
-            let position = report.positions.get(&b.shard).unwrap_or(&b.end);
-            acks.durable(&b.shard, position);
-            p.committed = Some(position.clone());
-            p.records.clear();
-            p.arrivals.clear();
-            p.end = None;
+            for (table, position, data, _) in &p.records {
+                let batches = per_table.entry(*table).or_default();
+                match batches.last_mut() {
+                    Some(b) if b.shard == *id => b.records.push((position.clone(), data.clone())),
+                    _ => batches.push(ShardRecords {
+                        shard: id.clone(),
+                        end: end.clone(),
+                        records: vec![(position.clone(), data.clone())],
+                    }),
+                }
+            }
+            if self.tables.is_single() && p.records.is_empty() {
+                per_table.entry(0).or_default().push(ShardRecords { shard: id.clone(), end, records: Vec::new() });
+            }
         }
-        self.bytes = self.shards.values().flat_map(|p| &p.records).map(|(_, d)| d.len()).sum();
+        // Where each shard stands in every table it went to: the least of them.
+        let mut stands: BTreeMap<ShardId, ExtendedSequenceNumber> = BTreeMap::new();
+        let mut rejected: Vec<(Rejected, String)> = Vec::new();
+        let mut vanished = Vec::new();
+        for (table, batches) in per_table.iter().filter(|(_, b)| !b.is_empty()) {
+            let writer = self.tables.writer(*table);
+            let labels = self.labels(*table);
+            let report = match writer.commit(batches).await {
+                Ok(r) => r,
+                Err(e) if !self.tables.is_single() && e.is_no_such_table() => {
+                    // A routed table dropped since records were routed to it: they fit
+                    // no table now (a configured table that vanishes is an outage).
+                    metrics::counter!(m::COMMIT_FAILURES, &labels).increment(1);
+                    vanished.push(*table);
+                    continue;
+                }
+                Err(e) => {
+                    metrics::counter!(m::COMMIT_FAILURES, &labels).increment(1);
+                    return Err(ConsumerError::with_source(format!("commit to {}", writer.table()), e));
+                }
+            };
+            metrics::counter!(m::COMMITS, &labels).increment(u64::from(report.snapshot.is_some()));
+            metrics::counter!(m::COMMIT_CONFLICTS, &labels).increment(u64::from(report.conflicts));
+            metrics::counter!(m::ROWS, &labels).increment(report.rows);
+            metrics::counter!(m::DATA_FILES, &labels).increment(report.data_files as u64);
+            metrics::counter!(m::ALREADY_COMMITTED, &labels).increment(report.already_committed);
+            metrics::counter!(m::REJECTED, &labels).increment(report.rejected.len() as u64);
+            for b in batches {
+                let at = report.positions.get(&b.shard).unwrap_or(&b.end);
+                let least = stands.entry(b.shard.clone()).or_insert_with(|| at.clone());
+                if at < least {
+                    *least = at.clone();
+                }
+            }
+            let name = writer.table().to_string();
+            rejected.extend(report.rejected.into_iter().map(|r| (r, name.clone())));
+        }
+        for table in vanished {
+            let why = self.tables.forget(table);
+            for id in &shards {
+                let Some(p) = self.shards.get_mut(id) else { continue };
+                let (gone, kept) = std::mem::take(&mut p.records).into_iter().partition(|r| r.0 == table);
+                p.records = kept;
+                let gone: Vec<_> = gone;
+                p.unroutable.extend(gone.into_iter().map(|(_, position, data, _)| (position, data, why.clone())));
+            }
+        }
+        self.write_errors(&shards, &rejected).await?;
+        for id in &shards {
+            let Some(p) = self.shards.get_mut(id) else { continue };
+            let Some(end) = p.end.take() else { continue };
+            let position = stands.remove(id).filter(|s| *s > end).unwrap_or(end);
+            acks.durable(id, &position);
+            p.records.clear();
+            p.unroutable.clear();
+            p.arrivals.clear();
+        }
+        self.bytes = self.shards.values().flat_map(|p| &p.records).map(|(_, _, d, _)| d.len()).sum();
         self.oldest = None;
         Ok(())
     }
 
-    /// The labels of every series.
-    fn labels(&self) -> [(&'static str, String); 2] {
-        [(m::CONSUMER, self.name.clone()), (m::TABLE, self.writer.table().to_string())]
+    /// The labels of table `i`'s series.
+    fn labels(&self, i: usize) -> [(&'static str, String); 2] {
+        [(m::CONSUMER, self.name.clone()), (m::TABLE, self.tables.writer(i).table().to_string())]
     }
 
-    /// The records that did not fit, one object per shard, before any checkpoint
-    /// passes them.
-    async fn write_rejected(&self, rejected: &[Rejected]) -> Result<(), ConsumerError> {
-        let mut by_shard: BTreeMap<&ShardId, Vec<&Rejected>> = BTreeMap::new();
-        for r in rejected {
-            by_shard.entry(&r.shard).or_default().push(r);
+    /// The records of `shards` that fit no table and the `rejected` ones (each with its
+    /// table), one object per shard, before any checkpoint passes them.
+    async fn write_errors(&self, shards: &[ShardId], rejected: &[(Rejected, String)]) -> Result<(), ConsumerError> {
+        let mut by_shard: BTreeMap<&ShardId, Vec<ErrorLine<'_>>> = BTreeMap::new();
+        for id in shards {
+            for (position, data, why) in &self.shards[id].unroutable {
+                by_shard.entry(id).or_default().push(ErrorLine {
+                    position,
+                    data,
+                    code: why.code,
+                    reason: &why.reason,
+                    table: None,
+                });
+            }
         }
-        for (shard, rs) in by_shard {
-            let pending = self.shards.get(shard);
+        for (r, table) in rejected {
+            by_shard.entry(&r.shard).or_default().push(ErrorLine {
+                position: &r.position,
+                data: &r.data,
+                code: SCHEMA_MISMATCH,
+                reason: &r.reason,
+                table: Some(table.clone()),
+            });
+        }
+        for (shard, mut lines) in by_shard {
+            lines.sort_by(|a, b| a.position.cmp(b.position));
+            let arrivals = self.shards.get(shard).map(|p| &p.arrivals);
             let mut body = Vec::new();
-            for r in &rs {
-                let arrival = pending.and_then(|p| p.arrivals.get(&r.position)).map_or(0, |t| t.as_millis());
-                let line = serde_json::json!({
+            for l in &lines {
+                let arrival = arrivals.and_then(|a| a.get(l.position)).map_or(0, |t| t.as_millis());
+                let mut line = serde_json::json!({
                     "attemptsMade": 1,
                     "arrivalTimestamp": arrival,
-                    "errorCode": "Iceberg.SchemaMismatch",
-                    "errorMessage": r.reason,
-                    "rawData": base64::engine::general_purpose::STANDARD.encode(&r.data),
-                    "sequenceNumber": r.position.sequence.to_string(),
-                    "subSequenceNumber": r.position.sub_sequence,
-                    "destinationTable": self.writer.table().to_string(),
+                    "errorCode": l.code,
+                    "errorMessage": l.reason,
+                    "rawData": base64::engine::general_purpose::STANDARD.encode(l.data),
+                    "sequenceNumber": l.position.sequence.to_string(),
+                    "subSequenceNumber": l.position.sub_sequence,
                 });
+                if let Some(t) = &l.table {
+                    line["destinationTable"] = serde_json::Value::String(t.clone());
+                }
                 body.extend_from_slice(line.to_string().as_bytes());
                 body.push(b'\n');
             }
-            let (first, last) = (&rs[0].position, &rs[rs.len() - 1].position);
+            let (first, last) = (lines[0].position, lines[lines.len() - 1].position);
             let key = format!(
                 "{}{}/{}/{}.{}-{}.{}.ndjson",
                 self.error_prefix,
-                self.writer.consumer(),
+                self.tables.positions_name(),
                 shard.as_str().replace('/', "_"),
                 first.sequence,
                 first.sub_sequence,
@@ -197,28 +292,28 @@ impl weir_core::Consumer for IcebergConsumer {
     }
 
     async fn on_shard_open(&mut self, shard: &ShardContext) -> Result<(), ConsumerError> {
-        let id = shard.shard_id.clone();
-        let committed = self
-            .writer
-            .positions(std::slice::from_ref(&id))
-            .await
-            .map_err(|e| ConsumerError::with_source(format!("positions in {}", self.writer.table()), e))?
-            .remove(&id);
-        self.shards.insert(id, Pending { committed, ..Pending::default() });
+        // Records the tables already have are buffered again and dropped by the
+        // commit, which reads each table's position for the shard: the ones among them
+        // that do not fit are rejected again, for the worker that committed them may
+        // have died before it wrote them to the error output.
+        self.shards.insert(shard.shard_id.clone(), Pending::default());
         Ok(())
     }
 
     async fn on_batch(&mut self, batch: &RecordBatch, acks: &dyn Acks) -> Result<(), ConsumerError> {
+        let mut refused = BTreeMap::new();
         let pending = self.shards.entry(batch.shard_id.clone()).or_default();
         for r in &batch.records {
             pending.end = Some(r.position.clone());
-            if pending.committed.as_ref().is_some_and(|c| r.position <= *c) {
-                continue;
-            }
-            pending.records.push((r.position.clone(), r.data.clone()));
             pending.arrivals.insert(r.position.clone(), r.approximate_arrival);
-            self.bytes += r.data.len();
             self.oldest.get_or_insert(r.approximate_arrival);
+            match self.tables.route(&r.data, &mut refused).await {
+                Ok(table) => {
+                    pending.records.push((table, r.position.clone(), r.data.clone(), r.approximate_arrival));
+                    self.bytes += r.data.len();
+                }
+                Err(why) => pending.unroutable.push((r.position.clone(), r.data.clone(), why)),
+            }
         }
         if self.bytes >= self.hints.size_bytes || batch.is_shard_end() {
             self.flush(None, acks).await?;
@@ -228,11 +323,21 @@ impl weir_core::Consumer for IcebergConsumer {
 
     async fn on_tick(&mut self, now: Timestamp, acks: &dyn Acks) -> Result<(), ConsumerError> {
         let age = self.oldest.map_or(0, |t| now.as_millis().saturating_sub(t.as_millis()));
-        let labels = self.labels();
-        metrics::gauge!(m::DATA_FRESHNESS, &labels).set(age as f64 / 1000.0);
-        metrics::gauge!(m::BUFFERED_BYTES, &labels).set(self.bytes as f64);
+        // Per table: bytes buffered and the oldest buffered record's age.
+        let mut per_table = vec![(0usize, None::<i64>); self.tables.writers().len()];
+        for (table, _, data, arrival) in self.shards.values().flat_map(|p| &p.records) {
+            let (bytes, oldest) = &mut per_table[*table];
+            *bytes += data.len();
+            *oldest = Some(oldest.map_or(arrival.as_millis(), |o| o.min(arrival.as_millis())));
+        }
+        for (i, (bytes, oldest)) in per_table.into_iter().enumerate() {
+            let labels = self.labels(i);
+            let age = oldest.map_or(0, |t| now.as_millis().saturating_sub(t));
+            metrics::gauge!(m::DATA_FRESHNESS, &labels).set(age as f64 / 1000.0);
+            metrics::gauge!(m::BUFFERED_BYTES, &labels).set(bytes as f64);
+        }
         let due = self.oldest.is_some() && age >= self.hints.interval_millis;
-        if due || self.shards.values().any(|p| p.records.is_empty() && p.end.is_some()) {
+        if due || self.shards.values().any(|p| p.records.is_empty() && p.unroutable.is_empty() && p.end.is_some()) {
             self.flush(None, acks).await?;
         }
         Ok(())
@@ -248,7 +353,7 @@ impl weir_core::Consumer for IcebergConsumer {
             self.flush(Some(shard), acks).await?;
         }
         if let Some(p) = self.shards.remove(shard) {
-            self.bytes -= p.records.iter().map(|(_, d)| d.len()).sum::<usize>();
+            self.bytes -= p.records.iter().map(|(_, _, d, _)| d.len()).sum::<usize>();
         }
         Ok(())
     }

@@ -29,8 +29,10 @@ mod pinned;
 pub mod positions;
 mod retag;
 pub mod schema;
+pub mod tables;
 pub mod writer;
 
 pub use config::{CatalogConfig, ErrorOutput, IcebergConfig};
 pub use consumer::{BufferHints, IcebergConsumer};
+pub use tables::{RouteQuery, Tables, Unroutable};
 pub use writer::{CommitReport, Delivery, IcebergError, Rejected, ShardRecords, TableWriter};

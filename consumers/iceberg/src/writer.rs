@@ -113,6 +113,13 @@ pub enum IcebergError {
     },
 }
 
+impl IcebergError {
+    /// Whether the table (or its namespace) is not in the catalog.
+    pub fn is_no_such_table(&self) -> bool {
+        matches!(self, Self::Iceberg(e) if matches!(e.kind(), iceberg::ErrorKind::TableNotFound | iceberg::ErrorKind::NamespaceNotFound))
+    }
+}
+
 /// Appends records to one table for one consumer.
 #[derive(Debug, Clone)]
 pub struct TableWriter {
@@ -165,6 +172,16 @@ impl TableWriter {
         self.delivery
     }
 
+    /// The catalog.
+    pub fn catalog(&self) -> Arc<dyn Catalog> {
+        self.catalog.clone()
+    }
+
+    /// A writer of `table` in the same catalog with the same settings.
+    pub fn for_table(&self, table: TableIdent) -> Self {
+        Self { table, ..self.clone() }
+    }
+
     /// Gives up after `attempts` commits in a row lost to other writers (default 8).
     pub fn with_attempts(mut self, attempts: u32) -> Self {
         self.attempts = attempts.max(1);
@@ -208,15 +225,16 @@ impl TableWriter {
             let mut report = CommitReport { conflicts, positions: committed.clone(), ..CommitReport::default() };
             // What the table lacks: records after each shard's committed position.
             let mut fresh = Vec::new();
+            let mut stale = Vec::new();
             let mut summary = HashMap::new();
             for b in batches {
                 let after = committed.get(&b.shard);
-                if after.is_some_and(|c| *c >= b.end) {
-                    report.already_committed += b.records.len() as u64;
-                    continue;
-                }
                 let (old, new): (Vec<_>, Vec<_>) = b.records.iter().partition(|(p, _)| after.is_some_and(|c| p <= c));
                 report.already_committed += old.len() as u64;
+                stale.push((&b.shard, old));
+                if after.is_some_and(|c| *c >= b.end) {
+                    continue;
+                }
                 fresh.push((&b.shard, new));
                 if self.delivery == Delivery::ExactlyOnce {
                     summary.insert(positions::key(&self.consumer, &b.shard), positions::encode(&b.end));
@@ -224,7 +242,7 @@ impl TableWriter {
                 report.positions.insert(b.shard.clone(), b.end.clone());
             }
             let columns = schema::columns(table.metadata().current_schema())?;
-            let (batch, rejected) = convert(&columns, &self.deserializer, &table, &fresh)?;
+            let (batch, rejected) = convert(&columns, &self.deserializer, &table, &fresh, &stale)?;
             report.rejected = rejected;
             report.rows = batch.num_rows() as u64;
             if batch.num_rows() == 0 {
@@ -256,19 +274,27 @@ impl TableWriter {
     }
 }
 
-/// The rows of `fresh` as one batch of the table's Arrow schema, and the records that
-/// do not fit.
+/// Records of one shard.
+type ShardSlice<'a> = (&'a ShardId, Vec<&'a (ExtendedSequenceNumber, Bytes)>);
+
+/// The rows of `fresh` as one batch of the table's Arrow schema, and the records of
+/// `fresh` and `stale` that do not fit. `stale` records are in the table already (an
+/// earlier commit had them) and give no rows; the ones that do not fit are returned
+/// again, because the commit that had them may have been stored by a worker that died
+/// before it wrote them to the error output.
 fn convert(
     columns: &[TableColumn],
     deserializer: &Deserializer,
     table: &Table,
-    fresh: &[(&ShardId, Vec<&(ExtendedSequenceNumber, Bytes)>)],
+    fresh: &[ShardSlice<'_>],
+    stale: &[ShardSlice<'_>],
 ) -> Result<(RecordBatch, Vec<Rejected>), IcebergError> {
     let reader = RowReader::new(columns.iter().map(|c| c.column.clone()).collect(), deserializer.clone());
     let mut cells: Vec<Vec<Cell>> = vec![Vec::new(); columns.len()];
     let mut rejected = Vec::new();
     let mut scratch = Vec::new();
-    for (shard, records) in fresh {
+    let all = fresh.iter().map(|f| (f, true)).chain(stale.iter().map(|s| (s, false)));
+    for ((shard, records), keep) in all {
         for (position, data) in records {
             scratch.clear();
             let reject = |reason: String| Rejected {
@@ -288,6 +314,9 @@ fn convert(
             }
             if let Some(field) = rows.iter().find_map(|row| schema::missing(columns, row)) {
                 rejected.push(reject(format!("required field {field:?} is missing or null")));
+                continue;
+            }
+            if !keep {
                 continue;
             }
             for row in rows {

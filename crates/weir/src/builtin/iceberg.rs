@@ -3,7 +3,7 @@
 
 use anyhow::{Context as _, Result, bail};
 use iceberg::{NamespaceIdent, TableIdent};
-use weir_iceberg::{CatalogConfig, IcebergConfig, IcebergConsumer, TableWriter};
+use weir_iceberg::{CatalogConfig, IcebergConfig, IcebergConsumer, RouteQuery, TableWriter, Tables};
 
 use crate::plugin::{Context, Plugin};
 
@@ -38,12 +38,20 @@ impl Plugin for IcebergConsumer {
             }
             _ => bail!("field `{at}.catalog.type`: not built yet"),
         };
-        let (namespace, name) = c.table.rsplit_once('.').context("checked: namespace.table")?;
-        let table = TableIdent::new(NamespaceIdent::from_strs(namespace.split('.'))?, name.to_owned());
-        let loaded =
-            catalog.load_table(&table).await.with_context(|| format!("field `{at}.table`: cannot load {table}"))?;
-        weir_iceberg::schema::columns(loaded.metadata().current_schema())
-            .with_context(|| format!("field `{at}.table`: {table}"))?;
+        // The configured table (a routed consumer's default) must load and be writable.
+        let default = match c.table.rsplit_once('.') {
+            Some((namespace, name)) => {
+                let table = TableIdent::new(NamespaceIdent::from_strs(namespace.split('.'))?, name.to_owned());
+                let loaded = catalog
+                    .load_table(&table)
+                    .await
+                    .with_context(|| format!("field `{at}.table`: cannot load {table}"))?;
+                weir_iceberg::schema::columns(loaded.metadata().current_schema())
+                    .with_context(|| format!("field `{at}.table`: {table}"))?;
+                Some(table)
+            }
+            None => None,
+        };
         let e = &c.error_output;
         let field = format!("{at}.error_output");
         let location = Context::store_location(&field, e.directory.as_deref(), e.bucket.as_deref())?;
@@ -55,7 +63,19 @@ impl Plugin for IcebergConsumer {
             Some(job) => format!("{}-replay-{job}", ctx.name()),
             None => ctx.name().to_owned(),
         };
-        let writer = TableWriter::new(catalog, table, positions).with_delivery(c.mode);
-        Ok(IcebergConsumer::new(ctx.name(), writer, errors, e.prefix.clone(), c.hints()))
+        let tables = match (&c.route_query, default) {
+            (None, Some(table)) => Tables::single(TableWriter::new(catalog, table, positions).with_delivery(c.mode)),
+            (Some(query), default) => {
+                let query = RouteQuery::compile(query).with_context(|| format!("field `{at}.route_query`"))?;
+                // The template's table is never written: each record's table is the
+                // query's.
+                let template =
+                    default.clone().unwrap_or_else(|| TableIdent::new(NamespaceIdent::new("-".into()), "-".into()));
+                let writer = TableWriter::new(catalog, template, positions).with_delivery(c.mode);
+                Tables::routed(writer, query, default)
+            }
+            (None, None) => bail!("field `{at}.table`: give `table`, `route_query`, or both"),
+        };
+        Ok(IcebergConsumer::new(ctx.name(), tables, errors, e.prefix.clone(), c.hints()))
     }
 }
