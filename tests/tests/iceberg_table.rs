@@ -431,9 +431,12 @@ fn config_check_names_what_the_iceberg_destination_cannot_do() {
     assert!(text.contains("delete files"), "{text}");
 }
 
-/// `weir run` with a `route_query`: each MCP event into the table named after its tool
-/// (`mcp.search`, `mcp.fetch_url`, made by pyiceberg), an event of a tool without a
-/// table and one asking for an update into the error output with the reason; pyiceberg
+/// `weir run` with an existing delivery stream's `IcebergDestinationConfiguration` (the
+/// `create-delivery-stream` input in consumers/iceberg/tests/fixtures, its Glue catalog
+/// replaced by the embedded one, its S3 error output by a directory): its
+/// `MetadataExtraction` query routes each MCP event into the table named after its tool
+/// (`mcp.search`, `mcp.fetch_url`, made by pyiceberg); an event of a tool without a
+/// table and one asking for an update go to the error output with the reason; pyiceberg
 /// reads each table back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn weir_run_routes_each_record_to_the_table_its_query_names() {
@@ -462,23 +465,38 @@ async fn weir_run_routes_each_record_to_the_table_its_query_names() {
         })
         .collect();
     assert_eq!(Producer::new(k.clone(), "routed-events").put_all(records).await.accepted.len(), 300);
+    let stream: Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../consumers/iceberg/tests/fixtures/mcp-iceberg-stream.json"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let consumer = json!({"consumers": [{
+        "name": "by-tool",
+        "type": "iceberg",
+        "catalog": {"type": "sql", "database": db_s, "warehouse": wh_s},
+        "error_output": {"directory": dir.path().join("errors")},
+        "destination": stream["IcebergDestinationConfiguration"],
+    }]});
     let cfg = dir.path().join("weir.toml");
     std::fs::write(
         &cfg,
         format!(
             "{worker}\n[stream]\nkind = \"kinesis\"\nname = \"routed-events\"\n[leases]\npath = \"{leases}\"\nnamespace = \"ice\"\n\
-             [aws]\nkinesis_endpoint_url = \"{endpoint}\"\n[http]\nlisten = \"\"\n\
-             [[consumers]]\nname = \"by-tool\"\ntype = \"iceberg\"\n\
-             route_query = '{{destinationDatabaseName: \"mcp\", destinationTableName: .toolName, operation: .op}}'\n\
-             catalog = {{ type = \"sql\", database = \"{db_s}\", warehouse = \"{wh_s}\" }}\nbuffer_interval_seconds = 1\n\
-             error_output = {{ directory = \"{errors}\" }}\n",
+             [aws]\nkinesis_endpoint_url = \"{endpoint}\"\n[http]\nlisten = \"\"\n{consumer}",
             worker = weir_e2e::worker_toml(None),
             leases = dir.path().join("leases.db").display(),
             endpoint = fk.endpoint,
-            errors = dir.path().join("errors").display(),
+            consumer = toml::to_string(&consumer).unwrap(),
         ),
     )
     .unwrap();
+    let check = weir_e2e::weir_command().args(["config", "check", cfg.to_str().unwrap()]).output().unwrap();
+    let said = String::from_utf8_lossy(&check.stdout);
+    assert!(check.status.success(), "{said}{}", String::from_utf8_lossy(&check.stderr));
+    assert!(said.contains("RoleARN is accepted and ignored"), "the destination's unused fields are named: {said}");
     let mut cmd = weir_e2e::weir_command();
     cmd.args(["run", "--config", cfg.to_str().unwrap(), "--until-caught-up"]);
     let (out, _) = weir_e2e::timed(cmd, std::time::Duration::from_secs(120));

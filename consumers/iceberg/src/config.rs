@@ -20,6 +20,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::consumer::BufferHints;
+use crate::firehose::{self, Imported};
 use crate::writer::Delivery;
 
 /// The section.
@@ -41,16 +42,20 @@ pub struct IcebergConfig {
     /// does not exist goes to the error output.
     #[serde(default)]
     pub route_query: Option<String>,
-    /// Where the table is registered.
-    pub catalog: CatalogConfig,
+    /// Where the tables are registered (overrides the destination's
+    /// `CatalogConfiguration`).
+    #[serde(default)]
+    pub catalog: Option<CatalogConfig>,
     /// Commit once the oldest buffered record waited this long (1–900; default 60).
-    #[serde(default = "sixty")]
-    pub buffer_interval_seconds: u64,
+    #[serde(default)]
+    pub buffer_interval_seconds: Option<u64>,
     /// Commit once this many MiB are buffered (1–128; default 1).
-    #[serde(default = "one")]
-    pub buffer_size_mib: u64,
-    /// Where records that do not fit the table go.
-    pub error_output: ErrorOutput,
+    #[serde(default)]
+    pub buffer_size_mib: Option<u64>,
+    /// Where records that fit no table go (overrides the destination's
+    /// `S3Configuration` and `S3ErrorOutputPrefix`).
+    #[serde(default)]
+    pub error_output: Option<ErrorOutput>,
     /// Firehose's `UniqueKeys` (row-level updates and deletes): refused.
     #[serde(default)]
     pub unique_keys: Vec<String>,
@@ -59,14 +64,32 @@ pub struct IcebergConfig {
     /// before its checkpoint is appended again; for comparison).
     #[serde(default)]
     pub mode: Delivery,
+    /// An existing delivery stream's `IcebergDestinationConfiguration`, with
+    /// Firehose's field names (`DestinationTableConfigurationList`,
+    /// `CatalogConfiguration`, `BufferingHints`, `ProcessingConfiguration` with a
+    /// `MetadataExtraction` routing query, `S3Configuration`, …): every field weir
+    /// cannot serve is named by `weir config check`. A setting given both here and
+    /// in weir's own fields is a problem, except `catalog` and `error_output`, which
+    /// override it (a worker may reach the tables through another catalog).
+    #[serde(default)]
+    pub destination: Option<serde_json::Value>,
 }
 
-fn sixty() -> u64 {
-    60
-}
-
-fn one() -> u64 {
-    1
+/// The section resolved: weir's own fields and the Firehose destination merged.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    /// The one table, or the routed consumer's default table.
+    pub table: Option<String>,
+    /// The routing query.
+    pub route_query: Option<String>,
+    /// The catalog.
+    pub catalog: CatalogConfig,
+    /// The buffering hints.
+    pub hints: BufferHints,
+    /// The error output.
+    pub error_output: ErrorOutput,
+    /// Fields of the destination accepted and not used.
+    pub warnings: Vec<String>,
 }
 
 /// The catalog.
@@ -130,37 +153,105 @@ fn failed() -> String {
 impl IcebergConfig {
     /// Every problem serde cannot see, each naming its field under `at`.
     pub fn problems(&self, at: &str) -> Vec<String> {
+        self.resolve(at).err().unwrap_or_default()
+    }
+
+    /// The settings, or every problem, each naming its field under `at`.
+    pub fn resolve(&self, at: &str) -> Result<Resolved, Vec<String>> {
         let mut out = Vec::new();
-        if self.table.is_empty() && self.route_query.is_none() {
-            out.push(format!("field `{at}.table`: give `table`, `route_query`, or both"));
-        } else if !self.table.is_empty()
-            && self.table.split_once('.').is_none_or(|(ns, t)| ns.is_empty() || t.is_empty())
-        {
-            out.push(format!("field `{at}.table`: {:?} is not `namespace.table`", self.table));
+        let imported = match &self.destination {
+            None => Imported::default(),
+            Some(v) => {
+                let (imported, problems) = match firehose::destination(v) {
+                    Ok(d) => firehose::import(&d),
+                    Err(p) => (Imported::default(), vec![p]),
+                };
+                out.extend(problems.iter().map(|p| format!("field `{at}.destination.{}`: {}", p.field, p.reason)));
+                imported
+            }
+        };
+        let one = |out: &mut Vec<String>, field: &str, ours: bool, theirs: bool, firehose: &str| {
+            if ours && theirs {
+                out.push(format!("field `{at}.{field}`: also given by `{at}.destination.{firehose}`: give it once"));
+            }
+        };
+        one(&mut out, "table", !self.table.is_empty(), imported.table.is_some(), "DestinationTableConfigurationList");
+        one(
+            &mut out,
+            "route_query",
+            self.route_query.is_some(),
+            imported.route_query.is_some(),
+            "ProcessingConfiguration",
+        );
+        one(
+            &mut out,
+            "buffer_interval_seconds",
+            self.buffer_interval_seconds.is_some(),
+            imported.buffer_interval_seconds.is_some(),
+            "BufferingHints.IntervalInSeconds",
+        );
+        one(
+            &mut out,
+            "buffer_size_mib",
+            self.buffer_size_mib.is_some(),
+            imported.buffer_size_mib.is_some(),
+            "BufferingHints.SizeInMBs",
+        );
+        let table = Some(self.table.clone()).filter(|t| !t.is_empty()).or(imported.table.clone());
+        let route_query = self.route_query.clone().or(imported.route_query.clone());
+        match &table {
+            None if route_query.is_none() => {
+                out.push(format!("field `{at}.table`: give `table`, `route_query`, or both"))
+            }
+            Some(t) if t.split_once('.').is_none_or(|(ns, t)| ns.is_empty() || t.is_empty()) => {
+                out.push(format!("field `{at}.table`: {t:?} is not `namespace.table`"))
+            }
+            _ => {}
         }
         if let Some(q) = &self.route_query
             && let Err(e) = crate::tables::RouteQuery::compile(q)
         {
             out.push(format!("field `{at}.route_query`: {e}"));
         }
-        match &self.catalog {
-            CatalogConfig::Sql { catalog_name, .. } if catalog_name.is_empty() => {
+        let catalog = match (&self.catalog, &imported.catalog) {
+            (Some(CatalogConfig::Sql { catalog_name, .. }), _) if catalog_name.is_empty() => {
                 out.push(format!("field `{at}.catalog.catalog_name`: empty"));
+                None
             }
-            CatalogConfig::Sql { .. } => {}
-            other => out.push(format!(
-                "field `{at}.catalog.type`: {:?} catalogs are not built yet (the embedded `sql` catalog is)",
-                match other {
+            (Some(c @ CatalogConfig::Sql { .. }), _) => Some(c.clone()),
+            (Some(other), _) => {
+                let kind = match other {
                     CatalogConfig::Glue { .. } => "glue",
                     CatalogConfig::Rest { .. } => "rest",
                     _ => "s3tables",
-                }
-            )),
-        }
-        if !(1..=900).contains(&self.buffer_interval_seconds) {
+                };
+                out.push(format!(
+                    "field `{at}.catalog.type`: {kind:?} catalogs are not built yet (the embedded `sql` catalog is)"
+                ));
+                None
+            }
+            (None, Some(arn)) => {
+                out.push(format!(
+                    "field `{at}.destination.CatalogConfiguration.CatalogARN`: {} catalogs are not built yet; give \
+                     `{at}.catalog` (the embedded `sql` catalog)",
+                    match arn {
+                        firehose::CatalogArn::Glue { .. } => "Glue",
+                        firehose::CatalogArn::S3Tables { .. } => "S3 Tables",
+                    }
+                ));
+                None
+            }
+            (None, None) => {
+                out.push(format!("field `{at}.catalog`: required (or the destination's CatalogConfiguration)"));
+                None
+            }
+        };
+        let interval = self.buffer_interval_seconds.or(imported.buffer_interval_seconds).unwrap_or(60);
+        if !(1..=900).contains(&interval) {
             out.push(format!("field `{at}.buffer_interval_seconds`: must be 1–900"));
         }
-        if !(1..=128).contains(&self.buffer_size_mib) {
+        let size = self.buffer_size_mib.or(imported.buffer_size_mib).unwrap_or(1);
+        if !(1..=128).contains(&size) {
             out.push(format!("field `{at}.buffer_size_mib`: must be 1–128"));
         }
         if !self.unique_keys.is_empty() {
@@ -169,17 +260,33 @@ impl IcebergConfig {
                  crate weir uses (0.10) cannot commit; weir appends only"
             ));
         }
-        if self.error_output.directory.is_some() == self.error_output.bucket.is_some() {
-            out.push(format!("field `{at}.error_output`: give one of `directory` and `bucket`"));
+        let error_output = match (&self.error_output, &imported.error_bucket) {
+            (Some(e), _) => Some(e.clone()),
+            (None, Some(bucket)) => Some(ErrorOutput {
+                directory: None,
+                bucket: Some(bucket.clone()),
+                prefix: imported.error_prefix.clone().unwrap_or_else(failed),
+            }),
+            (None, None) => None,
+        };
+        match &error_output {
+            Some(e) if e.directory.is_some() == e.bucket.is_some() => {
+                out.push(format!("field `{at}.error_output`: give one of `directory` and `bucket`"))
+            }
+            None => out
+                .push(format!("field `{at}.error_output`: required (or the destination's S3Configuration.BucketARN)")),
+            Some(_) => {}
         }
-        out
-    }
-
-    /// The buffering hints.
-    pub fn hints(&self) -> BufferHints {
-        BufferHints {
-            interval_millis: (self.buffer_interval_seconds * 1000) as i64,
-            size_bytes: (self.buffer_size_mib << 20) as usize,
+        match (catalog, error_output) {
+            (Some(catalog), Some(error_output)) if out.is_empty() => Ok(Resolved {
+                table,
+                route_query,
+                catalog,
+                hints: BufferHints { interval_millis: (interval * 1000) as i64, size_bytes: (size << 20) as usize },
+                error_output,
+                warnings: imported.warnings,
+            }),
+            _ => Err(out),
         }
     }
 }
@@ -228,6 +335,73 @@ mod tests {
         )
         .unwrap();
         assert_eq!(c.problems("c"), Vec::<String>::new());
-        assert_eq!(c.hints(), BufferHints { interval_millis: 60_000, size_bytes: 1 << 20 });
+        let r = c.resolve("c").unwrap();
+        assert_eq!(r.hints, BufferHints { interval_millis: 60_000, size_bytes: 1 << 20 });
+        assert_eq!(r.error_output.prefix, "iceberg-failed/");
+    }
+
+    #[test]
+    fn a_firehose_destination_gives_what_weirs_fields_do_not() {
+        let c: IcebergConfig = toml::from_str(
+            r#"
+            catalog = { type = "sql", database = "c.db", warehouse = "w" }
+            [destination]
+            DestinationTableConfigurationList = [
+              { DestinationDatabaseName = "mcp", DestinationTableName = "events", S3ErrorOutputPrefix = "failed/" },
+            ]
+            CatalogConfiguration = { CatalogARN = "arn:aws:glue:us-east-1:123456789012:catalog" }
+            BufferingHints = { SizeInMBs = 8, IntervalInSeconds = 120 }
+            S3Configuration = { BucketARN = "arn:aws:s3:::errors-bucket" }
+            "#,
+        )
+        .unwrap();
+        let r = c.resolve("consumers[0]").unwrap();
+        assert_eq!(r.table.as_deref(), Some("mcp.events"));
+        assert_eq!(r.hints, BufferHints { interval_millis: 120_000, size_bytes: 8 << 20 });
+        assert_eq!(r.error_output.bucket.as_deref(), Some("errors-bucket"));
+        assert_eq!(r.error_output.prefix, "failed/");
+        assert!(matches!(r.catalog, CatalogConfig::Sql { .. }), "weir's catalog overrides the ARN");
+
+        // Without weir's catalog the ARN's (Glue) is not built; a setting given twice
+        // is named; so is a Firehose field weir cannot serve.
+        let c: IcebergConfig = toml::from_str(
+            r#"
+            table = "mcp.other"
+            buffer_size_mib = 4
+            [destination]
+            DestinationTableConfigurationList = [
+              { DestinationDatabaseName = "mcp", DestinationTableName = "events", UniqueKeys = ["id"] },
+            ]
+            CatalogConfiguration = { CatalogARN = "arn:aws:glue:us-east-1:123456789012:catalog" }
+            BufferingHints = { SizeInMBs = 8 }
+            S3Configuration = { BucketARN = "arn:aws:s3:::errors-bucket" }
+            "#,
+        )
+        .unwrap();
+        let p = c.problems("consumers[0]");
+        for field in [
+            "consumers[0].destination.DestinationTableConfigurationList[0].UniqueKeys",
+            "consumers[0].destination.CatalogConfiguration.CatalogARN",
+        ] {
+            assert!(p.iter().any(|m| m.starts_with(&format!("field `{field}`"))), "{field}: {p:?}");
+        }
+        assert!(p.iter().any(|m| m.starts_with("field `consumers[0].table`: also given")), "{p:?}");
+        assert_eq!(p.len(), 4, "{p:?}");
+        let c: IcebergConfig = toml::from_str(
+            r#"
+            table = "mcp.other"
+            buffer_size_mib = 4
+            catalog = { type = "sql", database = "c.db", warehouse = "w" }
+            [destination]
+            DestinationTableConfigurationList = [{ DestinationDatabaseName = "mcp", DestinationTableName = "events" }]
+            BufferingHints = { SizeInMBs = 8 }
+            S3Configuration = { BucketARN = "arn:aws:s3:::errors-bucket" }
+            "#,
+        )
+        .unwrap();
+        let p = c.problems("consumers[0]");
+        assert!(p.iter().any(|m| m.starts_with("field `consumers[0].table`: also given")), "{p:?}");
+        assert!(p.iter().any(|m| m.starts_with("field `consumers[0].buffer_size_mib`: also given")), "{p:?}");
+        assert_eq!(p.len(), 2, "{p:?}");
     }
 }

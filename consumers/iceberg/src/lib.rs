@@ -24,6 +24,7 @@
 
 pub mod config;
 pub mod consumer;
+pub mod firehose;
 pub mod metrics;
 mod pinned;
 pub mod positions;
@@ -32,7 +33,7 @@ pub mod schema;
 pub mod tables;
 pub mod writer;
 
-pub use config::{CatalogConfig, ErrorOutput, IcebergConfig};
+pub use config::{CatalogConfig, ErrorOutput, IcebergConfig, Resolved};
 pub use consumer::{BufferHints, IcebergConsumer};
 pub use tables::{RouteQuery, Tables, Unroutable};
 pub use writer::{CommitReport, Delivery, IcebergError, Rejected, ShardRecords, TableWriter};

@@ -4,11 +4,25 @@
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
-use weir_archiver::firehose_config::{from_cloudformation_yaml, from_json, from_toml, validate};
+use serde_json::Value;
+use weir_archiver::firehose_config::{
+    cloudformation_properties, from_cloudformation_yaml, from_json, from_toml, validate,
+};
+use weir_iceberg::firehose::{self, CatalogArn};
 
 pub fn run(file: &Path, resource: Option<&str>) -> Result<()> {
     let text = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
     let ext = file.extension().and_then(|e| e.to_str()).unwrap_or_default();
+    // An Iceberg destination (Firehose's other destination weir serves)?
+    let whole: Option<Value> = match ext {
+        "json" => serde_json::from_str(&text).ok(),
+        "toml" => toml::from_str(&text).ok(),
+        "yaml" | "yml" => cloudformation_properties(&text, resource).ok(),
+        _ => None,
+    };
+    if let Some(v) = whole.filter(firehose::is_iceberg) {
+        return iceberg(file, &v);
+    }
     let destination = match ext {
         "json" => from_json(&text),
         "yaml" | "yml" => from_cloudformation_yaml(&text, resource),
@@ -63,4 +77,49 @@ pub fn run(file: &Path, resource: Option<&str>) -> Result<()> {
             bail!("{}: {} problem(s)", file.display(), problems.len())
         }
     }
+}
+
+/// An `IcebergDestinationConfiguration`: what weir takes from it, each field it
+/// cannot serve.
+fn iceberg(file: &Path, v: &Value) -> Result<()> {
+    let d = firehose::destination(v).map_err(|p| anyhow::anyhow!("{}: {p}", file.display()))?;
+    let (i, problems) = firehose::import(&d);
+    for p in &problems {
+        eprintln!("problem: {p}");
+    }
+    if !problems.is_empty() {
+        bail!("{}: {} problem(s)", file.display(), problems.len())
+    }
+    let tables = match (&i.table, &i.route_query) {
+        (Some(t), None) => format!("table {t}"),
+        (t, Some(q)) => {
+            format!("tables named by {q}{}", t.as_ref().map(|t| format!(" (default {t})")).unwrap_or_default())
+        }
+        (None, None) => "no table".into(),
+    };
+    println!(
+        "{}: ok as an iceberg consumer's `destination` ({tables}, buffer {} MiB / {} s, error output {})",
+        file.display(),
+        i.buffer_size_mib.unwrap_or(1),
+        i.buffer_interval_seconds.unwrap_or(60),
+        match &i.error_bucket {
+            Some(b) => format!("s3://{b}/{}", i.error_prefix.as_deref().unwrap_or("iceberg-failed/")),
+            None => "not given: set the consumer's `error_output`".into(),
+        }
+    );
+    match &i.catalog {
+        Some(CatalogArn::Glue { region, account }) => println!(
+            "warning: CatalogConfiguration.CatalogARN: the Glue catalog of {account} in {region} is not built yet: \
+             give the consumer a `catalog` (the embedded `sql` catalog)"
+        ),
+        Some(CatalogArn::S3Tables { bucket, .. }) => println!(
+            "warning: CatalogConfiguration.CatalogARN: S3 Tables (table bucket {bucket}) are not built yet: give \
+             the consumer a `catalog` (the embedded `sql` catalog)"
+        ),
+        None => println!("warning: no CatalogConfiguration: give the consumer a `catalog`"),
+    }
+    for w in &i.warnings {
+        println!("warning: {w}");
+    }
+    Ok(())
 }

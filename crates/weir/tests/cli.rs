@@ -427,6 +427,60 @@ fn firehose_destinations_are_checked_with_every_problem_named() {
     assert!(stderr.contains("3 problem(s)"), "{stderr}");
 }
 
+/// An Iceberg destination, as `create-delivery-stream` input and as a CloudFormation
+/// template, is read field for field; what weir cannot serve is named.
+#[test]
+fn firehose_iceberg_destinations_are_checked_with_every_problem_named() {
+    let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/../../consumers/iceberg/tests/fixtures");
+    let check = |f: &str| weir().args(["config", "check", "--firehose", f]).output().unwrap();
+    let out = check(&format!("{fixtures}/mcp-iceberg-stream.json"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    for want in [
+        r#"ok as an iceberg consumer's `destination` (tables named by {destinationDatabaseName: "mcp", destinationTableName: .toolName, operation: .op}, buffer 1 MiB / 1 s, error output s3://mcp-firehose-errors/iceberg-errors/)"#,
+        "warning: CatalogConfiguration.CatalogARN: the Glue catalog of 123456789012 in us-east-1 is not built yet",
+        "warning: RoleARN is accepted and ignored",
+    ] {
+        assert!(stdout.contains(want), "{want} in {stdout}");
+    }
+    let out = check(&format!("{fixtures}/mcp-iceberg-stream.yaml"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        stdout.contains(
+            "(table mcp.events, buffer 64 MiB / 300 s, error output s3://mcp-firehose-errors/iceberg-errors/)"
+        ),
+        "{stdout}"
+    );
+    assert!(stdout.contains("CatalogConfiguration.CatalogARN is a CloudFormation function"), "{stdout}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.json");
+    std::fs::write(
+        &bad,
+        r#"{"IcebergDestinationConfiguration": {
+            "DestinationTableConfigurationList": [{"DestinationDatabaseName": "mcp", "DestinationTableName": "events", "UniqueKeys": ["sessionId"]}],
+            "ProcessingConfiguration": {"Enabled": true, "Processors": [{"Type": "Lambda", "Parameters": []}]},
+            "TableCreationConfiguration": {"Enabled": true}, "SchemaEvolutionConfiguration": {"Enabled": true},
+            "S3BackupMode": "AllData", "BufferingHints": {"IntervalInSeconds": 3600}}}"#,
+    )
+    .unwrap();
+    let out = check(bad.to_str().unwrap());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    for want in [
+        "problem: DestinationTableConfigurationList[0].UniqueKeys: row-level updates and deletes need delete files",
+        "problem: ProcessingConfiguration.Processors[0]: routing and transforms by Lambda",
+        "problem: TableCreationConfiguration.Enabled",
+        "problem: SchemaEvolutionConfiguration.Enabled",
+        "problem: S3BackupMode",
+        "problem: BufferingHints.IntervalInSeconds",
+        "6 problem(s)",
+    ] {
+        assert!(stderr.contains(want), "{want} in {stderr}");
+    }
+}
+
 #[test]
 fn replay_refuses_bad_windows_and_names_before_any_work() {
     let example = format!("{}/../../examples/weir.toml", env!("CARGO_MANIFEST_DIR"));

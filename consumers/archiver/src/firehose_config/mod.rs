@@ -270,10 +270,10 @@ fn yaml_to_json(v: serde_norway::Value) -> Value {
     }
 }
 
-/// Reads a CloudFormation template (or a single resource) in YAML: the first
-/// `AWS::KinesisFirehose::DeliveryStream` resource's `ExtendedS3DestinationConfiguration`,
-/// or `name` when given.
-pub fn from_cloudformation_yaml(text: &str, name: Option<&str>) -> Result<ExtendedS3Destination, ReadError> {
+/// Reads a CloudFormation template (or a single resource) in YAML: the `Properties` of
+/// the first `AWS::KinesisFirehose::DeliveryStream` resource, or of `name` when given
+/// (intrinsic functions kept as text).
+pub fn cloudformation_properties(text: &str, name: Option<&str>) -> Result<Value, ReadError> {
     let y: serde_norway::Value =
         serde_norway::from_str(text).map_err(|e| ReadError::Syntax { syntax: "YAML", message: e.to_string() })?;
     let v = yaml_to_json(y);
@@ -295,10 +295,17 @@ pub fn from_cloudformation_yaml(text: &str, name: Option<&str>) -> Result<Extend
             })?,
         None => v,
     };
+    resource.get("Properties").cloned().ok_or_else(|| ReadError::Shape("the delivery stream has no Properties".into()))
+}
+
+/// Reads a CloudFormation template (or a single resource) in YAML: the first
+/// `AWS::KinesisFirehose::DeliveryStream` resource's `ExtendedS3DestinationConfiguration`,
+/// or `name` when given.
+pub fn from_cloudformation_yaml(text: &str, name: Option<&str>) -> Result<ExtendedS3Destination, ReadError> {
     let destination =
-        resource.get("Properties").and_then(|p| p.get("ExtendedS3DestinationConfiguration")).cloned().ok_or_else(
-            || ReadError::Shape("the delivery stream has no Properties.ExtendedS3DestinationConfiguration".into()),
-        )?;
+        cloudformation_properties(text, name)?.get("ExtendedS3DestinationConfiguration").cloned().ok_or_else(|| {
+            ReadError::Shape("the delivery stream has no Properties.ExtendedS3DestinationConfiguration".into())
+        })?;
     serde_json::from_value(destination).map_err(shape)
 }
 

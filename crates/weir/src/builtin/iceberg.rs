@@ -12,18 +12,17 @@ impl Plugin for IcebergConsumer {
     const ABOUT: &'static str = "append records to an Iceberg table, exactly once";
 
     fn check(c: &IcebergConfig, at: &str) -> Result<Vec<String>> {
-        let problems = c.problems(at);
-        if !problems.is_empty() {
-            bail!("{}", problems.join("\n"));
-        }
-        let e = &c.error_output;
+        let r = c.resolve(at).map_err(|problems| anyhow::anyhow!("{}", problems.join("\n")))?;
+        let e = &r.error_output;
         Context::store_location(&format!("{at}.error_output"), e.directory.as_deref(), e.bucket.as_deref())?;
-        Ok(Vec::new())
+        Ok(r.warnings.iter().map(|w| format!("{at}.destination.{w}")).collect())
     }
 
     async fn build(c: IcebergConfig, ctx: &Context) -> Result<Self> {
         let at = ctx.at();
         Self::check(&c, at)?;
+        let mode = c.mode;
+        let c = c.resolve(at).map_err(|problems| anyhow::anyhow!("{}", problems.join("\n")))?;
         let catalog = match &c.catalog {
             CatalogConfig::Sql { database, warehouse, catalog_name } => {
                 let database = std::path::absolute(database)?;
@@ -39,7 +38,7 @@ impl Plugin for IcebergConsumer {
             _ => bail!("field `{at}.catalog.type`: not built yet"),
         };
         // The configured table (a routed consumer's default) must load and be writable.
-        let default = match c.table.rsplit_once('.') {
+        let default = match c.table.as_deref().and_then(|t| t.rsplit_once('.')) {
             Some((namespace, name)) => {
                 let table = TableIdent::new(NamespaceIdent::from_strs(namespace.split('.'))?, name.to_owned());
                 let loaded = catalog
@@ -64,18 +63,18 @@ impl Plugin for IcebergConsumer {
             None => ctx.name().to_owned(),
         };
         let tables = match (&c.route_query, default) {
-            (None, Some(table)) => Tables::single(TableWriter::new(catalog, table, positions).with_delivery(c.mode)),
+            (None, Some(table)) => Tables::single(TableWriter::new(catalog, table, positions).with_delivery(mode)),
             (Some(query), default) => {
                 let query = RouteQuery::compile(query).with_context(|| format!("field `{at}.route_query`"))?;
                 // The template's table is never written: each record's table is the
                 // query's.
                 let template =
                     default.clone().unwrap_or_else(|| TableIdent::new(NamespaceIdent::new("-".into()), "-".into()));
-                let writer = TableWriter::new(catalog, template, positions).with_delivery(c.mode);
+                let writer = TableWriter::new(catalog, template, positions).with_delivery(mode);
                 Tables::routed(writer, query, default)
             }
             (None, None) => bail!("field `{at}.table`: give `table`, `route_query`, or both"),
         };
-        Ok(IcebergConsumer::new(ctx.name(), tables, errors, e.prefix.clone(), c.hints()))
+        Ok(IcebergConsumer::new(ctx.name(), tables, errors, e.prefix.clone(), c.hints))
     }
 }
