@@ -108,7 +108,12 @@ pub async fn kinesis(endpoint: &str) -> aws_sdk_kinesis::Client {
     aws_sdk_kinesis::Client::new(&load_sdk_config(&AwsSettings::emulator(endpoint)).await)
 }
 
-/// S3 client (path style) for an emulator.
+/// A Glue client for an emulator at `endpoint`.
+pub async fn glue(endpoint: &str) -> aws_sdk_glue::Client {
+    aws_sdk_glue::Client::new(&load_sdk_config(&AwsSettings::emulator(endpoint)).await)
+}
+
+/// An S3 client for an emulator at `endpoint` (path-style addressing).
 pub async fn s3(endpoint: &str) -> aws_sdk_s3::Client {
     let sdk = load_sdk_config(&AwsSettings::emulator(endpoint)).await;
     aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(&sdk).force_path_style(true).build())

@@ -418,7 +418,7 @@ fn config_check_names_what_the_iceberg_destination_cannot_do() {
     std::fs::write(
         &cfg,
         "[stream]\nkind = \"memory\"\n[[consumers]]\nname = \"t\"\ntype = \"iceberg\"\ntable = \"events\"\n\
-         catalog = { type = \"glue\", catalog_arn = \"arn:aws:glue:us-east-1:123456789012:catalog\" }\n\
+         catalog = { type = \"rest\", uri = \"http://localhost:8181\" }\n\
          unique_keys = [\"sessionId\"]\nerror_output = { directory = \"e\" }\n",
     )
     .unwrap();

@@ -107,11 +107,15 @@ pub enum CatalogConfig {
         #[serde(default = "weir")]
         catalog_name: String,
     },
-    /// AWS Glue (Firehose's `CatalogARN`); not built yet.
+    /// The AWS Glue Data Catalog (Firehose's `CatalogARN`
+    /// `arn:aws:glue:<region>:<account>:catalog`), the tables' files on S3. Endpoints,
+    /// profile and credentials come from `[aws]` (`glue_endpoint_url`,
+    /// `s3_endpoint_url`). weir loads and commits to existing tables.
     Glue {
-        /// The catalog ARN.
+        /// The catalog's ARN; its region and account are used (default: the
+        /// caller's account in `[aws]`'s region).
         #[serde(default)]
-        catalog_arn: String,
+        catalog_arn: Option<String>,
     },
     /// An Iceberg REST catalog; not built yet.
     Rest {
@@ -219,25 +223,35 @@ impl IcebergConfig {
                 None
             }
             (Some(c @ CatalogConfig::Sql { .. }), _) => Some(c.clone()),
+            (Some(c @ CatalogConfig::Glue { catalog_arn }), _) => {
+                match catalog_arn.as_deref().map(firehose::catalog_arn) {
+                    None | Some(Ok(firehose::CatalogArn::Glue { .. })) => Some(c.clone()),
+                    Some(Ok(firehose::CatalogArn::S3Tables { .. })) => {
+                        out.push(format!(
+                        "field `{at}.catalog.catalog_arn`: S3 Tables catalogs are not built yet (Glue's own catalog is)"
+                    ));
+                        None
+                    }
+                    Some(Err(why)) => {
+                        out.push(format!("field `{at}.catalog.catalog_arn`: {why}"));
+                        None
+                    }
+                }
+            }
             (Some(other), _) => {
-                let kind = match other {
-                    CatalogConfig::Glue { .. } => "glue",
-                    CatalogConfig::Rest { .. } => "rest",
-                    _ => "s3tables",
-                };
+                let kind = if matches!(other, CatalogConfig::Rest { .. }) { "rest" } else { "s3tables" };
                 out.push(format!(
-                    "field `{at}.catalog.type`: {kind:?} catalogs are not built yet (the embedded `sql` catalog is)"
+                    "field `{at}.catalog.type`: {kind:?} catalogs are not built yet (`sql` and `glue` are)"
                 ));
                 None
             }
-            (None, Some(arn)) => {
+            (None, Some(arn @ firehose::CatalogArn::Glue { .. })) => {
+                Some(CatalogConfig::Glue { catalog_arn: Some(arn.to_string()) })
+            }
+            (None, Some(firehose::CatalogArn::S3Tables { .. })) => {
                 out.push(format!(
-                    "field `{at}.destination.CatalogConfiguration.CatalogARN`: {} catalogs are not built yet; give \
-                     `{at}.catalog` (the embedded `sql` catalog)",
-                    match arn {
-                        firehose::CatalogArn::Glue { .. } => "Glue",
-                        firehose::CatalogArn::S3Tables { .. } => "S3 Tables",
-                    }
+                    "field `{at}.destination.CatalogConfiguration.CatalogARN`: S3 Tables catalogs are not built yet; \
+                     give `{at}.catalog` (`glue` or the embedded `sql` catalog)"
                 ));
                 None
             }
@@ -300,7 +314,7 @@ mod tests {
         let c: IcebergConfig = toml::from_str(
             r#"
             table = "events"
-            catalog = { type = "glue", catalog_arn = "arn:aws:glue:us-east-1:1:catalog" }
+            catalog = { type = "rest", uri = "http://localhost:8181" }
             buffer_interval_seconds = 0
             buffer_size_mib = 500
             unique_keys = ["sessionId"]
@@ -362,8 +376,25 @@ mod tests {
         assert_eq!(r.error_output.prefix, "failed/");
         assert!(matches!(r.catalog, CatalogConfig::Sql { .. }), "weir's catalog overrides the ARN");
 
-        // Without weir's catalog the ARN's (Glue) is not built; a setting given twice
-        // is named; so is a Firehose field weir cannot serve.
+        // Without weir's catalog the ARN's is used: Glue's.
+        let c: IcebergConfig = toml::from_str(
+            r#"
+            [destination]
+            DestinationTableConfigurationList = [{ DestinationDatabaseName = "mcp", DestinationTableName = "events" }]
+            CatalogConfiguration = { CatalogARN = "arn:aws:glue:eu-west-1:123456789012:catalog" }
+            S3Configuration = { BucketARN = "arn:aws:s3:::errors-bucket" }
+            "#,
+        )
+        .unwrap();
+        let r = c.resolve("consumers[0]").unwrap();
+        assert!(
+            matches!(&r.catalog, CatalogConfig::Glue { catalog_arn: Some(a) } if a == "arn:aws:glue:eu-west-1:123456789012:catalog"),
+            "{:?}",
+            r.catalog
+        );
+
+        // S3 Tables' catalog is not built; a setting given twice is named; so is a
+        // Firehose field weir cannot serve.
         let c: IcebergConfig = toml::from_str(
             r#"
             table = "mcp.other"
@@ -372,7 +403,7 @@ mod tests {
             DestinationTableConfigurationList = [
               { DestinationDatabaseName = "mcp", DestinationTableName = "events", UniqueKeys = ["id"] },
             ]
-            CatalogConfiguration = { CatalogARN = "arn:aws:glue:us-east-1:123456789012:catalog" }
+            CatalogConfiguration = { CatalogARN = "arn:aws:glue:us-east-1:123456789012:catalog/s3tablescatalog/lake" }
             BufferingHints = { SizeInMBs = 8 }
             S3Configuration = { BucketARN = "arn:aws:s3:::errors-bucket" }
             "#,

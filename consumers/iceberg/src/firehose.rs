@@ -177,6 +177,33 @@ pub enum CatalogArn {
     },
 }
 
+impl std::fmt::Display for CatalogArn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Glue { region, account } => write!(f, "arn:aws:glue:{region}:{account}:catalog"),
+            Self::S3Tables { region, account, bucket } => {
+                write!(f, "arn:aws:glue:{region}:{account}:catalog/s3tablescatalog/{bucket}")
+            }
+        }
+    }
+}
+
+impl CatalogArn {
+    /// The region.
+    pub fn region(&self) -> &str {
+        match self {
+            Self::Glue { region, .. } | Self::S3Tables { region, .. } => region,
+        }
+    }
+
+    /// The account (the Data Catalog's id).
+    pub fn account(&self) -> &str {
+        match self {
+            Self::Glue { account, .. } | Self::S3Tables { account, .. } => account,
+        }
+    }
+}
+
 /// What weir takes from a destination.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Imported {

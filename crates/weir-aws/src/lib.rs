@@ -15,6 +15,7 @@
 mod dynamodb;
 pub mod error;
 pub mod glue;
+pub mod iceberg_catalog;
 pub mod kcl_table;
 pub mod kinesis;
 pub mod requests;

@@ -66,6 +66,24 @@ pub(crate) async fn glue(aws: &AwsSection, region: Option<&str>) -> aws_sdk_glue
     aws_sdk_glue::Client::from_conf(conf)
 }
 
+/// Iceberg tables of the Glue Data Catalog of `catalog_id` (default: the caller's), in
+/// `region` when given: Glue with `glue_endpoint_url`, the tables' files through S3 with
+/// `s3_endpoint_url`, signed with the same credentials.
+pub(crate) async fn iceberg_glue(
+    aws: &AwsSection,
+    catalog_id: Option<String>,
+    region: Option<&str>,
+) -> Arc<dyn iceberg::Catalog> {
+    let client = glue(aws, region).await;
+    let s3 = sdk(aws, Service::S3).await;
+    let files = weir_aws::iceberg_catalog::S3FileSettings {
+        region: region.map(str::to_owned).or_else(|| s3.region().map(|r| r.to_string())),
+        endpoint_url: aws.s3_endpoint_url.clone().or_else(|| aws.endpoint_url.clone()),
+        credentials: s3.credentials_provider(),
+    };
+    Arc::new(weir_aws::iceberg_catalog::GlueCatalog::new(client, catalog_id, &files))
+}
+
 /// SNS, with `sns_endpoint_url`.
 pub(crate) async fn sns(aws: &AwsSection) -> aws_sdk_sns::Client {
     let shared = sdk(aws, Service::Sns).await;

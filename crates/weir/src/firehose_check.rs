@@ -109,12 +109,11 @@ fn iceberg(file: &Path, v: &Value) -> Result<()> {
     );
     match &i.catalog {
         Some(CatalogArn::Glue { region, account }) => println!(
-            "warning: CatalogConfiguration.CatalogARN: the Glue catalog of {account} in {region} is not built yet: \
-             give the consumer a `catalog` (the embedded `sql` catalog)"
+            "catalog: the Glue Data Catalog of account {account} in {region} (endpoints and credentials from `[aws]`)"
         ),
         Some(CatalogArn::S3Tables { bucket, .. }) => println!(
             "warning: CatalogConfiguration.CatalogARN: S3 Tables (table bucket {bucket}) are not built yet: give \
-             the consumer a `catalog` (the embedded `sql` catalog)"
+             the consumer a `catalog` (`glue`, or the embedded `sql` catalog)"
         ),
         None => println!("warning: no CatalogConfiguration: give the consumer a `catalog`"),
     }

@@ -438,7 +438,7 @@ fn firehose_iceberg_destinations_are_checked_with_every_problem_named() {
     assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
     for want in [
         r#"ok as an iceberg consumer's `destination` (tables named by {destinationDatabaseName: "mcp", destinationTableName: .toolName, operation: .op}, buffer 1 MiB / 1 s, error output s3://mcp-firehose-errors/iceberg-errors/)"#,
-        "warning: CatalogConfiguration.CatalogARN: the Glue catalog of 123456789012 in us-east-1 is not built yet",
+        "catalog: the Glue Data Catalog of account 123456789012 in us-east-1",
         "warning: RoleARN is accepted and ignored",
     ] {
         assert!(stdout.contains(want), "{want} in {stdout}");

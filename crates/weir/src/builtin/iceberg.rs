@@ -35,6 +35,18 @@ impl Plugin for IcebergConsumer {
                     .await
                     .with_context(|| format!("{at}.catalog"))?
             }
+            CatalogConfig::Glue { catalog_arn } => {
+                let arn = catalog_arn
+                    .as_deref()
+                    .map(weir_iceberg::firehose::catalog_arn)
+                    .transpose()
+                    .map_err(|why| anyhow::anyhow!("field `{at}.catalog.catalog_arn`: {why}"))?;
+                let (account, region) = match &arn {
+                    Some(a) => (Some(a.account().to_owned()), Some(a.region())),
+                    None => (None, None),
+                };
+                ctx.aws().iceberg_glue(account, region).await
+            }
             _ => bail!("field `{at}.catalog.type`: not built yet"),
         };
         // The configured table (a routed consumer's default) must load and be writable.

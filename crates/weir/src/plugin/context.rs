@@ -67,6 +67,13 @@ impl Aws {
         crate::aws_clients::glue(&self.section, region).await
     }
 
+    /// Iceberg tables of a Glue Data Catalog (`catalog_id`: its account, default the
+    /// caller's), in `region` when given; table files through S3 with the same
+    /// credentials and `s3_endpoint_url`.
+    pub async fn iceberg_glue(&self, catalog_id: Option<String>, region: Option<&str>) -> Arc<dyn iceberg::Catalog> {
+        crate::aws_clients::iceberg_glue(&self.section, catalog_id, region).await
+    }
+
     /// SNS, with `sns_endpoint_url`.
     pub async fn sns(&self) -> aws_sdk_sns::Client {
         let a = &self.section;

@@ -1,0 +1,194 @@
+//! weir's Iceberg writer on the AWS Glue Data Catalog, its table files on S3, both
+//! served by moto: a table pyiceberg registered in Glue, appended to by weir (the
+//! writer, then `weir run`), read back by pyiceberg through Glue and S3 with its own
+//! reader. moto's Glue ignores `VersionId`, so commit conflicts are tested on the SQL
+//! catalog (`iceberg_table.rs`), not here.
+#![allow(clippy::unwrap_used)] // a test: a failed expectation is a failed test
+
+use std::collections::HashMap;
+
+use bytes::Bytes;
+use iceberg::{NamespaceIdent, TableIdent};
+use serde_json::Value;
+use weir_aws::iceberg_catalog::{GlueCatalog, S3FileSettings};
+use weir_core::{ExtendedSequenceNumber, SequenceNumber, ShardId};
+use weir_iceberg::{ShardRecords, TableWriter};
+use weir_testkit::Emulator;
+
+/// pyiceberg's Glue catalog on moto: `create` makes `mcp.events`, `read` prints its
+/// rows and each data file's path.
+const PY: &str = r#"
+import json, sys
+from pyiceberg.catalog.glue import GlueCatalog
+endpoint, action = sys.argv[1], sys.argv[2]
+creds = {"access-key-id": "test", "secret-access-key": "test", "region": "us-east-1"}
+props = {f"glue.{k}": v for k, v in creds.items()} | {f"s3.{k}": v for k, v in creds.items()}
+catalog = GlueCatalog("glue", **props, **{"glue.endpoint": endpoint, "s3.endpoint": endpoint,
+                                          "warehouse": "s3://lake/warehouse"})
+if action == "create":
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import NestedField, StringType, LongType, TimestamptzType
+    from pyiceberg.partitioning import PartitionSpec, PartitionField
+    from pyiceberg.transforms import IdentityTransform
+    catalog.create_namespace("mcp")
+    schema = Schema(
+        NestedField(1, "tenantId", StringType(), required=True),
+        NestedField(2, "sessionId", StringType(), required=True),
+        NestedField(3, "ts", TimestamptzType(), required=False),
+        NestedField(4, "durationMs", LongType(), required=False),
+    )
+    spec = PartitionSpec(PartitionField(source_id=1, field_id=1000, transform=IdentityTransform(), name="tenant"))
+    catalog.create_table("mcp.events", schema=schema, partition_spec=spec)
+    print("{}")
+else:
+    import datetime
+    table = catalog.load_table("mcp.events")
+    epoch = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+    rows = []
+    for r in table.scan().to_arrow().to_pylist():
+        r["ts"] = (r["ts"] - epoch) // datetime.timedelta(microseconds=1) if r["ts"] else None
+        rows.append(r)
+    rows.sort(key=lambda r: r["sessionId"])
+    files = [f["file_path"] for f in table.inspect.files().to_pylist()]
+    summary = table.current_snapshot().summary.additional_properties
+    print(json.dumps({"rows": rows, "files": files,
+                      "positions": {k: v for k, v in summary.items() if k.startswith("weir.position:")}}))
+"#;
+
+fn pos(n: u64) -> ExtendedSequenceNumber {
+    ExtendedSequenceNumber::plain(SequenceNumber::from_u128(u128::from(n) * 1000 + 3))
+}
+
+fn event(i: u64) -> Bytes {
+    Bytes::from(format!(
+        r#"{{"tenantId":"t{}","sessionId":"s-{i:04}","ts":{},"durationMs":{i}}}"#,
+        i % 3,
+        1_780_000_000_000u64 + i
+    ))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn weir_appends_to_a_glue_table_pyiceberg_reads_from_s3() {
+    let moto = Emulator::start("moto", &[]);
+    let s3 = weir_e2e::s3(&moto.endpoint).await;
+    s3.create_bucket().bucket("lake").send().await.unwrap();
+    weir_e2e::pyiceberg(PY, &[moto.endpoint.as_str(), "create"]);
+
+    let glue = weir_e2e::glue(&moto.endpoint).await;
+    let files = S3FileSettings {
+        region: Some("us-east-1".into()),
+        endpoint_url: Some(moto.endpoint.clone()),
+        credentials: weir_aws::load_sdk_config(&weir_aws::AwsSettings::emulator(&moto.endpoint))
+            .await
+            .credentials_provider(),
+    };
+    let catalog = std::sync::Arc::new(GlueCatalog::new(glue, None, &files));
+    let table = TableIdent::new(NamespaceIdent::new("mcp".into()), "events".into());
+    let writer = TableWriter::new(catalog, table, "archive");
+    let shard = ShardId::new("shardId-000000000000");
+    let records: Vec<_> = (0..60).map(|i| (pos(i), event(i))).collect();
+    // Two commits, the second repeating part of the first (a retry, a new owner).
+    for (from, to) in [(0, 40), (25, 60)] {
+        let batch =
+            [ShardRecords { shard: shard.clone(), end: pos(to as u64 - 1), records: records[from..to].to_vec() }];
+        let r = writer.commit(&batch).await.unwrap();
+        assert!(r.rejected.is_empty(), "{:?}", r.rejected);
+    }
+
+    let read = weir_e2e::pyiceberg(PY, &[moto.endpoint.as_str(), "read"]);
+    let rows = read["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 60, "each record once: {read}");
+    for (i, row) in rows.iter().enumerate() {
+        let want: Value = serde_json::from_slice(&event(i as u64)).unwrap();
+        assert_eq!(row["sessionId"], want["sessionId"]);
+        assert_eq!(row["tenantId"], want["tenantId"]);
+        assert_eq!(row["durationMs"], want["durationMs"]);
+        assert_eq!(row["ts"].as_i64(), Some(want["ts"].as_i64().unwrap() * 1000), "{row}");
+    }
+    let files: Vec<&str> = read["files"].as_array().unwrap().iter().map(|f| f.as_str().unwrap()).collect();
+    assert!(files.len() >= 3 && files.iter().all(|f| f.starts_with("s3://lake/warehouse/")), "{files:?}");
+    let positions: HashMap<String, String> = serde_json::from_value(read["positions"].clone()).unwrap();
+    assert_eq!(positions["weir.position:archive:shardId-000000000000"], format!("{}/0", pos(59).sequence));
+}
+
+/// `weir run` with a delivery stream's `IcebergDestinationConfiguration` as it is: its
+/// `CatalogARN` names Glue (moto, through `[aws] glue_endpoint_url`), its
+/// `S3Configuration` bucket takes the records that do not fit. pyiceberg reads the
+/// table through Glue and S3.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn weir_run_writes_a_firehose_destinations_glue_table() {
+    use weir_aws::kinesis::producer::{Outgoing, Producer};
+    let moto = Emulator::start("moto", &[]);
+    let fk = Emulator::start("ferrokinesis", &[]);
+    let s3 = weir_e2e::s3(&moto.endpoint).await;
+    for bucket in ["lake", "firehose-errors"] {
+        s3.create_bucket().bucket(bucket).send().await.unwrap();
+    }
+    weir_e2e::pyiceberg(PY, &[moto.endpoint.as_str(), "create"]);
+    let k = weir_e2e::kinesis(&fk.endpoint).await;
+    weir_e2e::create_stream(&k, "glue-events", 2).await;
+    let records: Vec<Outgoing> = (0..200u64)
+        .map(|i| Outgoing {
+            id: i,
+            partition_key: format!("pk-{i}"),
+            // Every 40th without its required tenant: the error output's.
+            data: if i % 40 == 39 { Bytes::from(format!(r#"{{"sessionId":"s-{i:04}"}}"#)) } else { event(i) },
+        })
+        .collect();
+    assert_eq!(Producer::new(k.clone(), "glue-events").put_all(records).await.accepted.len(), 200);
+
+    let dir = tempfile::tempdir().unwrap();
+    let destination = serde_json::json!({
+        "DestinationTableConfigurationList": [
+            {"DestinationDatabaseName": "mcp", "DestinationTableName": "events", "S3ErrorOutputPrefix": "iceberg-failed/"}
+        ],
+        "CatalogConfiguration": {"CatalogARN": "arn:aws:glue:us-east-1:123456789012:catalog",
+                                 "WarehouseLocation": "s3://lake/warehouse"},
+        "BufferingHints": {"IntervalInSeconds": 0, "SizeInMBs": 1},
+        "S3Configuration": {"BucketARN": "arn:aws:s3:::firehose-errors"},
+    });
+    let consumer =
+        serde_json::json!({"consumers": [{"name": "glue-table", "type": "iceberg", "destination": destination}]});
+    let cfg = dir.path().join("weir.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "{worker}\n[stream]\nkind = \"kinesis\"\nname = \"glue-events\"\n[leases]\npath = \"{leases}\"\nnamespace = \"glue\"\n\
+             [aws]\nkinesis_endpoint_url = \"{fk}\"\nglue_endpoint_url = \"{moto}\"\ns3_endpoint_url = \"{moto}\"\n\
+             s3_force_path_style = true\n[http]\nlisten = \"\"\n{consumer}",
+            worker = weir_e2e::worker_toml(None),
+            leases = dir.path().join("leases.db").display(),
+            fk = fk.endpoint,
+            moto = moto.endpoint,
+            consumer = toml::to_string(&consumer).unwrap(),
+        ),
+    )
+    .unwrap();
+    let mut cmd = weir_e2e::weir_command();
+    cmd.args(["run", "--config", cfg.to_str().unwrap(), "--until-caught-up"]);
+    let (out, _) = weir_e2e::timed(cmd, std::time::Duration::from_secs(120));
+    assert!(out.status.success(), "{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+
+    let read = weir_e2e::pyiceberg(PY, &[moto.endpoint.as_str(), "read"]);
+    let got: Vec<&str> = read["rows"].as_array().unwrap().iter().map(|r| r["sessionId"].as_str().unwrap()).collect();
+    let want: Vec<String> = (0..200).filter(|i| i % 40 != 39).map(|i| format!("s-{i:04}")).collect();
+    assert_eq!(got, want.iter().map(String::as_str).collect::<Vec<_>>(), "each record that fits, once");
+    let objects = weir_e2e::objects(&s3, "firehose-errors", "iceberg-failed/").await;
+    let lines: Vec<String> = objects
+        .iter()
+        .flat_map(|(_, b)| String::from_utf8(b.to_vec()).unwrap().lines().map(str::to_owned).collect::<Vec<_>>())
+        .collect();
+    let mut bad: Vec<String> = lines
+        .iter()
+        .map(|l| {
+            let e: Value = serde_json::from_str(l).unwrap();
+            assert_eq!(e["errorCode"], "Iceberg.SchemaMismatch", "{e}");
+            let raw =
+                base64::Engine::decode(&base64::engine::general_purpose::STANDARD, e["rawData"].as_str().unwrap())
+                    .unwrap();
+            serde_json::from_slice::<Value>(&raw).unwrap()["sessionId"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    bad.sort();
+    assert_eq!(bad, (0..200).filter(|i| i % 40 == 39).map(|i| format!("s-{i:04}")).collect::<Vec<_>>());
+}
