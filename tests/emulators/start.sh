@@ -29,7 +29,9 @@ case "$name" in
     cmd=(node "$pkg/main.js" "$@")
     cd "$pkg" ;;
   moto)
-    cmd=("$HOME_DIR/moto-5.2.5/bin/moto_server" -H 127.0.0.1 -p "$port" "$@") ;;
+    # moto's server with Glue's UpdateTable conditional on VersionId, as AWS's is
+    # (moto_server.py says why).
+    cmd=("$HOME_DIR/moto-5.2.5/bin/python3" "$(dirname "$0")/moto_server.py" -H 127.0.0.1 -p "$port" "$@") ;;
   s3s-fs)
     root="$RUN_DIR/s3s-fs-$port"; mkdir -p "$root"
     cmd=("$HOME_DIR/s3s-fs-0.14.1/bin/s3s-fs" --host 127.0.0.1 --port "$port"

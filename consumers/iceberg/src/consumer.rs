@@ -296,18 +296,32 @@ impl weir_core::Consumer for IcebergConsumer {
         // commit, which reads each table's position for the shard: the ones among them
         // that do not fit are rejected again, for the worker that committed them may
         // have died before it wrote them to the error output.
-        self.shards.insert(shard.shard_id.clone(), Pending::default());
+        if let Some(stale) = self.shards.insert(shard.shard_id.clone(), Pending::default()) {
+            // Reopened (after a failed batch) without a close: its records are read again.
+            self.bytes -= stale.records.iter().map(|(_, _, d, _)| d.len()).sum::<usize>();
+        }
         Ok(())
     }
 
     async fn on_batch(&mut self, batch: &RecordBatch, acks: &dyn Acks) -> Result<(), ConsumerError> {
+        // Every record's table first: a catalog that cannot be reached fails the batch
+        // before any of it is buffered (it is read again).
         let mut refused = BTreeMap::new();
-        let pending = self.shards.entry(batch.shard_id.clone()).or_default();
+        let mut routes = Vec::with_capacity(batch.records.len());
         for r in &batch.records {
+            let routed = self
+                .tables
+                .route(&r.data, &mut refused)
+                .await
+                .map_err(|e| ConsumerError::with_source("the catalog, routing a record", e))?;
+            routes.push(routed);
+        }
+        let pending = self.shards.entry(batch.shard_id.clone()).or_default();
+        for (r, routed) in batch.records.iter().zip(routes) {
             pending.end = Some(r.position.clone());
             pending.arrivals.insert(r.position.clone(), r.approximate_arrival);
             self.oldest.get_or_insert(r.approximate_arrival);
-            match self.tables.route(&r.data, &mut refused).await {
+            match routed {
                 Ok(table) => {
                     pending.records.push((table, r.position.clone(), r.data.clone(), r.approximate_arrival));
                     self.bytes += r.data.len();

@@ -5,7 +5,9 @@
 //! A routed record's table is loaded from the catalog the first time a record names
 //! it and kept for the consumer's life; a table that does not exist, or has a column
 //! type weir does not write, is no table: its records go to the error output with the
-//! reason (the worker is never wedged on a name a record made up). A query that fails,
+//! reason (the worker is never wedged on a name a record made up). A catalog that
+//! cannot be reached fails the batch instead: an outage sends nothing to the error
+//! output. A query that fails,
 //! does not give an object, or gives a name that is not a string sends the record
 //! there too. So does an `operation` other than `insert`: updates and deletes need
 //! delete files, which the `iceberg` crate weir uses cannot commit.
@@ -13,7 +15,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use iceberg::{Catalog, NamespaceIdent, TableIdent};
+use iceberg::{Catalog, ErrorKind, NamespaceIdent, TableIdent};
 use jaq_json::Val;
 use weir_core::jq::{Filter, FilterError, JsonError};
 
@@ -181,30 +183,34 @@ impl Tables {
     }
 
     /// The table of `data`: its index, loading (and checking) a table met for the
-    /// first time. `refused` remembers, for the caller's batch, names found
-    /// unwritable, so a run of records naming a missing table asks the catalog once.
+    /// first time; `Ok(Err(_))` when the record fits no table. `refused` remembers,
+    /// for the caller's batch, names found unwritable, so a run of records naming a
+    /// missing table asks the catalog once. A catalog that cannot be reached is an
+    /// error (the batch is tried again), never a reason to send records to the error
+    /// output.
     pub async fn route(
         &mut self,
         data: &[u8],
         refused: &mut BTreeMap<TableIdent, Unroutable>,
-    ) -> Result<usize, Unroutable> {
+    ) -> Result<Result<usize, Unroutable>, iceberg::Error> {
         let ident = match &self.router {
-            Router::Single => return Ok(0),
-            Router::Query { query, default } => query.route(data, default.as_ref())?,
+            Router::Single => return Ok(Ok(0)),
+            Router::Query { query, default } => match query.route(data, default.as_ref()) {
+                Ok(ident) => ident,
+                Err(why) => return Ok(Err(why)),
+            },
         };
         if let Some(&i) = self.index.get(&ident) {
-            return Ok(i);
+            return Ok(Ok(i));
         }
         if let Some(why) = refused.get(&ident) {
-            return Err(why.clone());
+            return Ok(Err(why.clone()));
         }
-        match self.open(&ident).await {
-            Ok(i) => Ok(i),
-            Err(why) => {
-                refused.insert(ident, why.clone());
-                Err(why)
-            }
+        let opened = self.open(&ident).await?;
+        if let Err(why) = &opened {
+            refused.insert(ident, why.clone());
         }
+        Ok(opened)
     }
 
     /// Forgets table `i` (dropped from the catalog since it was opened): a record that
@@ -216,26 +222,25 @@ impl Tables {
         Unroutable::new(NO_SUCH_TABLE, format!("table {ident} was dropped from the catalog"))
     }
 
-    async fn open(&mut self, ident: &TableIdent) -> Result<usize, Unroutable> {
-        let exists = self
-            .catalog
-            .table_exists(ident)
-            .await
-            .map_err(|e| Unroutable::new(NO_SUCH_TABLE, format!("table {ident}: {e}")))?;
-        if !exists {
-            return Err(Unroutable::new(NO_SUCH_TABLE, format!("no table {ident} in the catalog")));
+    async fn open(&mut self, ident: &TableIdent) -> Result<Result<usize, Unroutable>, iceberg::Error> {
+        let missing = || Unroutable::new(NO_SUCH_TABLE, format!("no table {ident} in the catalog"));
+        if !self.catalog.table_exists(ident).await? {
+            return Ok(Err(missing()));
         }
-        let table = self
-            .catalog
-            .load_table(ident)
-            .await
-            .map_err(|e| Unroutable::new(NO_SUCH_TABLE, format!("table {ident}: {e}")))?;
-        schema::columns(table.metadata().current_schema())
-            .map_err(|e| Unroutable::new(NO_SUCH_TABLE, format!("table {ident}: {e}")))?;
+        let table = match self.catalog.load_table(ident).await {
+            Ok(t) => t,
+            Err(e) if matches!(e.kind(), ErrorKind::TableNotFound | ErrorKind::NamespaceNotFound) => {
+                return Ok(Err(missing()));
+            }
+            Err(e) => return Err(e),
+        };
+        if let Err(e) = schema::columns(table.metadata().current_schema()) {
+            return Ok(Err(Unroutable::new(NO_SUCH_TABLE, format!("table {ident}: {e}"))));
+        }
         let i = self.writers.len();
         self.writers.push(self.template.for_table(ident.clone()));
         self.index.insert(ident.clone(), i);
-        Ok(i)
+        Ok(Ok(i))
     }
 }
 

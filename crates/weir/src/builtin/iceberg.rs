@@ -2,7 +2,7 @@
 //! `weir_iceberg::IcebergConfig`).
 
 use anyhow::{Context as _, Result, bail};
-use iceberg::{NamespaceIdent, TableIdent};
+use iceberg::{ErrorKind, NamespaceIdent, TableIdent};
 use weir_iceberg::{CatalogConfig, IcebergConfig, IcebergConsumer, RouteQuery, TableWriter, Tables};
 
 use crate::plugin::{Context, Plugin};
@@ -49,16 +49,24 @@ impl Plugin for IcebergConsumer {
             }
             _ => bail!("field `{at}.catalog.type`: not built yet"),
         };
-        // The configured table (a routed consumer's default) must load and be writable.
+        // The configured table (a routed consumer's default) must exist and be
+        // writable: a worker refuses to start otherwise, naming the field. A catalog
+        // that cannot be reached now is an outage, not a mistake: the worker starts, and
+        // the table is checked by its first commit.
         let default = match c.table.as_deref().and_then(|t| t.rsplit_once('.')) {
             Some((namespace, name)) => {
                 let table = TableIdent::new(NamespaceIdent::from_strs(namespace.split('.'))?, name.to_owned());
-                let loaded = catalog
-                    .load_table(&table)
-                    .await
-                    .with_context(|| format!("field `{at}.table`: cannot load {table}"))?;
-                weir_iceberg::schema::columns(loaded.metadata().current_schema())
-                    .with_context(|| format!("field `{at}.table`: {table}"))?;
+                match catalog.load_table(&table).await {
+                    Ok(loaded) => {
+                        weir_iceberg::schema::columns(loaded.metadata().current_schema())
+                            .with_context(|| format!("field `{at}.table`: {table}"))?;
+                    }
+                    Err(e) if matches!(e.kind(), ErrorKind::Unexpected) => tracing::warn!(
+                        consumer = %ctx.name(), %table, error = %e,
+                        "the catalog cannot be reached: starting anyway, the table is checked at its first commit"
+                    ),
+                    Err(e) => return Err(e).with_context(|| format!("field `{at}.table`: cannot load {table}")),
+                }
                 Some(table)
             }
             None => None,
