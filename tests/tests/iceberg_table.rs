@@ -50,9 +50,11 @@ def plain(v):
 rows = [{k: plain(v) for k, v in r.items()} for r in table.scan().to_arrow().to_pylist()]
 rows.sort(key=lambda r: r["sessionId"])
 # Each data file's rows against the partition values the manifest gives it.
-wrong, files = [], 0
+wrong, files, codecs = [], 0, set()
 for f in table.inspect.files().to_pylist():
     files += 1
+    meta = pq.ParquetFile(f["file_path"].removeprefix("file://")).metadata
+    codecs |= {meta.row_group(g).column(c).compression for g in range(meta.num_row_groups) for c in range(meta.num_columns)}
     part = f["partition"]
     # The day transform's value: days since 1970 (pyiceberg may give it as a date).
     want_day = part["ts_day"]
@@ -64,7 +66,7 @@ for f in table.inspect.files().to_pylist():
             wrong.append([f["file_path"], r["sessionId"], str(part)])
 summary = table.current_snapshot().summary
 positions = {k: v for k, v in summary.additional_properties.items() if k.startswith("weir.position:")}
-print(json.dumps({"rows": rows, "files": files, "wrong": wrong, "positions": positions}))
+print(json.dumps({"rows": rows, "files": files, "wrong": wrong, "positions": positions, "codecs": sorted(codecs)}))
 "#;
 
 fn pyiceberg(db: &Path, warehouse: &Path) -> Value {
@@ -221,6 +223,9 @@ async fn pyiceberg_reads_every_row_and_partition_weir_commits() {
         }
     }
     assert_eq!(read["wrong"], json!([]), "every row in the partition its file is filed under");
+    // The table sets no codec: Iceberg's default, zstd (the `iceberg` crate alone
+    // writes uncompressed files).
+    assert_eq!(read["codecs"], json!(["ZSTD"]), "data files compressed as the table's properties say");
     assert!(read["files"].as_u64().unwrap() >= 12, "4 tenants × 3 days of files: {}", read["files"]);
     let positions: HashMap<String, String> = serde_json::from_value(read["positions"].clone()).unwrap();
     for s in 0..3 {

@@ -12,7 +12,6 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
 use cpu_time::ThreadTime;
 use weir_archiver::firehose_config::conversion::Conversion;
 use weir_archiver::firehose_config::{ArchiverSettings, Compression, from_json, validate};
@@ -21,38 +20,10 @@ use weir_archiver::{Archiver, ArchiverOptions};
 use weir_core::{
     CloseReason, Consumer, ExtendedSequenceNumber, Record, RecordBatch, SequenceNumber, ShardId, Timestamp,
 };
+use weir_testkit::fixtures::{BENCH_T0 as T0, mcp_bench_event};
 use weir_testkit::{CrashSwitch, ManualClock, MemoryObjectSink, SimAcks, SimLeases};
 
-const T0: i64 = 1_764_400_000_000;
 const BATCH: usize = 500;
-
-fn event(i: u64, partitions: u64, nested: bool) -> Bytes {
-    let tools = 6.min(partitions);
-    let tenant = i % (partitions / tools);
-    let args = if nested {
-        format!(
-            r#","arguments":{{"query":"select * from events where tenant = 't-{tenant:04}' and day > '2026-11-{:02}'","limit":{},"filters":[{{"field":"tool","op":"eq","value":"tool-{}"}},{{"field":"durationMs","op":"gt","value":{}}}],"options":{{"explain":false,"timeoutMs":30000,"tags":["a","b","c"],"trace":"{:064x}"}},"context":{{"user":"u-{}","locale":"en-GB","client":"mcp-inspector/0.9","notes":"{}"}}}}"#,
-            i % 28 + 1,
-            i % 1000,
-            i % tools,
-            i % 500,
-            u128::from(i) * 0x9e37_79b9_7f4a_7c15,
-            i % 977,
-            "lorem ipsum dolor sit amet ".repeat(12)
-        )
-    } else {
-        String::new()
-    };
-    Bytes::from(format!(
-        r#"{{"tenantId":"t-{tenant:04}","toolName":"tool-{}","sessionId":"sess-{:08x}","ts":{},"durationMs":{},"success":{},"errorCode":{}{args}}}"#,
-        i % tools,
-        i / 13,
-        T0 + (i as i64) * 3,
-        (i * 37) % 2000,
-        !i.is_multiple_of(17),
-        if i.is_multiple_of(17) { "\"E_TIMEOUT\"" } else { "null" }
-    ))
-}
 
 fn settings(parquet: bool) -> ArchiverSettings {
     let text = include_str!("../tests/fixtures/mcp-destination.json");
@@ -115,7 +86,7 @@ async fn archive(n: u64, partitions: u64, nested: bool, parquet: bool) -> Run {
                 partition_key: format!("pk-{j}"),
                 position: ExtendedSequenceNumber::plain(SequenceNumber::from_u128(u128::from(j) + 1)),
                 approximate_arrival: Timestamp::from_millis(T0 + (j as i64) * 3),
-                data: event(j, partitions, nested),
+                data: mcp_bench_event(j, partitions, nested),
             })
             .collect();
         raw_bytes += records.iter().map(|r| r.data.len() as u64).sum::<u64>();

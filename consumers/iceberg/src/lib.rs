@@ -24,6 +24,7 @@
 
 pub mod config;
 pub mod consumer;
+pub mod file_properties;
 pub mod firehose;
 pub mod metrics;
 mod pinned;

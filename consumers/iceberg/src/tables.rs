@@ -237,6 +237,9 @@ impl Tables {
         if let Err(e) = schema::columns(table.metadata().current_schema()) {
             return Ok(Err(Unroutable::new(NO_SUCH_TABLE, format!("table {ident}: {e}"))));
         }
+        if let Err(e) = crate::file_properties::file_properties(table.metadata().properties()) {
+            return Ok(Err(Unroutable::new(NO_SUCH_TABLE, format!("table {ident}: {e}"))));
+        }
         let i = self.writers.len();
         self.writers.push(self.template.for_table(ident.clone()));
         self.index.insert(ident.clone(), i);

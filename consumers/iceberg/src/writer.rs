@@ -35,6 +35,7 @@ use weir_parquet::deserialize::Cell;
 use weir_parquet::rowcode::Rows;
 use weir_parquet::{Deserializer, RowReader, arrays};
 
+use crate::file_properties::{UnsupportedProperty, file_properties};
 use crate::pinned::{Pinned, is_conflict};
 use crate::positions::{self, UnreadablePosition};
 use crate::retag::retag;
@@ -97,6 +98,9 @@ pub enum IcebergError {
     /// The table has a column weir does not write.
     #[error(transparent)]
     Schema(#[from] UnsupportedType),
+    /// A `write.*` table property weir cannot follow.
+    #[error(transparent)]
+    Property(#[from] UnsupportedProperty),
     /// A snapshot summary holds something else under weir's key.
     #[error(transparent)]
     Position(#[from] UnreadablePosition),
@@ -348,11 +352,13 @@ async fn write(table: &Table, batch: RecordBatch) -> Result<Vec<DataFile>, Icebe
     let metadata = table.metadata();
     let schema = metadata.current_schema().clone();
     let spec = metadata.default_partition_spec().clone();
-    let parquet = ParquetWriterBuilder::from_table_properties(&metadata.table_properties()?, schema.clone());
+    let settings = file_properties(metadata.properties())?;
+    let parquet = ParquetWriterBuilder::new(settings.parquet, schema.clone());
     let names =
         DefaultFileNameGenerator::new(format!("weir-{:032x}", rand::random::<u128>()), None, DataFileFormat::Parquet);
-    let rolling = RollingFileWriterBuilder::new_with_default_file_size(
+    let rolling = RollingFileWriterBuilder::new(
         parquet,
+        settings.target_file_size,
         table.file_io().clone(),
         DefaultLocationGenerator::new(metadata)?,
         names,

@@ -25,3 +25,37 @@ pub async fn take(table: &dyn LeaseTable, seen: &Lease, owner: &str) -> Lease {
     let change = LeaseChange::Take { owner: WorkerId::new(owner) };
     table.mutate(&LeaseMutation::on(seen, change)).await.expect("take lease")
 }
+
+/// The benches' first event time (epoch milliseconds).
+pub const BENCH_T0: i64 = 1_764_400_000_000;
+
+/// The benches' MCP tool-call event `i`, spread over `partitions` tenant × tool pairs
+/// (6 tools at most, `partitions / tools` tenants `t-0000`…): flat (~200 bytes), or
+/// with nested `arguments` (~1 KB).
+pub fn mcp_bench_event(i: u64, partitions: u64, nested: bool) -> bytes::Bytes {
+    let tools = 6.min(partitions);
+    let tenant = i % (partitions / tools);
+    let args = if nested {
+        format!(
+            r#","arguments":{{"query":"select * from events where tenant = 't-{tenant:04}' and day > '2026-11-{:02}'","limit":{},"filters":[{{"field":"tool","op":"eq","value":"tool-{}"}},{{"field":"durationMs","op":"gt","value":{}}}],"options":{{"explain":false,"timeoutMs":30000,"tags":["a","b","c"],"trace":"{:064x}"}},"context":{{"user":"u-{}","locale":"en-GB","client":"mcp-inspector/0.9","notes":"{}"}}}}"#,
+            i % 28 + 1,
+            i % 1000,
+            i % tools,
+            i % 500,
+            u128::from(i) * 0x9e37_79b9_7f4a_7c15,
+            i % 977,
+            "lorem ipsum dolor sit amet ".repeat(12)
+        )
+    } else {
+        String::new()
+    };
+    bytes::Bytes::from(format!(
+        r#"{{"tenantId":"t-{tenant:04}","toolName":"tool-{}","sessionId":"sess-{:08x}","ts":{},"durationMs":{},"success":{},"errorCode":{}{args}}}"#,
+        i % tools,
+        i / 13,
+        BENCH_T0 + (i as i64) * 3,
+        (i * 37) % 2000,
+        !i.is_multiple_of(17),
+        if i.is_multiple_of(17) { "\"E_TIMEOUT\"" } else { "null" }
+    ))
+}

@@ -60,6 +60,8 @@ impl Plugin for IcebergConsumer {
                     Ok(loaded) => {
                         weir_iceberg::schema::columns(loaded.metadata().current_schema())
                             .with_context(|| format!("field `{at}.table`: {table}"))?;
+                        weir_iceberg::file_properties::file_properties(loaded.metadata().properties())
+                            .with_context(|| format!("field `{at}.table`: {table}"))?;
                     }
                     Err(e) if matches!(e.kind(), ErrorKind::Unexpected) => tracing::warn!(
                         consumer = %ctx.name(), %table, error = %e,
