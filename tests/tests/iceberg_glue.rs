@@ -278,6 +278,11 @@ async fn a_catalog_outage_loses_nothing_and_the_fleet_recovers_by_itself() {
             weir_e2e::metric_samples(&page, "weir_iceberg_commit_failures_total").iter().map(|(_, v)| v).sum::<f64>()
         })
         .sum();
+    let ready: Vec<String> = ports.iter().map(|p| reqwest_get(*p, "/readyz")).collect();
+    assert!(
+        ready.iter().any(|r| r.contains("iceberg table: 1 table") && r.contains("; commits failing for")),
+        "/readyz says the commits fail and why: {ready:?}"
+    );
     proxy.set(weir_testkit::Faults::none());
     let total = 500 + outage * 50;
     put(total, total + 500).await;

@@ -34,6 +34,7 @@ use weir_core::{
 };
 
 use crate::metrics as m;
+use crate::status::Status;
 use crate::tables::{SCHEMA_MISMATCH, Tables, Unroutable};
 use crate::writer::{Rejected, ShardRecords};
 
@@ -85,6 +86,9 @@ pub struct IcebergConsumer {
     shards: BTreeMap<ShardId, Pending>,
     bytes: usize,
     oldest: Option<Timestamp>,
+    /// The time of the last tick: when commits are said to happen.
+    now: Timestamp,
+    status: Status,
 }
 
 impl std::fmt::Debug for IcebergConsumer {
@@ -112,7 +116,14 @@ impl IcebergConsumer {
             shards: BTreeMap::new(),
             bytes: 0,
             oldest: None,
+            now: Timestamp::from_millis(0),
+            status: Status::default(),
         }
+    }
+
+    /// What `/readyz` says of this consumer (shared: it follows the consumer).
+    pub fn status(&self) -> Status {
+        self.status.clone()
     }
 
     /// Commits the buffers of every shard (or `only` one), table by table; writes what
@@ -170,6 +181,7 @@ impl IcebergConsumer {
                 }
                 Err(e) => {
                     metrics::counter!(m::COMMIT_FAILURES, &labels).increment(1);
+                    self.status.failed(self.now, format!("{}: {e}", writer.table()));
                     return Err(ConsumerError::with_source(format!("commit to {}", writer.table()), e));
                 }
             };
@@ -200,6 +212,9 @@ impl IcebergConsumer {
             }
         }
         self.write_errors(&shards, &rejected).await?;
+        if per_table.values().any(|b| !b.is_empty()) {
+            self.status.committed(self.now);
+        }
         for id in &shards {
             let Some(p) = self.shards.get_mut(id) else { continue };
             let Some(end) = p.end.take() else { continue };
@@ -336,6 +351,8 @@ impl weir_core::Consumer for IcebergConsumer {
     }
 
     async fn on_tick(&mut self, now: Timestamp, acks: &dyn Acks) -> Result<(), ConsumerError> {
+        self.now = now;
+        self.status.holding(self.tables.writers().len(), self.bytes, self.oldest);
         let age = self.oldest.map_or(0, |t| now.as_millis().saturating_sub(t.as_millis()));
         // Per table: bytes buffered and the oldest buffered record's age.
         let mut per_table = vec![(0usize, None::<i64>); self.tables.writers().len()];

@@ -31,6 +31,7 @@ mod pinned;
 pub mod positions;
 mod retag;
 pub mod schema;
+pub mod status;
 pub mod tables;
 pub mod writer;
 

@@ -97,6 +97,9 @@ impl Plugin for IcebergConsumer {
             }
             (None, None) => bail!("field `{at}.table`: give `table`, `route_query`, or both"),
         };
-        Ok(IcebergConsumer::new(ctx.name(), tables, errors, e.prefix.clone(), c.hints))
+        let consumer = IcebergConsumer::new(ctx.name(), tables, errors, e.prefix.clone(), c.hints);
+        let (status, clock, name) = (consumer.status(), ctx.clock(), ctx.name().to_owned());
+        ctx.status_line(move || status.line(&name, clock.now()));
+        Ok(consumer)
     }
 }
