@@ -123,9 +123,12 @@ pub enum CatalogConfig {
         #[serde(default)]
         uri: String,
     },
-    /// Amazon S3 Tables; not built yet.
+    /// An Amazon S3 table bucket (Firehose's `CatalogARN`
+    /// `arn:aws:glue:<region>:<account>:catalog/s3tablescatalog/<bucket>`), through the
+    /// S3 Tables API; endpoints and credentials from `[aws]` (`s3tables_endpoint_url`,
+    /// `s3_endpoint_url`). weir loads and commits to existing tables.
     S3tables {
-        /// The table bucket ARN.
+        /// `arn:aws:s3tables:<region>:<account>:bucket/<name>`.
         #[serde(default)]
         table_bucket_arn: String,
     },
@@ -226,37 +229,34 @@ impl IcebergConfig {
             (Some(c @ CatalogConfig::Glue { catalog_arn }), _) => {
                 match catalog_arn.as_deref().map(firehose::catalog_arn) {
                     None | Some(Ok(firehose::CatalogArn::Glue { .. })) => Some(c.clone()),
-                    Some(Ok(firehose::CatalogArn::S3Tables { .. })) => {
-                        out.push(format!(
-                        "field `{at}.catalog.catalog_arn`: S3 Tables catalogs are not built yet (Glue's own catalog is)"
-                    ));
-                        None
-                    }
+                    Some(Ok(arn @ firehose::CatalogArn::S3Tables { .. })) => Some(arn.catalog()),
                     Some(Err(why)) => {
                         out.push(format!("field `{at}.catalog.catalog_arn`: {why}"));
                         None
                     }
                 }
             }
-            (Some(other), _) => {
-                let kind = if matches!(other, CatalogConfig::Rest { .. }) { "rest" } else { "s3tables" };
+            (Some(c @ CatalogConfig::S3tables { table_bucket_arn }), _) => {
+                match firehose::table_bucket(table_bucket_arn) {
+                    Ok(_) => Some(c.clone()),
+                    Err(why) => {
+                        out.push(format!("field `{at}.catalog.table_bucket_arn`: {why}"));
+                        None
+                    }
+                }
+            }
+            (Some(CatalogConfig::Rest { .. }), _) => {
                 out.push(format!(
-                    "field `{at}.catalog.type`: {kind:?} catalogs are not built yet (`sql` and `glue` are)"
+                    "field `{at}.catalog.type`: \"rest\" catalogs are not built yet (`sql`, `glue` and `s3tables` are)"
                 ));
                 None
             }
-            (None, Some(arn @ firehose::CatalogArn::Glue { .. })) => {
-                Some(CatalogConfig::Glue { catalog_arn: Some(arn.to_string()) })
-            }
-            (None, Some(firehose::CatalogArn::S3Tables { .. })) => {
-                out.push(format!(
-                    "field `{at}.destination.CatalogConfiguration.CatalogARN`: S3 Tables catalogs are not built yet; \
-                     give `{at}.catalog` (`glue` or the embedded `sql` catalog)"
-                ));
-                None
-            }
+            (None, Some(arn)) => Some(arn.catalog()),
             (None, None) => {
-                out.push(format!("field `{at}.catalog`: required (or the destination's CatalogConfiguration)"));
+                // A CatalogConfiguration that could not be read is named already.
+                if !out.iter().any(|p| p.contains(".destination.CatalogConfiguration")) {
+                    out.push(format!("field `{at}.catalog`: required (or the destination's CatalogConfiguration)"));
+                }
                 None
             }
         };
@@ -393,8 +393,25 @@ mod tests {
             r.catalog
         );
 
-        // S3 Tables' catalog is not built; a setting given twice is named; so is a
-        // Firehose field weir cannot serve.
+        // S3 Tables' federated catalog in Glue is the table bucket's.
+        let c: IcebergConfig = toml::from_str(
+            r#"
+            [destination]
+            DestinationTableConfigurationList = [{ DestinationDatabaseName = "mcp", DestinationTableName = "events" }]
+            CatalogConfiguration = { CatalogARN = "arn:aws:glue:us-east-1:123456789012:catalog/s3tablescatalog/lake" }
+            S3Configuration = { BucketARN = "arn:aws:s3:::errors-bucket" }
+            "#,
+        )
+        .unwrap();
+        let r = c.resolve("consumers[0]").unwrap();
+        assert!(
+            matches!(&r.catalog, CatalogConfig::S3tables { table_bucket_arn } if table_bucket_arn == "arn:aws:s3tables:us-east-1:123456789012:bucket/lake"),
+            "{:?}",
+            r.catalog
+        );
+
+        // A catalog ARN that is none of them, a setting given twice, a Firehose field
+        // weir cannot serve: each named.
         let c: IcebergConfig = toml::from_str(
             r#"
             table = "mcp.other"
@@ -403,7 +420,7 @@ mod tests {
             DestinationTableConfigurationList = [
               { DestinationDatabaseName = "mcp", DestinationTableName = "events", UniqueKeys = ["id"] },
             ]
-            CatalogConfiguration = { CatalogARN = "arn:aws:glue:us-east-1:123456789012:catalog/s3tablescatalog/lake" }
+            CatalogConfiguration = { CatalogARN = "arn:aws:s3tables:us-east-1:123456789012:bucket/lake" }
             BufferingHints = { SizeInMBs = 8 }
             S3Configuration = { BucketARN = "arn:aws:s3:::errors-bucket" }
             "#,

@@ -189,6 +189,16 @@ impl std::fmt::Display for CatalogArn {
 }
 
 impl CatalogArn {
+    /// The catalog weir reaches it through: Glue's own, or the table bucket's.
+    pub fn catalog(&self) -> crate::CatalogConfig {
+        match self {
+            Self::Glue { .. } => crate::CatalogConfig::Glue { catalog_arn: Some(self.to_string()) },
+            Self::S3Tables { region, account, bucket } => crate::CatalogConfig::S3tables {
+                table_bucket_arn: format!("arn:aws:s3tables:{region}:{account}:bucket/{bucket}"),
+            },
+        }
+    }
+
     /// The region.
     pub fn region(&self) -> &str {
         match self {
@@ -438,6 +448,22 @@ fn processors(p: &Processing) -> Result<Option<String>, Vec<(String, String)>> {
         }
     }
     if problems.is_empty() { Ok(query) } else { Err(problems) }
+}
+
+/// Reads a table bucket's ARN (`arn:aws:s3tables:<region>:<account>:bucket/<name>`):
+/// its region and name.
+pub fn table_bucket(arn: &str) -> Result<(String, String), String> {
+    let bad = || format!("{arn:?} is not arn:aws:s3tables:<region>:<account>:bucket/<name>");
+    let parts: Vec<&str> = arn.splitn(6, ':').collect();
+    let ["arn", _partition, "s3tables", region, account, resource] = parts[..] else { return Err(bad()) };
+    match resource.split_once('/') {
+        Some(("bucket", name))
+            if !region.is_empty() && !account.is_empty() && !name.is_empty() && !name.contains('/') =>
+        {
+            Ok((region.to_owned(), name.to_owned()))
+        }
+        _ => Err(bad()),
+    }
 }
 
 /// Whether `v` is a CloudFormation function (`{"Fn::Sub": …}`, or YAML's `!Sub …` as

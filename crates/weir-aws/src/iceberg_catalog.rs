@@ -20,7 +20,6 @@ use std::collections::HashMap;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
 use aws_sdk_glue::error::{DisplayErrorContext, ProvideErrorMetadata};
 use aws_sdk_glue::types::{Column, StorageDescriptor, TableInput};
@@ -28,8 +27,8 @@ use iceberg::io::{FileIO, FileIOBuilder, S3_ENDPOINT, S3_PATH_STYLE_ACCESS, S3_R
 use iceberg::spec::{PrimitiveType, TableMetadata, Type};
 use iceberg::table::Table;
 use iceberg::{
-    Catalog, Error, ErrorKind, MetadataLocation, Namespace, NamespaceIdent, Result, Runtime, TableCommit,
-    TableCreation, TableIdent,
+    Error, ErrorKind, MetadataLocation, Namespace, NamespaceIdent, Result, Runtime, TableCommit, TableCreation,
+    TableIdent,
 };
 use iceberg_storage_opendal::{AwsCredential, CustomAwsCredentialLoader, OpenDalStorageFactory, ProvideCredential};
 
@@ -77,6 +76,43 @@ impl ProvideCredential for SdkCredentials {
     }
 }
 
+/// Table files on S3, as `s3` says.
+pub(crate) fn s3_file_io(s3: &S3FileSettings) -> FileIO {
+    let mut props = HashMap::new();
+    if let Some(region) = &s3.region {
+        props.insert(S3_REGION.to_owned(), region.clone());
+    }
+    if let Some(url) = &s3.endpoint_url {
+        props.insert(S3_ENDPOINT.to_owned(), url.clone());
+        props.insert(S3_PATH_STYLE_ACCESS.to_owned(), "true".to_owned());
+    }
+    let customized_credential_load = s3.credentials.clone().map(|c| CustomAwsCredentialLoader::new(SdkCredentials(c)));
+    let factory = Arc::new(OpenDalStorageFactory::S3 { customized_credential_load });
+    FileIOBuilder::new(factory).with_props(props).build()
+}
+
+/// The table whose metadata file is `location`, read through `file_io`.
+pub(crate) async fn table_at(file_io: &FileIO, ident: &TableIdent, location: String) -> Result<Table> {
+    let metadata = TableMetadata::read_from(file_io, &location).await?;
+    Table::builder()
+        .file_io(file_io.clone())
+        .metadata_location(location)
+        .metadata(metadata)
+        .identifier(ident.clone())
+        .runtime(Runtime::try_current()?)
+        .build()
+}
+
+/// Applies `commit` to `current` (its requirements checked against the current
+/// metadata: a moved table is a conflict) and writes the next metadata file: the
+/// staged table, whose location the catalog then swaps in.
+pub(crate) async fn stage(commit: TableCommit, current: Table) -> Result<Table> {
+    let staged = commit.apply(current)?;
+    let next = MetadataLocation::from_str(staged.metadata_location_result()?)?;
+    staged.metadata().write_to(staged.file_io(), &next).await?;
+    Ok(staged)
+}
+
 /// Iceberg tables of one Glue Data Catalog.
 #[derive(Debug)]
 pub struct GlueCatalog {
@@ -89,19 +125,7 @@ impl GlueCatalog {
     /// The catalog of account `catalog_id` (default: the caller's) through `glue`,
     /// table files through S3 as `s3` says.
     pub fn new(glue: aws_sdk_glue::Client, catalog_id: Option<String>, s3: &S3FileSettings) -> Self {
-        let mut props = HashMap::new();
-        if let Some(region) = &s3.region {
-            props.insert(S3_REGION.to_owned(), region.clone());
-        }
-        if let Some(url) = &s3.endpoint_url {
-            props.insert(S3_ENDPOINT.to_owned(), url.clone());
-            props.insert(S3_PATH_STYLE_ACCESS.to_owned(), "true".to_owned());
-        }
-        let customized_credential_load =
-            s3.credentials.clone().map(|c| CustomAwsCredentialLoader::new(SdkCredentials(c)));
-        let factory = Arc::new(OpenDalStorageFactory::S3 { customized_credential_load });
-        let file_io = FileIOBuilder::new(factory).with_props(props).build();
-        Self { glue, catalog_id, file_io }
+        Self { glue, catalog_id, file_io: s3_file_io(s3) }
     }
 
     /// The table and the Glue `VersionId` it was read at.
@@ -130,14 +154,7 @@ impl GlueCatalog {
                 format!("Glue table {ident} has no {METADATA_LOCATION}: not an Iceberg table"),
             )
         })?;
-        let metadata = TableMetadata::read_from(&self.file_io, &location).await?;
-        let table = Table::builder()
-            .file_io(self.file_io.clone())
-            .metadata_location(location)
-            .metadata(metadata)
-            .identifier(ident.clone())
-            .runtime(Runtime::try_current()?)
-            .build()?;
+        let table = table_at(&self.file_io, ident, location).await?;
         Ok((table, glue_table.version_id.clone(), glue_table))
     }
 }
@@ -150,12 +167,11 @@ fn database(ns: &NamespaceIdent) -> Result<String> {
     }
 }
 
-fn unsupported<T>(what: &str) -> Result<T> {
+/// What weir's catalogs leave to the service's own tools.
+pub(crate) fn unsupported<T>(what: &str) -> Result<T> {
     Err(Error::new(
         ErrorKind::FeatureUnsupported,
-        format!(
-            "weir's Glue catalog loads and commits to existing tables; {what} is done with Glue, Athena or pyiceberg"
-        ),
+        format!("weir's catalogs load and commit to existing tables; {what} is done with the service's own tools"),
     ))
 }
 
@@ -229,50 +245,69 @@ fn table_input(
         .map_err(|e| Error::new(ErrorKind::Unexpected, format!("Glue table input {name}: {e}")))
 }
 
-#[async_trait]
-impl Catalog for GlueCatalog {
-    async fn list_namespaces(&self, _parent: Option<&NamespaceIdent>) -> Result<Vec<NamespaceIdent>> {
-        unsupported("listing databases")
-    }
+/// The `Catalog` methods weir's catalogs do not serve: namespaces and tables are
+/// made, renamed and dropped with the service's own tools.
+macro_rules! catalog_of_existing_tables {
+    ($ty:ty { $($served:tt)* }) => {
+    #[async_trait::async_trait]
+    impl iceberg::Catalog for $ty {
+        $($served)*
 
-    async fn create_namespace(&self, _n: &NamespaceIdent, _p: HashMap<String, String>) -> Result<Namespace> {
-        unsupported("creating a database")
-    }
+        async fn list_namespaces(&self, _parent: Option<&NamespaceIdent>) -> Result<Vec<NamespaceIdent>> {
+            unsupported("listing namespaces")
+        }
 
-    async fn get_namespace(&self, _n: &NamespaceIdent) -> Result<Namespace> {
-        unsupported("reading a database")
-    }
+        async fn create_namespace(&self, _n: &NamespaceIdent, _p: HashMap<String, String>) -> Result<Namespace> {
+            unsupported("creating a namespace")
+        }
 
-    async fn namespace_exists(&self, _n: &NamespaceIdent) -> Result<bool> {
-        unsupported("reading a database")
-    }
+        async fn get_namespace(&self, _n: &NamespaceIdent) -> Result<Namespace> {
+            unsupported("reading a namespace")
+        }
 
-    async fn update_namespace(&self, _n: &NamespaceIdent, _p: HashMap<String, String>) -> Result<()> {
-        unsupported("changing a database")
-    }
+        async fn namespace_exists(&self, _n: &NamespaceIdent) -> Result<bool> {
+            unsupported("reading a namespace")
+        }
 
-    async fn drop_namespace(&self, _n: &NamespaceIdent) -> Result<()> {
-        unsupported("dropping a database")
-    }
+        async fn update_namespace(&self, _n: &NamespaceIdent, _p: HashMap<String, String>) -> Result<()> {
+            unsupported("changing a namespace")
+        }
 
-    async fn list_tables(&self, _n: &NamespaceIdent) -> Result<Vec<TableIdent>> {
-        unsupported("listing tables")
-    }
+        async fn drop_namespace(&self, _n: &NamespaceIdent) -> Result<()> {
+            unsupported("dropping a namespace")
+        }
 
-    async fn create_table(&self, _n: &NamespaceIdent, _c: TableCreation) -> Result<Table> {
-        unsupported("creating a table")
-    }
+        async fn list_tables(&self, _n: &NamespaceIdent) -> Result<Vec<TableIdent>> {
+            unsupported("listing tables")
+        }
 
+        async fn create_table(&self, _n: &NamespaceIdent, _c: TableCreation) -> Result<Table> {
+            unsupported("creating a table")
+        }
+
+        async fn drop_table(&self, _t: &TableIdent) -> Result<()> {
+            unsupported("dropping a table")
+        }
+
+        async fn purge_table(&self, _t: &TableIdent) -> Result<()> {
+            unsupported("purging a table")
+        }
+
+        async fn rename_table(&self, _s: &TableIdent, _d: &TableIdent) -> Result<()> {
+            unsupported("renaming a table")
+        }
+
+        async fn register_table(&self, _t: &TableIdent, _m: String) -> Result<Table> {
+            unsupported("registering a table")
+        }
+    }
+    };
+}
+pub(crate) use catalog_of_existing_tables;
+
+catalog_of_existing_tables!(GlueCatalog {
     async fn load_table(&self, table: &TableIdent) -> Result<Table> {
         Ok(self.load(table).await?.0)
-    }
-
-    async fn drop_table(&self, _t: &TableIdent) -> Result<()> {
-        unsupported("dropping a table")
-    }
-
-    async fn purge_table(&self, _t: &TableIdent) -> Result<()> {
-        unsupported("purging a table")
     }
 
     async fn table_exists(&self, table: &TableIdent) -> Result<bool> {
@@ -283,25 +318,14 @@ impl Catalog for GlueCatalog {
         }
     }
 
-    async fn rename_table(&self, _s: &TableIdent, _d: &TableIdent) -> Result<()> {
-        unsupported("renaming a table")
-    }
-
-    async fn register_table(&self, _t: &TableIdent, _m: String) -> Result<Table> {
-        unsupported("registering a table")
-    }
-
     async fn update_table(&self, commit: TableCommit) -> Result<Table> {
         let ident = commit.identifier().clone();
         let database = database(ident.namespace())?;
         let (current, version, glue_table) = self.load(&ident).await?;
         let previous = current.metadata_location_result()?.to_owned();
-        // Checks the commit's requirements against the current metadata (a moved
-        // table is a conflict) and names the next metadata file.
-        let staged = commit.apply(current)?;
-        let next = MetadataLocation::from_str(staged.metadata_location_result()?)?;
-        staged.metadata().write_to(staged.file_io(), &next).await?;
-        let input = table_input(ident.name(), &glue_table, staged.metadata(), &previous, &next.to_string())?;
+        let staged = stage(commit, current).await?;
+        let next = staged.metadata_location_result()?.to_owned();
+        let input = table_input(ident.name(), &glue_table, staged.metadata(), &previous, &next)?;
         self.glue
             .update_table()
             .set_catalog_id(self.catalog_id.clone())
@@ -324,7 +348,7 @@ impl Catalog for GlueCatalog {
             })?;
         Ok(staged)
     }
-}
+});
 
 #[cfg(test)]
 mod tests {

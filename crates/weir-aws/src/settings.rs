@@ -32,8 +32,10 @@ pub enum Service {
     Lambda,
     /// SNS (alert sinks).
     Sns,
-    /// Glue Data Catalog (the archiver's Parquet table).
+    /// Glue Data Catalog (the archiver's Parquet table, Iceberg tables).
     Glue,
+    /// S3 Tables (Iceberg tables in a table bucket).
+    S3Tables,
 }
 
 impl Service {
@@ -46,6 +48,7 @@ impl Service {
             Service::Lambda => "lambda",
             Service::Sns => "sns",
             Service::Glue => "glue",
+            Service::S3Tables => "s3tables",
         }
     }
 
@@ -60,7 +63,7 @@ impl Service {
     ///   within the failover time; the runtime also gives up at the lease's validity).
     /// - S3: 60 s an attempt (a 128 MiB object on a slow link), 180 s an operation.
     /// - Lambda: 330 s an attempt (Firehose lets a transform run 5 minutes), 700 s.
-    /// - SNS and Glue: 10 s an attempt, 30 s an operation.
+    /// - SNS, Glue and S3 Tables: 10 s an attempt, 30 s an operation.
     pub fn timeouts(self) -> TimeoutConfig {
         let s = Duration::from_secs;
         let (attempt, total) = match self {
@@ -68,7 +71,7 @@ impl Service {
             Service::DynamoDb => (s(3), s(10)),
             Service::S3 => (s(60), s(180)),
             Service::Lambda => (s(330), s(700)),
-            Service::Sns | Service::Glue => (s(10), s(30)),
+            Service::Sns | Service::Glue | Service::S3Tables => (s(10), s(30)),
         };
         request_timeouts(attempt, total)
     }

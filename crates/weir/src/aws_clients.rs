@@ -84,6 +84,25 @@ pub(crate) async fn iceberg_glue(
     Arc::new(weir_aws::iceberg_catalog::GlueCatalog::new(client, catalog_id, &files))
 }
 
+/// Iceberg tables of the S3 table bucket `bucket_arn`: S3 Tables with
+/// `s3tables_endpoint_url`, the tables' files through S3 with `s3_endpoint_url`, signed
+/// with the same credentials.
+pub(crate) async fn iceberg_s3tables(aws: &AwsSection, bucket_arn: &str, region: &str) -> Arc<dyn iceberg::Catalog> {
+    let shared = sdk(aws, Service::S3Tables).await;
+    let conf = aws_sdk_s3tables::config::Builder::from(&shared)
+        .interceptor(counter(Service::S3Tables))
+        .region(aws_sdk_s3tables::config::Region::new(region.to_owned()))
+        .build();
+    let s3 = sdk(aws, Service::S3).await;
+    let files = weir_aws::iceberg_catalog::S3FileSettings {
+        region: Some(region.to_owned()),
+        endpoint_url: aws.s3_endpoint_url.clone().or_else(|| aws.endpoint_url.clone()),
+        credentials: s3.credentials_provider(),
+    };
+    let client = aws_sdk_s3tables::Client::from_conf(conf);
+    Arc::new(weir_aws::iceberg_s3tables::S3TablesCatalog::new(client, bucket_arn, &files))
+}
+
 /// SNS, with `sns_endpoint_url`.
 pub(crate) async fn sns(aws: &AwsSection) -> aws_sdk_sns::Client {
     let shared = sdk(aws, Service::Sns).await;

@@ -111,9 +111,9 @@ fn iceberg(file: &Path, v: &Value) -> Result<()> {
         Some(CatalogArn::Glue { region, account }) => println!(
             "catalog: the Glue Data Catalog of account {account} in {region} (endpoints and credentials from `[aws]`)"
         ),
-        Some(CatalogArn::S3Tables { bucket, .. }) => println!(
-            "warning: CatalogConfiguration.CatalogARN: S3 Tables (table bucket {bucket}) are not built yet: give \
-             the consumer a `catalog` (`glue`, or the embedded `sql` catalog)"
+        Some(CatalogArn::S3Tables { region, account, bucket }) => println!(
+            "catalog: the S3 table bucket {bucket} of account {account} in {region} (through the S3 Tables API; \
+             endpoints and credentials from `[aws]`)"
         ),
         None => println!("warning: no CatalogConfiguration: give the consumer a `catalog`"),
     }

@@ -137,6 +137,7 @@ pub(crate) async fn sdk(aws: &AwsSection, service: Service) -> aws_config::SdkCo
         Service::Lambda => &aws.lambda_endpoint_url,
         Service::Sns => &aws.sns_endpoint_url,
         Service::Glue => &aws.glue_endpoint_url,
+        Service::S3Tables => &aws.s3tables_endpoint_url,
     };
     let settings = AwsSettings {
         region: aws.region.clone(),

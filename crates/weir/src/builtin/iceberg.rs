@@ -47,7 +47,12 @@ impl Plugin for IcebergConsumer {
                 };
                 ctx.aws().iceberg_glue(account, region).await
             }
-            _ => bail!("field `{at}.catalog.type`: not built yet"),
+            CatalogConfig::S3tables { table_bucket_arn } => {
+                let (region, _) = weir_iceberg::firehose::table_bucket(table_bucket_arn)
+                    .map_err(|why| anyhow::anyhow!("field `{at}.catalog.table_bucket_arn`: {why}"))?;
+                ctx.aws().iceberg_s3tables(table_bucket_arn, &region).await
+            }
+            CatalogConfig::Rest { .. } => bail!("field `{at}.catalog.type`: not built yet"),
         };
         // The configured table (a routed consumer's default) must exist and be
         // writable: a worker refuses to start otherwise, naming the field. A catalog

@@ -52,8 +52,11 @@ pub struct AwsSection {
     pub lambda_endpoint_url: Option<String>,
     /// SNS endpoint (alert sinks), overriding `endpoint_url`.
     pub sns_endpoint_url: Option<String>,
-    /// Glue endpoint (the archiver's Parquet table), overriding `endpoint_url`.
+    /// Glue endpoint (the archiver's Parquet table, Iceberg tables), overriding
+    /// `endpoint_url`.
     pub glue_endpoint_url: Option<String>,
+    /// S3 Tables endpoint (Iceberg tables in a table bucket), overriding `endpoint_url`.
+    pub s3tables_endpoint_url: Option<String>,
     /// Path-style S3 addressing (emulators).
     pub s3_force_path_style: bool,
 }

@@ -74,6 +74,12 @@ impl Aws {
         crate::aws_clients::iceberg_glue(&self.section, catalog_id, region).await
     }
 
+    /// Iceberg tables of the S3 table bucket `bucket_arn` in `region`; table files
+    /// through S3 with the same credentials and `s3_endpoint_url`.
+    pub async fn iceberg_s3tables(&self, bucket_arn: &str, region: &str) -> Arc<dyn iceberg::Catalog> {
+        crate::aws_clients::iceberg_s3tables(&self.section, bucket_arn, region).await
+    }
+
     /// SNS, with `sns_endpoint_url`.
     pub async fn sns(&self) -> aws_sdk_sns::Client {
         let a = &self.section;
