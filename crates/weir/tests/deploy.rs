@@ -30,6 +30,7 @@ const SERVICES: &[(&str, &str)] = &[
     ("aws-sdk-lambda", "lambda"),
     ("aws-sdk-sns", "sns"),
     ("aws-sdk-glue", "glue"),
+    ("aws-sdk-s3tables", "s3tables"),
 ];
 
 /// API operations whose IAM action has another name (AWS's "actions, resources and
@@ -63,7 +64,12 @@ const NOT_GRANTED: &[(&str, &str)] = &[
 /// (Decrypt when reading, GenerateDataKey when writing), SNS for an encrypted topic
 /// (`GenerateDataKey*` and Decrypt, as the SNS developer guide asks of publishers: the
 /// one wildcard action allowed).
-const IMPLIED: &[&str] = &["kms:GenerateDataKey", "kms:Decrypt", "kms:GenerateDataKey*"];
+///
+/// And the object reads and writes of Iceberg tables in an S3 table bucket: the tables'
+/// files go through OpenDAL's S3 client (`crates/weir-aws/src/iceberg_catalog.rs`), not
+/// the AWS SDK, and S3 Tables authorises them as `GetTableData` and `PutTableData`.
+const IMPLIED: &[&str] =
+    &["kms:GenerateDataKey", "kms:Decrypt", "kms:GenerateDataKey*", "s3tables:GetTableData", "s3tables:PutTableData"];
 
 /// Operation module names of each SDK (`src/operation/<name>/`), read from the SDK
 /// crates' sources in the cargo registry at the versions `Cargo.lock` pins (which the
