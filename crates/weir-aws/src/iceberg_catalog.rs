@@ -245,13 +245,28 @@ fn table_input(
         .map_err(|e| Error::new(ErrorKind::Unexpected, format!("Glue table input {name}: {e}")))
 }
 
-/// The `Catalog` methods weir's catalogs do not serve: namespaces and tables are
-/// made, renamed and dropped with the service's own tools.
+/// A `Catalog` of existing tables for `$ty`, which has
+/// `async fn load(&self, &TableIdent) -> Result<(Table, …)>` (the table first): loading
+/// and existence come from it, `update_table` is given, and the methods weir's catalogs
+/// do not serve refuse (namespaces and tables are made, renamed and dropped with the
+/// service's own tools).
 macro_rules! catalog_of_existing_tables {
     ($ty:ty { $($served:tt)* }) => {
     #[async_trait::async_trait]
     impl iceberg::Catalog for $ty {
         $($served)*
+
+        async fn load_table(&self, table: &TableIdent) -> Result<Table> {
+            Ok(self.load(table).await?.0)
+        }
+
+        async fn table_exists(&self, table: &TableIdent) -> Result<bool> {
+            match self.load(table).await {
+                Ok(_) => Ok(true),
+                Err(e) if e.kind() == ErrorKind::TableNotFound => Ok(false),
+                Err(e) => Err(e),
+            }
+        }
 
         async fn list_namespaces(&self, _parent: Option<&NamespaceIdent>) -> Result<Vec<NamespaceIdent>> {
             unsupported("listing namespaces")
@@ -306,18 +321,6 @@ macro_rules! catalog_of_existing_tables {
 pub(crate) use catalog_of_existing_tables;
 
 catalog_of_existing_tables!(GlueCatalog {
-    async fn load_table(&self, table: &TableIdent) -> Result<Table> {
-        Ok(self.load(table).await?.0)
-    }
-
-    async fn table_exists(&self, table: &TableIdent) -> Result<bool> {
-        match self.load(table).await {
-            Ok(_) => Ok(true),
-            Err(e) if e.kind() == ErrorKind::TableNotFound => Ok(false),
-            Err(e) => Err(e),
-        }
-    }
-
     async fn update_table(&self, commit: TableCommit) -> Result<Table> {
         let ident = commit.identifier().clone();
         let database = database(ident.namespace())?;

@@ -69,18 +69,6 @@ fn namespace(ns: &NamespaceIdent) -> Result<String> {
 }
 
 catalog_of_existing_tables!(S3TablesCatalog {
-    async fn load_table(&self, table: &TableIdent) -> Result<Table> {
-        Ok(self.load(table).await?.0)
-    }
-
-    async fn table_exists(&self, table: &TableIdent) -> Result<bool> {
-        match self.load(table).await {
-            Ok(_) => Ok(true),
-            Err(e) if e.kind() == ErrorKind::TableNotFound => Ok(false),
-            Err(e) => Err(e),
-        }
-    }
-
     async fn update_table(&self, commit: TableCommit) -> Result<Table> {
         let ident = commit.identifier().clone();
         let (current, token) = self.load(&ident).await?;
