@@ -262,6 +262,33 @@ pub fn readers_python(script: &str, args: &[impl AsRef<std::ffi::OsStr>]) -> ser
     python_json("duckdb-py", script, args)
 }
 
+/// pyiceberg (`pyiceberg(script, [db, warehouse, tables…])`): in the SQL catalog on
+/// SQLite file `db` over `warehouse`, namespace `mcp` and each table named (default
+/// `mcp.events`) of the MCP event's columns (`tenantId` and `sessionId` required,
+/// `toolName`, `ts` timestamptz, `durationMs`, `success`), partitioned by tenant.
+pub const PYICEBERG_CREATE_MCP_TABLES: &str = r#"
+import sys
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.schema import Schema
+from pyiceberg.types import NestedField, StringType, LongType, BooleanType, TimestamptzType
+from pyiceberg.partitioning import PartitionSpec, PartitionField
+from pyiceberg.transforms import IdentityTransform
+catalog = SqlCatalog("weir", uri="sqlite:///" + sys.argv[1], warehouse="file://" + sys.argv[2])
+catalog.create_namespace("mcp")
+schema = Schema(
+    NestedField(1, "tenantId", StringType(), required=True),
+    NestedField(2, "toolName", StringType(), required=False),
+    NestedField(3, "sessionId", StringType(), required=True),
+    NestedField(4, "ts", TimestamptzType(), required=False),
+    NestedField(5, "durationMs", LongType(), required=False),
+    NestedField(6, "success", BooleanType(), required=False),
+)
+spec = PartitionSpec(PartitionField(source_id=1, field_id=1000, transform=IdentityTransform(), name="tenant"))
+for name in sys.argv[3:] or ["mcp.events"]:
+    catalog.create_table(name, schema=schema, partition_spec=spec)
+print("{}")
+"#;
+
 /// Runs `script` with `args` in pyiceberg's Python (tests/emulators/install.sh installs
 /// it) and parses the JSON it prints.
 pub fn pyiceberg(script: &str, args: &[impl AsRef<std::ffi::OsStr>]) -> serde_json::Value {
@@ -420,16 +447,32 @@ pub fn tenant_archiver_toml(out: &Path) -> String {
 /// leases in `dir` (namespace `namespace`), no HTTP endpoints, and
 /// [`tenant_archiver_toml`] writing under `dir/out`.
 pub fn kinesis_batch_config(dir: &Path, kinesis: &str, stream: &str, namespace: &str) -> std::path::PathBuf {
+    let aws = format!("kinesis_endpoint_url = \"{kinesis}\"\n");
+    one_worker_config(dir, stream, namespace, &aws, &tenant_archiver_toml(&dir.join("out")))
+}
+
+/// `dir/weir.toml`: one worker ([`worker_toml`]) reading Kinesis stream `stream`, its
+/// leases in `dir/leases.db` under `namespace`, the `[aws]` section's lines `aws`, no
+/// HTTP listener, and `consumers` (TOML: `[[consumers]]` sections).
+pub fn one_worker_config(dir: &Path, stream: &str, namespace: &str, aws: &str, consumers: &str) -> std::path::PathBuf {
     let cfg = dir.join("weir.toml");
     let text = format!(
         "{worker}\n[stream]\nkind = \"kinesis\"\nname = \"{stream}\"\n[leases]\npath = \"{leases}\"\nnamespace = \"{namespace}\"\n\
-         [aws]\nkinesis_endpoint_url = \"{kinesis}\"\n[http]\nlisten = \"\"\n{archiver}",
+         [aws]\n{aws}[http]\nlisten = \"\"\n{consumers}",
         worker = worker_toml(None),
         leases = dir.join("leases.db").display(),
-        archiver = tenant_archiver_toml(&dir.join("out")),
     );
     std::fs::write(&cfg, text).unwrap();
     cfg
+}
+
+/// `weir run --config <cfg> --until-caught-up`, failing the test with its output unless
+/// it succeeds (or once it makes no progress for 120 s: [`timed`]).
+pub fn run_until_caught_up(cfg: &Path) {
+    let mut cmd = weir_command();
+    cmd.arg("run").arg("--config").arg(cfg).arg("--until-caught-up");
+    let (out, _) = timed(cmd, Duration::from_secs(120));
+    assert!(out.status.success(), "{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
 }
 
 /// The session ids of every line [`tenant_archiver_toml`] archived under `out`, sorted

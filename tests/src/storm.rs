@@ -113,6 +113,20 @@ impl Drop for Storm {
     }
 }
 
+/// The storms' event `i`: session `r<i>`, tenant `t-<i % 7>`, tool `tool-<i % 5>`,
+/// `ts` 1,764,400,000,000 + i (epoch milliseconds), `durationMs` i % 900, `success`
+/// unless i is a multiple of 11 (readers check rows against these).
+pub fn event(i: u64) -> String {
+    format!(
+        r#"{{"tenantId":"t-{}","toolName":"tool-{}","sessionId":"r{i}","ts":{},"durationMs":{},"success":{}}}"#,
+        i % 7,
+        i % 5,
+        1_764_400_000_000u64 + i,
+        i % 900,
+        !i.is_multiple_of(11)
+    )
+}
+
 /// The last lines of every worker log in `dir`.
 pub fn logs(dir: &Path) -> String {
     let mut out = String::new();

@@ -124,18 +124,8 @@ async fn sigkill_storm_exactly_once_and_at_least_once() {
     }
     let mut fleet = two_workers(dir.path(), &fk.endpoint, &moto.endpoint, consumers);
     // Kill at random moments while each wave is being archived.
-    let (last, kills) = fleet
-        .put_while_killing(&k, "crash-events", RECORDS, WAVES, MIN_KILLS + 2, |i| {
-            format!(
-                r#"{{"tenantId":"t-{}","toolName":"tool-{}","sessionId":"r{i}","ts":{},"durationMs":{},"success":{}}}"#,
-                i % 7,
-                i % 5,
-                1_764_400_000_000u64 + i,
-                i % 900,
-                i % 11 != 0
-            )
-        })
-        .await;
+    let (last, kills) =
+        fleet.put_while_killing(&k, "crash-events", RECORDS, WAVES, MIN_KILLS + 2, weir_e2e::storm::event).await;
     eprintln!("{kills} kills; waiting for both archivers to finish");
 
     let leases =

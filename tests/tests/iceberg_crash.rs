@@ -24,29 +24,6 @@ const RECORDS: u64 = 20_000;
 const WAVES: u64 = 10;
 const MIN_KILLS: usize = 20;
 
-const CREATE: &str = r#"
-import sys
-from pyiceberg.catalog.sql import SqlCatalog
-from pyiceberg.schema import Schema
-from pyiceberg.types import NestedField, StringType, LongType, BooleanType, TimestamptzType
-from pyiceberg.partitioning import PartitionSpec, PartitionField
-from pyiceberg.transforms import IdentityTransform
-catalog = SqlCatalog("weir", uri="sqlite:///" + sys.argv[1], warehouse="file://" + sys.argv[2])
-catalog.create_namespace("mcp")
-schema = Schema(
-    NestedField(1, "tenantId", StringType(), required=True),
-    NestedField(2, "toolName", StringType(), required=False),
-    NestedField(3, "sessionId", StringType(), required=True),
-    NestedField(4, "ts", TimestamptzType(), required=False),
-    NestedField(5, "durationMs", LongType(), required=False),
-    NestedField(6, "success", BooleanType(), required=False),
-)
-spec = PartitionSpec(PartitionField(source_id=1, field_id=1000, transform=IdentityTransform(), name="tenant"))
-for name in sys.argv[3:]:
-    catalog.create_table(name, schema=schema, partition_spec=spec)
-print("{}")
-"#;
-
 const COUNT: &str = r#"
 import json, sys
 from collections import Counter
@@ -101,23 +78,13 @@ async fn sigkill_storm_leaves_each_record_once_in_the_table() {
     let (db, warehouse) = (dir.path().join("catalog.db"), dir.path().join("warehouse"));
     std::fs::create_dir_all(&warehouse).unwrap();
     let (db_s, wh_s) = (db.display().to_string(), warehouse.display().to_string());
-    weir_e2e::pyiceberg(CREATE, &[db_s.as_str(), wh_s.as_str(), "mcp.eo", "mcp.alo"]);
+    weir_e2e::pyiceberg(weir_e2e::PYICEBERG_CREATE_MCP_TABLES, &[db_s.as_str(), wh_s.as_str(), "mcp.eo", "mcp.alo"]);
     let catalog = format!("{{ type = \"sql\", database = \"{db_s}\", warehouse = \"{wh_s}\" }}");
 
     let (kinesis_url, moto_url) = (fk.endpoint.clone(), moto.endpoint.clone());
     let mut storm = Storm::start(dir.path(), 3, move |dir, id| config(dir, &kinesis_url, &moto_url, id, &catalog));
-    let (last, kills) = storm
-        .put_while_killing(&k, "ice-crash", records, WAVES, MIN_KILLS + 2, |i| {
-            format!(
-                r#"{{"tenantId":"t-{}","toolName":"tool-{}","sessionId":"r{i}","ts":{},"durationMs":{},"success":{}}}"#,
-                i % 7,
-                i % 5,
-                1_764_400_000_000u64 + i,
-                i % 900,
-                i % 11 != 0
-            )
-        })
-        .await;
+    let (last, kills) =
+        storm.put_while_killing(&k, "ice-crash", records, WAVES, MIN_KILLS + 2, weir_e2e::storm::event).await;
     eprintln!("{kills} kills; waiting for both tables' consumers to finish");
     let leases =
         DynamoDbLeaseTable::open(dynamodb(&moto.endpoint).await, "weir-ice-leases", "ice", true).await.unwrap();

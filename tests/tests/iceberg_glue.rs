@@ -150,25 +150,14 @@ async fn weir_run_writes_a_firehose_destinations_glue_table() {
     });
     let consumer =
         serde_json::json!({"consumers": [{"name": "glue-table", "type": "iceberg", "destination": destination}]});
-    let cfg = dir.path().join("weir.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "{worker}\n[stream]\nkind = \"kinesis\"\nname = \"glue-events\"\n[leases]\npath = \"{leases}\"\nnamespace = \"glue\"\n\
-             [aws]\nkinesis_endpoint_url = \"{fk}\"\nglue_endpoint_url = \"{moto}\"\ns3_endpoint_url = \"{moto}\"\n\
-             s3_force_path_style = true\n[http]\nlisten = \"\"\n{consumer}",
-            worker = weir_e2e::worker_toml(None),
-            leases = dir.path().join("leases.db").display(),
-            fk = fk.endpoint,
-            moto = moto.endpoint,
-            consumer = toml::to_string(&consumer).unwrap(),
-        ),
-    )
-    .unwrap();
-    let mut cmd = weir_e2e::weir_command();
-    cmd.args(["run", "--config", cfg.to_str().unwrap(), "--until-caught-up"]);
-    let (out, _) = weir_e2e::timed(cmd, std::time::Duration::from_secs(120));
-    assert!(out.status.success(), "{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let aws = format!(
+        "kinesis_endpoint_url = \"{}\"\nglue_endpoint_url = \"{m}\"\ns3_endpoint_url = \"{m}\"\ns3_force_path_style = true\n",
+        fk.endpoint,
+        m = moto.endpoint
+    );
+    let cfg =
+        weir_e2e::one_worker_config(dir.path(), "glue-events", "glue", &aws, &toml::to_string(&consumer).unwrap());
+    weir_e2e::run_until_caught_up(&cfg);
 
     let read = weir_e2e::pyiceberg(PY, &[moto.endpoint.as_str(), "read"]);
     let got: Vec<&str> = read["rows"].as_array().unwrap().iter().map(|r| r["sessionId"].as_str().unwrap()).collect();

@@ -138,25 +138,14 @@ async fn weir_run_writes_a_firehose_destinations_s3_table() {
     let consumer =
         serde_json::json!({"consumers": [{"name": "s3-table", "type": "iceberg", "destination": destination}]});
     let dir = tempfile::tempdir().unwrap();
-    let cfg = dir.path().join("weir.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "{worker}\n[stream]\nkind = \"kinesis\"\nname = \"s3tables-events\"\n[leases]\npath = \"{leases}\"\nnamespace = \"s3t\"\n\
-             [aws]\nkinesis_endpoint_url = \"{fk}\"\ns3tables_endpoint_url = \"{moto}\"\ns3_endpoint_url = \"{moto}\"\n\
-             s3_force_path_style = true\n[http]\nlisten = \"\"\n{consumer}",
-            worker = weir_e2e::worker_toml(None),
-            leases = dir.path().join("leases.db").display(),
-            fk = fk.endpoint,
-            moto = moto.endpoint,
-            consumer = toml::to_string(&consumer).unwrap(),
-        ),
-    )
-    .unwrap();
-    let mut cmd = weir_e2e::weir_command();
-    cmd.args(["run", "--config", cfg.to_str().unwrap(), "--until-caught-up"]);
-    let (out, _) = weir_e2e::timed(cmd, std::time::Duration::from_secs(120));
-    assert!(out.status.success(), "{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let aws = format!(
+        "kinesis_endpoint_url = \"{}\"\ns3tables_endpoint_url = \"{m}\"\ns3_endpoint_url = \"{m}\"\ns3_force_path_style = true\n",
+        fk.endpoint,
+        m = moto.endpoint
+    );
+    let cfg =
+        weir_e2e::one_worker_config(dir.path(), "s3tables-events", "s3t", &aws, &toml::to_string(&consumer).unwrap());
+    weir_e2e::run_until_caught_up(&cfg);
     assert_eq!(arn, "arn:aws:s3tables:us-east-1:123456789012:bucket/lake");
     let got: Vec<String> =
         serde_json::from_value(weir_e2e::pyiceberg(PY, &[moto.endpoint.as_str(), "read", arn.as_str()])).unwrap();

@@ -272,27 +272,6 @@ async fn two_writers_racing_on_one_shard_leave_each_record_once() {
     println!("commit conflicts over 8 racing rounds: {conflicts}");
 }
 
-const CREATE: &str = r#"
-import sys
-from pyiceberg.catalog.sql import SqlCatalog
-from pyiceberg.schema import Schema
-from pyiceberg.types import NestedField, StringType, LongType
-from pyiceberg.partitioning import PartitionSpec, PartitionField
-from pyiceberg.transforms import IdentityTransform
-catalog = SqlCatalog("weir", uri="sqlite:///" + sys.argv[1], warehouse="file://" + sys.argv[2])
-catalog.create_namespace("mcp")
-schema = Schema(
-    NestedField(1, "tenantId", StringType(), required=True),
-    NestedField(2, "toolName", StringType(), required=False),
-    NestedField(3, "sessionId", StringType(), required=True),
-    NestedField(4, "durationMs", LongType(), required=False),
-)
-spec = PartitionSpec(PartitionField(source_id=1, field_id=1000, transform=IdentityTransform(), name="tenant"))
-for name in sys.argv[3:] or ["mcp.events"]:
-    catalog.create_table(name, schema=schema, partition_spec=spec)
-print("{}")
-"#;
-
 const SESSIONS: &str = r#"
 import json, sys
 from pyiceberg.catalog.sql import SqlCatalog
@@ -318,7 +297,7 @@ async fn weir_run_appends_a_streams_records_to_a_table_pyiceberg_made() {
     let dir = tempfile::tempdir().unwrap();
     let (db, warehouse) = (dir.path().join("catalog.db"), dir.path().join("warehouse"));
     std::fs::create_dir_all(&warehouse).unwrap();
-    pyiceberg_script(CREATE, &db, &warehouse);
+    pyiceberg_script(weir_e2e::PYICEBERG_CREATE_MCP_TABLES, &db, &warehouse);
 
     let producer = Producer::new(k.clone(), "iceberg-events");
     let put = |from: u64, to: u64| {
@@ -339,35 +318,17 @@ async fn weir_run_appends_a_streams_records_to_a_table_pyiceberg_made() {
         let producer = producer.clone();
         async move { assert_eq!(producer.put_all(records).await.accepted.len() as u64, to - from) }
     };
-    let cfg = dir.path().join("weir.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "{worker}\n[stream]\nkind = \"kinesis\"\nname = \"iceberg-events\"\n[leases]\npath = \"{leases}\"\nnamespace = \"ice\"\n\
-             [aws]\nkinesis_endpoint_url = \"{endpoint}\"\n[http]\nlisten = \"\"\n\
-             [[consumers]]\nname = \"events-table\"\ntype = \"iceberg\"\ntable = \"mcp.events\"\n\
-             catalog = {{ type = \"sql\", database = \"{db}\", warehouse = \"{warehouse}\" }}\nbuffer_interval_seconds = 1\n\
-             error_output = {{ directory = \"{errors}\" }}\n",
-            worker = weir_e2e::worker_toml(None),
-            leases = dir.path().join("leases.db").display(),
-            endpoint = fk.endpoint,
-            db = db.display(),
-            warehouse = warehouse.display(),
-            errors = dir.path().join("errors").display(),
-        ),
-    )
-    .unwrap();
-    let run = || {
-        let mut cmd = weir_e2e::weir_command();
-        cmd.args(["run", "--config", cfg.to_str().unwrap(), "--until-caught-up"]);
-        let (out, _) = weir_e2e::timed(cmd, std::time::Duration::from_secs(120));
-        assert!(
-            out.status.success(),
-            "{}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
+    let consumer = format!(
+        "[[consumers]]\nname = \"events-table\"\ntype = \"iceberg\"\ntable = \"mcp.events\"\n\
+         catalog = {{ type = \"sql\", database = \"{db}\", warehouse = \"{warehouse}\" }}\nbuffer_interval_seconds = 1\n\
+         error_output = {{ directory = \"{errors}\" }}\n",
+        db = db.display(),
+        warehouse = warehouse.display(),
+        errors = dir.path().join("errors").display(),
+    );
+    let aws = format!("kinesis_endpoint_url = \"{}\"\n", fk.endpoint);
+    let cfg = weir_e2e::one_worker_config(dir.path(), "iceberg-events", "ice", &aws, &consumer);
+    let run = || weir_e2e::run_until_caught_up(&cfg);
     let from = weir_core::SystemClock.now().as_millis() - 1_000;
     put(0, 600).await;
     run();
@@ -453,7 +414,10 @@ async fn weir_run_routes_each_record_to_the_table_its_query_names() {
     let (db, warehouse) = (dir.path().join("catalog.db"), dir.path().join("warehouse"));
     std::fs::create_dir_all(&warehouse).unwrap();
     let (db_s, wh_s) = (db.display().to_string(), warehouse.display().to_string());
-    weir_e2e::pyiceberg(CREATE, &[db_s.as_str(), wh_s.as_str(), "mcp.search", "mcp.fetch_url"]);
+    weir_e2e::pyiceberg(
+        weir_e2e::PYICEBERG_CREATE_MCP_TABLES,
+        &[db_s.as_str(), wh_s.as_str(), "mcp.search", "mcp.fetch_url"],
+    );
     let tools = ["search", "fetch_url", "run_sql"];
     let records: Vec<Outgoing> = (0..300u64)
         .map(|i| {
@@ -485,27 +449,14 @@ async fn weir_run_routes_each_record_to_the_table_its_query_names() {
         "error_output": {"directory": dir.path().join("errors")},
         "destination": stream["IcebergDestinationConfiguration"],
     }]});
-    let cfg = dir.path().join("weir.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "{worker}\n[stream]\nkind = \"kinesis\"\nname = \"routed-events\"\n[leases]\npath = \"{leases}\"\nnamespace = \"ice\"\n\
-             [aws]\nkinesis_endpoint_url = \"{endpoint}\"\n[http]\nlisten = \"\"\n{consumer}",
-            worker = weir_e2e::worker_toml(None),
-            leases = dir.path().join("leases.db").display(),
-            endpoint = fk.endpoint,
-            consumer = toml::to_string(&consumer).unwrap(),
-        ),
-    )
-    .unwrap();
+    let aws = format!("kinesis_endpoint_url = \"{}\"\n", fk.endpoint);
+    let cfg =
+        weir_e2e::one_worker_config(dir.path(), "routed-events", "ice", &aws, &toml::to_string(&consumer).unwrap());
     let check = weir_e2e::weir_command().args(["config", "check", cfg.to_str().unwrap()]).output().unwrap();
     let said = String::from_utf8_lossy(&check.stdout);
     assert!(check.status.success(), "{said}{}", String::from_utf8_lossy(&check.stderr));
     assert!(said.contains("RoleARN is accepted and ignored"), "the destination's unused fields are named: {said}");
-    let mut cmd = weir_e2e::weir_command();
-    cmd.args(["run", "--config", cfg.to_str().unwrap(), "--until-caught-up"]);
-    let (out, _) = weir_e2e::timed(cmd, std::time::Duration::from_secs(120));
-    assert!(out.status.success(), "{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    weir_e2e::run_until_caught_up(&cfg);
 
     for (t, tool) in [(0u64, "mcp.search"), (1, "mcp.fetch_url")] {
         let got: Vec<String> =
