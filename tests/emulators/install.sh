@@ -11,7 +11,8 @@
 #   kcl-rs 0.1.4         (PyPI, venv) peer for the comparison bench (KCL v3 in Rust)
 #   lifion-kinesis 1.3.3 (npm)        peer for the comparison bench
 #   duckdb, python-snappy 0.7.3 (PyPI, venv) readers of the archive's objects
-#   pyiceberg 0.12.0     (PyPI, venv) reader of weir's Iceberg tables (SQL catalog on SQLite, Glue)
+#   pyiceberg 0.12.0     (PyPI, venv) reader of weir's Iceberg tables (SQL catalog on SQLite, Glue);
+#                                     iceberg-rest: a REST catalog over it (iceberg_rest.py)
 set -euo pipefail
 HOME_DIR="${WEIR_EMULATORS_HOME:-$HOME/.cache/weir-emulators}"
 mkdir -p "$HOME_DIR"
@@ -66,7 +67,7 @@ if want duckdb && ! "$HOME_DIR/duckdb-py/bin/python" -c "import snappy" 2>/dev/n
 fi
 # The reader of weir's Iceberg tables: pyiceberg's own SQL catalog over the SQLite file
 # weir's catalog writes, and its own Parquet reader (pyarrow).
-if want pyiceberg && ! "$HOME_DIR/pyiceberg-0.12.0/bin/python" -c "import pyiceberg.catalog.sql, pyiceberg.catalog.glue, boto3, pyarrow" 2>/dev/null; then
+if { want pyiceberg || want iceberg-rest; } && ! "$HOME_DIR/pyiceberg-0.12.0/bin/python" -c "import pyiceberg.catalog.sql, pyiceberg.catalog.glue, boto3, pyarrow" 2>/dev/null; then
   echo "installing pyiceberg 0.12.0 (PyPI)" >&2
   python3 -m venv "$HOME_DIR/pyiceberg-0.12.0"
   "$HOME_DIR/pyiceberg-0.12.0/bin/pip" install --quiet --disable-pip-version-check 'pyiceberg[sql-sqlite,pyarrow,glue]==0.12.0'

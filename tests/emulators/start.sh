@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Starts one emulator on a free loopback port and waits until it accepts connections.
-#   tests/emulators/start.sh ferrokinesis|kinesis-local|moto|s3s-fs [extra args...]
+#   tests/emulators/start.sh ferrokinesis|kinesis-local|moto|s3s-fs|iceberg-rest [extra args...]
 # Prints one line: `port=<port> pid=<pid> log=<log file>`. The PID and log go to
 # $WEIR_EMULATORS_RUN (default: a new temp dir). Stop it with stop.sh <pid>.
 set -euo pipefail
@@ -32,6 +32,10 @@ case "$name" in
     # moto's server with Glue's UpdateTable conditional on VersionId, as AWS's is
     # (moto_server.py says why).
     cmd=("$HOME_DIR/moto-5.2.5/bin/python3" "$(dirname "$0")/moto_server.py" -H 127.0.0.1 -p "$port" "$@") ;;
+  iceberg-rest)
+    # An Iceberg REST catalog over pyiceberg's SQL catalog (iceberg_rest.py says why;
+    # args: --database FILE --warehouse DIR [--credential ID:SECRET ...]).
+    cmd=("$HOME_DIR/pyiceberg-0.12.0/bin/python3" "$(dirname "$0")/iceberg_rest.py" --port "$port" "$@") ;;
   s3s-fs)
     root="$RUN_DIR/s3s-fs-$port"; mkdir -p "$root"
     cmd=("$HOME_DIR/s3s-fs-0.14.1/bin/s3s-fs" --host 127.0.0.1 --port "$port"

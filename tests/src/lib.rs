@@ -289,6 +289,26 @@ for name in sys.argv[3:] or ["mcp.events"]:
 print("{}")
 "#;
 
+/// pyiceberg (`pyiceberg(script, [db, warehouse, tables…])`): for each table of the
+/// SQL catalog, its rows, distinct and repeated session ids, snapshots, and rows whose
+/// `tenantId` or `durationMs` is not [`storm::event`]'s for their session.
+pub const PYICEBERG_COUNT: &str = r#"
+import json, sys
+from collections import Counter
+from pyiceberg.catalog.sql import SqlCatalog
+catalog = SqlCatalog("weir", uri="sqlite:///" + sys.argv[1], warehouse="file://" + sys.argv[2])
+out = {}
+for name in sys.argv[3:]:
+    table = catalog.load_table(name)
+    rows = table.scan(selected_fields=("tenantId", "sessionId", "durationMs")).to_arrow().to_pylist()
+    ids = Counter(r["sessionId"] for r in rows)
+    wrong = sum(1 for r in rows if r["tenantId"] != "t-%d" % (int(r["sessionId"][1:]) % 7)
+                or r["durationMs"] != int(r["sessionId"][1:]) % 900)
+    out[name] = {"rows": len(rows), "distinct": len(ids), "twice": sum(1 for n in ids.values() if n > 1),
+                 "wrong": wrong, "snapshots": len(table.snapshots())}
+print(json.dumps(out))
+"#;
+
 /// Runs `script` with `args` in pyiceberg's Python (tests/emulators/install.sh installs
 /// it) and parses the JSON it prints.
 pub fn pyiceberg(script: &str, args: &[impl AsRef<std::ffi::OsStr>]) -> serde_json::Value {

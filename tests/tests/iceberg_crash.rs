@@ -24,23 +24,6 @@ const RECORDS: u64 = 20_000;
 const WAVES: u64 = 10;
 const MIN_KILLS: usize = 20;
 
-const COUNT: &str = r#"
-import json, sys
-from collections import Counter
-from pyiceberg.catalog.sql import SqlCatalog
-catalog = SqlCatalog("weir", uri="sqlite:///" + sys.argv[1], warehouse="file://" + sys.argv[2])
-out = {}
-for name in sys.argv[3:]:
-    table = catalog.load_table(name)
-    rows = table.scan(selected_fields=("tenantId", "sessionId", "durationMs")).to_arrow().to_pylist()
-    ids = Counter(r["sessionId"] for r in rows)
-    wrong = sum(1 for r in rows if r["tenantId"] != "t-%d" % (int(r["sessionId"][1:]) % 7)
-                or r["durationMs"] != int(r["sessionId"][1:]) % 900)
-    out[name] = {"rows": len(rows), "distinct": len(ids), "twice": sum(1 for n in ids.values() if n > 1),
-                 "wrong": wrong, "snapshots": len(table.snapshots())}
-print(json.dumps(out))
-"#;
-
 fn config(dir: &Path, kinesis: &str, moto: &str, id: &str, catalog: &str) -> PathBuf {
     let path = dir.join(format!("{id}.toml"));
     // Checkpoints every 5 s, commits every second: a kill leaves commits no
@@ -93,7 +76,7 @@ async fn sigkill_storm_leaves_each_record_once_in_the_table() {
     storm.stop();
     assert!(kills >= MIN_KILLS);
 
-    let counts = weir_e2e::pyiceberg(COUNT, &[db_s.as_str(), wh_s.as_str(), "mcp.eo", "mcp.alo"]);
+    let counts = weir_e2e::pyiceberg(weir_e2e::PYICEBERG_COUNT, &[db_s.as_str(), wh_s.as_str(), "mcp.eo", "mcp.alo"]);
     let (eo, alo) = (&counts["mcp.eo"], &counts["mcp.alo"]);
     eprintln!("{records} records, {kills} kills: exactly-once {eo}; at-least-once {alo}");
     let n = |v: &Value, k: &str| v[k].as_u64().unwrap();

@@ -117,11 +117,32 @@ pub enum CatalogConfig {
         #[serde(default)]
         catalog_arn: Option<String>,
     },
-    /// An Iceberg REST catalog; not built yet.
+    /// An Iceberg REST catalog (Apache Polaris, Lakekeeper, Nessie, Unity, a
+    /// Tabular-style server). Tables' files on `s3://` through `[aws]`'s credentials
+    /// and `s3_endpoint_url`, or `file://`. Secrets come from the environment, never
+    /// the file.
     Rest {
-        /// Its URI.
+        /// The catalog's base URI (`https://host/api/catalog`: weir calls
+        /// `<uri>/v1/...`).
         #[serde(default)]
         uri: String,
+        /// The warehouse asked for (a name or a location, as the server wants it).
+        #[serde(default)]
+        warehouse: Option<String>,
+        /// The environment variable holding OAuth2 client credentials
+        /// `client_id:client_secret` (Iceberg's `credential`); tokens are asked for at
+        /// `<uri>/v1/oauth/tokens` (or property `oauth2-server-uri`) and renewed when
+        /// the server refuses one.
+        #[serde(default)]
+        credential_env: Option<String>,
+        /// The environment variable holding a bearer token used as it is (Iceberg's
+        /// `token`; not renewed).
+        #[serde(default)]
+        token_env: Option<String>,
+        /// Further catalog properties, as Iceberg names them: `scope`,
+        /// `oauth2-server-uri`, `header.<name>` (sent with every request), `s3.*`.
+        #[serde(default)]
+        properties: std::collections::BTreeMap<String, String>,
     },
     /// An Amazon S3 table bucket (Firehose's `CatalogARN`
     /// `arn:aws:glue:<region>:<account>:catalog/s3tablescatalog/<bucket>`), through the
@@ -245,11 +266,27 @@ impl IcebergConfig {
                     }
                 }
             }
-            (Some(CatalogConfig::Rest { .. }), _) => {
-                out.push(format!(
-                    "field `{at}.catalog.type`: \"rest\" catalogs are not built yet (`sql`, `glue` and `s3tables` are)"
-                ));
-                None
+            (Some(c @ CatalogConfig::Rest { uri, properties, credential_env, token_env, .. }), _) => {
+                let before = out.len();
+                if !(uri.starts_with("http://") || uri.starts_with("https://")) {
+                    out.push(format!("field `{at}.catalog.uri`: {uri:?} is not an http:// or https:// URI"));
+                }
+                for (key, instead) in [
+                    ("uri", "`uri`"),
+                    ("warehouse", "`warehouse`"),
+                    ("credential", "`credential_env` (a secret stays out of the config file)"),
+                    ("token", "`token_env` (a secret stays out of the config file)"),
+                ] {
+                    if properties.contains_key(key) {
+                        out.push(format!("field `{at}.catalog.properties.{key}`: give it as {instead}"));
+                    }
+                }
+                for (field, var) in [("credential_env", credential_env), ("token_env", token_env)] {
+                    if var.as_deref().is_some_and(|v| v.is_empty() || v.contains('=')) {
+                        out.push(format!("field `{at}.catalog.{field}`: not an environment variable's name"));
+                    }
+                }
+                (out.len() == before).then(|| c.clone())
             }
             (None, Some(arn)) => Some(arn.catalog()),
             (None, None) => {
@@ -314,7 +351,7 @@ mod tests {
         let c: IcebergConfig = toml::from_str(
             r#"
             table = "events"
-            catalog = { type = "rest", uri = "http://localhost:8181" }
+            catalog = { type = "rest", uri = "localhost:8181", properties = { token = "secret" } }
             buffer_interval_seconds = 0
             buffer_size_mib = 500
             unique_keys = ["sessionId"]
@@ -327,7 +364,8 @@ mod tests {
         for field in [
             "table",
             "route_query",
-            "catalog.type",
+            "catalog.uri",
+            "catalog.properties.token",
             "buffer_interval_seconds",
             "buffer_size_mib",
             "unique_keys",
@@ -335,7 +373,7 @@ mod tests {
         ] {
             assert!(p.iter().any(|m| m.starts_with(&format!("field `consumers[0].{field}`"))), "{field}: {p:?}");
         }
-        assert_eq!(p.len(), 7, "{p:?}");
+        assert_eq!(p.len(), 8, "{p:?}");
     }
 
     #[test]
@@ -352,6 +390,32 @@ mod tests {
         let r = c.resolve("c").unwrap();
         assert_eq!(r.hints, BufferHints { interval_millis: 60_000, size_bytes: 1 << 20 });
         assert_eq!(r.error_output.prefix, "iceberg-failed/");
+    }
+
+    #[test]
+    fn a_rest_catalog_takes_its_secrets_from_the_environment() {
+        let c: IcebergConfig = toml::from_str(
+            r#"
+            table = "mcp.events"
+            catalog = { type = "rest", uri = "https://polaris.example.com/api/catalog", warehouse = "lake", credential_env = "POLARIS_CREDENTIAL", properties = { scope = "PRINCIPAL_ROLE:ALL", "header.X-Iceberg-Access-Delegation" = "" } }
+            error_output = { directory = "errors" }
+            "#,
+        )
+        .unwrap();
+        assert_eq!(c.problems("c"), Vec::<String>::new());
+        let bad: IcebergConfig = toml::from_str(
+            r#"
+            table = "mcp.events"
+            catalog = { type = "rest", uri = "https://x", credential_env = "A=B", properties = { credential = "id:secret", uri = "https://y" } }
+            error_output = { directory = "errors" }
+            "#,
+        )
+        .unwrap();
+        let p = bad.problems("c");
+        for field in ["credential_env", "properties.credential", "properties.uri"] {
+            assert!(p.iter().any(|m| m.starts_with(&format!("field `c.catalog.{field}`"))), "{field}: {p:?}");
+        }
+        assert!(p.iter().any(|m| m.contains("secret stays out of the config file")), "{p:?}");
     }
 
     #[test]

@@ -53,7 +53,7 @@ pub struct S3FileSettings {
 /// The AWS SDK's credentials as OpenDAL's S3 signer asks for them, refreshed when
 /// they expire.
 #[derive(Debug)]
-struct SdkCredentials(SharedCredentialsProvider);
+pub(crate) struct SdkCredentials(pub(crate) SharedCredentialsProvider);
 
 impl ProvideCredential for SdkCredentials {
     type Credential = AwsCredential;

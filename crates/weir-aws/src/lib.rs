@@ -16,6 +16,7 @@ mod dynamodb;
 pub mod error;
 pub mod glue;
 pub mod iceberg_catalog;
+pub mod iceberg_rest;
 pub mod iceberg_s3tables;
 pub mod kcl_table;
 pub mod kinesis;

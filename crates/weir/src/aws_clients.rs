@@ -103,6 +103,21 @@ pub(crate) async fn iceberg_s3tables(aws: &AwsSection, bucket_arn: &str, region:
     Arc::new(weir_aws::iceberg_s3tables::S3TablesCatalog::new(client, bucket_arn, &files))
 }
 
+/// Iceberg tables of the REST catalog `settings` describes, their files on S3 through
+/// `s3_endpoint_url` and the same credentials (or on the local file system).
+pub(crate) async fn iceberg_rest(
+    aws: &AwsSection,
+    settings: weir_aws::iceberg_rest::RestSettings,
+) -> iceberg::Result<Arc<dyn iceberg::Catalog>> {
+    let s3 = sdk(aws, Service::S3).await;
+    let files = weir_aws::iceberg_catalog::S3FileSettings {
+        region: s3.region().map(|r| r.to_string()),
+        endpoint_url: aws.s3_endpoint_url.clone().or_else(|| aws.endpoint_url.clone()),
+        credentials: s3.credentials_provider(),
+    };
+    weir_aws::iceberg_rest::rest_catalog(settings, &files).await
+}
+
 /// SNS, with `sns_endpoint_url`.
 pub(crate) async fn sns(aws: &AwsSection) -> aws_sdk_sns::Client {
     let shared = sdk(aws, Service::Sns).await;

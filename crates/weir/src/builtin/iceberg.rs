@@ -52,7 +52,22 @@ impl Plugin for IcebergConsumer {
                     .map_err(|why| anyhow::anyhow!("field `{at}.catalog.table_bucket_arn`: {why}"))?;
                 ctx.aws().iceberg_s3tables(table_bucket_arn, &region).await
             }
-            CatalogConfig::Rest { .. } => bail!("field `{at}.catalog.type`: not built yet"),
+            CatalogConfig::Rest { uri, warehouse, credential_env, token_env, properties } => {
+                let secret = |field: &str, var: &Option<String>| match var {
+                    None => Ok(None),
+                    Some(var) => std::env::var(var)
+                        .map(Some)
+                        .with_context(|| format!("field `{at}.catalog.{field}`: environment variable {var}")),
+                };
+                let settings = weir_aws::iceberg_rest::RestSettings {
+                    uri: uri.clone(),
+                    warehouse: warehouse.clone(),
+                    credential: secret("credential_env", credential_env)?,
+                    token: secret("token_env", token_env)?,
+                    properties: properties.clone().into_iter().collect(),
+                };
+                ctx.aws().iceberg_rest(settings).await.with_context(|| format!("field `{at}.catalog`"))?
+            }
         };
         // The configured table (a routed consumer's default) must exist and be
         // writable: a worker refuses to start otherwise, naming the field. A catalog

@@ -80,6 +80,15 @@ impl Aws {
         crate::aws_clients::iceberg_s3tables(&self.section, bucket_arn, region).await
     }
 
+    /// Iceberg tables of the REST catalog `settings` describes; table files on S3
+    /// through the same credentials and `s3_endpoint_url`.
+    pub async fn iceberg_rest(
+        &self,
+        settings: weir_aws::iceberg_rest::RestSettings,
+    ) -> iceberg::Result<Arc<dyn iceberg::Catalog>> {
+        crate::aws_clients::iceberg_rest(&self.section, settings).await
+    }
+
     /// SNS, with `sns_endpoint_url`.
     pub async fn sns(&self) -> aws_sdk_sns::Client {
         let a = &self.section;
