@@ -384,14 +384,14 @@ fn config_check_names_what_the_iceberg_destination_cannot_do() {
     std::fs::write(
         &cfg,
         "[stream]\nkind = \"memory\"\n[[consumers]]\nname = \"t\"\ntype = \"iceberg\"\ntable = \"events\"\n\
-         catalog = { type = \"rest\", uri = \"http://localhost:8181\" }\n\
+         catalog = { type = \"rest\", uri = \"localhost:8181\" }\n\
          unique_keys = [\"sessionId\"]\nerror_output = { directory = \"e\" }\n",
     )
     .unwrap();
     let out = weir_e2e::weir_command().args(["config", "check", cfg.to_str().unwrap()]).output().unwrap();
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(!out.status.success(), "{text}");
-    for field in ["consumers[0].table", "consumers[0].catalog.type", "consumers[0].unique_keys"] {
+    for field in ["consumers[0].table", "consumers[0].catalog.uri", "consumers[0].unique_keys"] {
         assert!(text.contains(field), "{field} not named:\n{text}");
     }
     assert!(text.contains("delete files"), "{text}");
@@ -482,4 +482,163 @@ async fn weir_run_routes_each_record_to_the_table_its_query_names() {
         })
         .collect();
     assert_eq!(errors, want, "each record without a table in the error output once, with the reason");
+}
+
+/// The Lambda of [`weir_run_puts_each_record_where_its_lambda_says`]: maps a legacy
+/// event (`tenant`, `tool`, `session`, `ms`, `mode`) to the table's columns and names
+/// its table in `otfMetadata` by tool (`other` tools: none, the destination's table);
+/// `mode` makes it drop the record, fail it, name a table that does not exist, or ask
+/// for an update. Its first invocation is throttled.
+async fn otf_lambda(
+    axum::extract::State(calls): axum::extract::State<Arc<std::sync::atomic::AtomicUsize>>,
+    body: Bytes,
+) -> (axum::http::StatusCode, axum::http::HeaderMap, String) {
+    use base64::engine::general_purpose::STANDARD as B64;
+    let mut headers = axum::http::HeaderMap::new();
+    if calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+        headers.insert("x-amzn-ErrorType", "TooManyRequestsException".parse().unwrap());
+        return (axum::http::StatusCode::TOO_MANY_REQUESTS, headers, r#"{"message":"Rate exceeded"}"#.into());
+    }
+    let event: Value = serde_json::from_slice(&body).unwrap();
+    let records: Vec<Value> = event["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let id = r["recordId"].clone();
+            let v: Value = serde_json::from_slice(&B64.decode(r["data"].as_str().unwrap()).unwrap()).unwrap();
+            let row = json!({"tenantId": v["tenant"], "toolName": v["tool"], "sessionId": v["session"],
+                             "durationMs": v["ms"]});
+            let data = B64.encode(row.to_string());
+            let table = match v["tool"].as_str().unwrap() {
+                "other" => None,
+                tool => Some(tool.to_owned()),
+            };
+            let otf = |table: Option<&str>, op: &str| {
+                json!({"otfMetadata": {"destinationDatabaseName": "mcp", "destinationTableName": table,
+                                       "operation": op}})
+            };
+            match v["mode"].as_str().unwrap_or("") {
+                "drop" => json!({"recordId": id, "result": "Dropped"}),
+                "fail" => json!({"recordId": id, "result": "ProcessingFailed"}),
+                "missing" => json!({"recordId": id, "result": "Ok", "data": data,
+                                    "metadata": otf(Some("no_such_table"), "insert")}),
+                "update" => json!({"recordId": id, "result": "Ok", "data": data,
+                                   "metadata": otf(table.as_deref(), "update")}),
+                _ => match table {
+                    Some(t) => json!({"recordId": id, "result": "Ok", "data": data,
+                                      "metadata": otf(Some(&t), "insert")}),
+                    None => json!({"recordId": id, "result": "Ok", "data": data}),
+                },
+            }
+        })
+        .collect();
+    headers.insert("content-type", "application/json".parse().unwrap());
+    (axum::http::StatusCode::OK, headers, json!({"records": records}).to_string())
+}
+
+/// `weir run` with a delivery stream's Iceberg destination whose Lambda processor
+/// (served over the Lambda Invoke API by [`otf_lambda`]) rewrites each record and
+/// routes it by `otfMetadata`: records land in the table it names (or the
+/// destination's own table when it names none), once across two runs; dropped
+/// records nowhere; failed ones, ones naming a missing table and updates in the error
+/// output with Firehose's codes and their original data.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn weir_run_puts_each_record_where_its_lambda_says() {
+    use weir_aws::kinesis::producer::{Outgoing, Producer};
+    let fk = weir_testkit::Emulator::start("ferrokinesis", &[]);
+    let k = weir_e2e::kinesis(&fk.endpoint).await;
+    weir_e2e::create_stream(&k, "lambda-routed", 2).await;
+    let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let app = axum::Router::new()
+        .route("/2015-03-31/functions/{name}/invocations", axum::routing::post(otf_lambda))
+        .with_state(calls.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let lambda_url = format!("http://{}", listener.local_addr().unwrap());
+    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let dir = tempfile::tempdir().unwrap();
+    let (db, warehouse) = (dir.path().join("catalog.db"), dir.path().join("warehouse"));
+    std::fs::create_dir_all(&warehouse).unwrap();
+    let (db_s, wh_s) = (db.display().to_string(), warehouse.display().to_string());
+    weir_e2e::pyiceberg(
+        weir_e2e::PYICEBERG_CREATE_MCP_TABLES,
+        &[db_s.as_str(), wh_s.as_str(), "mcp.events", "mcp.search", "mcp.fetch_url"],
+    );
+    let tools = ["search", "fetch_url", "other"];
+    let modes = |i: u64| match i % 10 {
+        3 => "drop",
+        5 => "fail",
+        7 => "missing",
+        9 => "update",
+        _ => "",
+    };
+    let put = |from: u64, to: u64| -> Vec<Outgoing> {
+        (from..to)
+            .map(|i| Outgoing {
+                id: i,
+                partition_key: format!("pk-{i}"),
+                data: Bytes::from(
+                    json!({"tenant": format!("t{}", i % 4), "tool": tools[(i % 3) as usize],
+                           "session": format!("s-{i:05}"), "ms": i, "mode": modes(i)})
+                    .to_string(),
+                ),
+            })
+            .collect()
+    };
+    assert_eq!(Producer::new(k.clone(), "lambda-routed").put_all(put(0, 200)).await.accepted.len(), 200);
+    let destination = json!({
+        "DestinationTableConfigurationList": [{"DestinationDatabaseName": "mcp", "DestinationTableName": "events"}],
+        "CatalogConfiguration": {"CatalogARN": "arn:aws:glue:us-east-1:123456789012:catalog"},
+        "BufferingHints": {"IntervalInSeconds": 0},
+        "ProcessingConfiguration": {"Enabled": true, "Processors": [{"Type": "Lambda", "Parameters": [
+            {"ParameterName": "LambdaArn", "ParameterValue": "arn:aws:lambda:us-east-1:123456789012:function:otf-router"},
+            {"ParameterName": "NumberOfRetries", "ParameterValue": "2"}]}]},
+        "S3Configuration": {"BucketARN": "arn:aws:s3:::unused"},
+    });
+    let consumer = json!({"consumers": [{
+        "name": "lambda-routed",
+        "type": "iceberg",
+        "catalog": {"type": "sql", "database": db_s, "warehouse": wh_s},
+        "error_output": {"directory": dir.path().join("errors")},
+        "destination": destination,
+    }]});
+    let aws = format!("kinesis_endpoint_url = \"{}\"\nlambda_endpoint_url = \"{lambda_url}\"\n", fk.endpoint);
+    let cfg =
+        weir_e2e::one_worker_config(dir.path(), "lambda-routed", "ice", &aws, &toml::to_string(&consumer).unwrap());
+    weir_e2e::run_until_caught_up(&cfg);
+    assert_eq!(Producer::new(k.clone(), "lambda-routed").put_all(put(200, 300)).await.accepted.len(), 100);
+    weir_e2e::run_until_caught_up(&cfg);
+    server.abort();
+
+    let written = |i: &u64| matches!(modes(*i), "");
+    for (t, table) in [(0u64, "mcp.search"), (1, "mcp.fetch_url"), (2, "mcp.events")] {
+        let got: Vec<String> =
+            serde_json::from_value(weir_e2e::pyiceberg(SESSIONS, &[db_s.as_str(), wh_s.as_str(), table])).unwrap();
+        let want: Vec<String> = (0..300).filter(|i| i % 3 == t && written(i)).map(|i| format!("s-{i:05}")).collect();
+        assert_eq!(got, want, "{table}: each record the Lambda sent there once");
+    }
+    let mut errors: Vec<(String, String)> = Vec::new();
+    for entry in walk(&dir.path().join("errors")) {
+        for line in std::fs::read_to_string(entry).unwrap().lines() {
+            let e: Value = serde_json::from_str(line).unwrap();
+            let raw = base64::engine::general_purpose::STANDARD.decode(e["rawData"].as_str().unwrap()).unwrap();
+            let raw: Value = serde_json::from_slice(&raw).unwrap();
+            errors.push((raw["session"].as_str().unwrap().to_owned(), e["errorCode"].as_str().unwrap().to_owned()));
+        }
+    }
+    errors.sort();
+    let want: Vec<(String, String)> = (0..300u64)
+        .filter_map(|i| {
+            let code = match modes(i) {
+                "fail" => "Lambda.ProcessingFailedStatus",
+                "missing" => "Iceberg.NoSuchTable",
+                "update" => "Iceberg.UnsupportedOperation",
+                _ => return None,
+            };
+            Some((format!("s-{i:05}"), code.to_owned()))
+        })
+        .collect();
+    assert_eq!(errors, want, "each failed or unroutable record in the error output once, as it was read");
+    assert!(calls.load(std::sync::atomic::Ordering::SeqCst) >= 3, "a throttled first call, then one per run or more");
 }

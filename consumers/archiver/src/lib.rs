@@ -121,7 +121,7 @@ pub use delivery::buffers::Overflow;
 pub use delivery::deliver::{Backlog, DeliveryMode};
 pub use options::{ArchiverOptions, BuildError, DEFAULT_BUFFER_MEMORY};
 pub use pipeline::keys::QueryError;
-pub use pipeline::lambda::{FunctionInvoker, InvokeError, LambdaTransform};
+pub use pipeline::lambda::{FunctionInvoker, InvokeError, LambdaTransform, OtfMetadata};
 pub use pipeline::transform::{
     Failure, MCP_NORMALIZE_FAILED, McpNormalize, Outcome, Part, RecordTransform, Transformer, mcp_normalize_columns,
 };

@@ -133,7 +133,7 @@ async fn iceberg(batches: &[RecordBatch], tables: u64) -> Run {
     } else {
         let query =
             RouteQuery::compile(r#"{destinationDatabaseName: "mcp", destinationTableName: .tenantId}"#).unwrap();
-        Tables::routed(writer, query, None)
+        Tables::routed(writer, Some(query), None)
     };
     let errors = Arc::new(MemoryObjectSink::new());
     let mut c = IcebergConsumer::new("events", routed, errors.clone(), "failed/", BufferHints::default());

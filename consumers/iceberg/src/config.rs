@@ -42,6 +42,13 @@ pub struct IcebergConfig {
     /// does not exist goes to the error output.
     #[serde(default)]
     pub route_query: Option<String>,
+    /// A Lambda in front of the tables (Firehose's `Lambda` processor): it gets
+    /// Firehose's transformation event and answers each record `Ok` (new data, and
+    /// optionally `metadata.otfMetadata` naming its table and operation), `Dropped` or
+    /// `ProcessingFailed` (the error output). The Lambda must route a record to the
+    /// same table each time it sees it.
+    #[serde(default)]
+    pub lambda: Option<LambdaConfig>,
     /// Where the tables are registered (overrides the destination's
     /// `CatalogConfiguration`).
     #[serde(default)]
@@ -75,6 +82,48 @@ pub struct IcebergConfig {
     pub destination: Option<serde_json::Value>,
 }
 
+/// Firehose's `Lambda` processor (the `[aws]` section's `lambda_endpoint_url`,
+/// region and credentials apply).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LambdaConfig {
+    /// The function's ARN (`LambdaArn`).
+    #[serde(default)]
+    pub arn: String,
+    /// Retries of an invocation that failed in a way worth retrying (0–300, default
+    /// 3; `NumberOfRetries`); after them the records go to the error output.
+    #[serde(default = "three")]
+    pub retries: u32,
+    /// Payload of one invocation, MiB (0.2–3, default 1; `BufferSizeInMBs`).
+    #[serde(default = "one_mib")]
+    pub buffer_size_mib: f64,
+}
+
+fn three() -> u32 {
+    3
+}
+
+fn one_mib() -> f64 {
+    1.0
+}
+
+impl LambdaConfig {
+    /// Each field out of range, with the reason.
+    pub fn problems(&self) -> Vec<(&'static str, String)> {
+        let mut out = Vec::new();
+        if !self.arn.starts_with("arn:") || self.arn.split(':').count() < 7 {
+            out.push(("arn", format!("{:?} is not a Lambda function's ARN", self.arn)));
+        }
+        if self.retries > 300 {
+            out.push(("retries", format!("{} is not 0–300", self.retries)));
+        }
+        if !(0.2..=3.0).contains(&self.buffer_size_mib) {
+            out.push(("buffer_size_mib", format!("{} is not 0.2–3", self.buffer_size_mib)));
+        }
+        out
+    }
+}
+
 /// The section resolved: weir's own fields and the Firehose destination merged.
 #[derive(Debug, Clone)]
 pub struct Resolved {
@@ -82,6 +131,8 @@ pub struct Resolved {
     pub table: Option<String>,
     /// The routing query.
     pub route_query: Option<String>,
+    /// The Lambda in front of the tables.
+    pub lambda: Option<LambdaConfig>,
     /// The catalog.
     pub catalog: CatalogConfig,
     /// The buffering hints.
@@ -225,11 +276,16 @@ impl IcebergConfig {
             imported.buffer_size_mib.is_some(),
             "BufferingHints.SizeInMBs",
         );
+        one(&mut out, "lambda", self.lambda.is_some(), imported.lambda.is_some(), "ProcessingConfiguration");
+        if let Some(l) = &self.lambda {
+            out.extend(l.problems().into_iter().map(|(field, why)| format!("field `{at}.lambda.{field}`: {why}")));
+        }
         let table = Some(self.table.clone()).filter(|t| !t.is_empty()).or(imported.table.clone());
         let route_query = self.route_query.clone().or(imported.route_query.clone());
+        let lambda = self.lambda.clone().or(imported.lambda.clone());
         match &table {
-            None if route_query.is_none() => {
-                out.push(format!("field `{at}.table`: give `table`, `route_query`, or both"))
+            None if route_query.is_none() && lambda.is_none() => {
+                out.push(format!("field `{at}.table`: give `table`, `route_query`, `lambda`, or several"))
             }
             Some(t) if t.split_once('.').is_none_or(|(ns, t)| ns.is_empty() || t.is_empty()) => {
                 out.push(format!("field `{at}.table`: {t:?} is not `namespace.table`"))
@@ -332,6 +388,7 @@ impl IcebergConfig {
             (Some(catalog), Some(error_output)) if out.is_empty() => Ok(Resolved {
                 table,
                 route_query,
+                lambda,
                 catalog,
                 hints: BufferHints { interval_millis: (interval * 1000) as i64, size_bytes: (size << 20) as usize },
                 error_output,

@@ -18,7 +18,8 @@
 //!   bounds.
 //! - **A shard's position in each table** is where the shard's read ended when the
 //!   table's commit was made: every record of the shard up to there that routes to
-//!   that table is in it. Routing is a function of the record, so a new owner reading
+//!   that table is in it. Routing is a function of the record (a transform must route
+//!   a record the same way each time: `crate::transform`), so a new owner reading
 //!   from the checkpoint finds, table by table, what is already in.
 //! - **A lost lease** drops the shard's buffer: its records are the new owner's.
 
@@ -36,6 +37,7 @@ use weir_core::{
 use crate::metrics as m;
 use crate::status::Status;
 use crate::tables::{SCHEMA_MISMATCH, Tables, Unroutable};
+use crate::transform::{RecordTransform, Transformed};
 use crate::writer::{Rejected, ShardRecords};
 
 /// When a buffer is committed (Firehose's `BufferingHints` for Iceberg: 300 s and
@@ -67,6 +69,16 @@ struct Pending {
     end: Option<ExtendedSequenceNumber>,
 }
 
+/// Where a record read goes.
+enum Intake {
+    /// To table `.0`, as `.1`.
+    Table(usize, Bytes),
+    /// To the error output.
+    Unroutable(Unroutable),
+    /// Nowhere (the transform dropped it).
+    Dropped,
+}
+
 /// A line of the error output.
 struct ErrorLine<'a> {
     position: &'a ExtendedSequenceNumber,
@@ -89,6 +101,8 @@ pub struct IcebergConsumer {
     /// The time of the last tick: when commits are said to happen.
     now: Timestamp,
     status: Status,
+    /// Firehose's Lambda processor, in front of the tables.
+    transform: Option<Arc<dyn RecordTransform>>,
 }
 
 impl std::fmt::Debug for IcebergConsumer {
@@ -118,7 +132,16 @@ impl IcebergConsumer {
             oldest: None,
             now: Timestamp::from_millis(0),
             status: Status::default(),
+            transform: None,
         }
+    }
+
+    /// Records go through `transform` first: its data is written, to the table it
+    /// names (else by the consumer's routing); dropped records are passed, failed ones
+    /// go to the error output with their original data.
+    pub fn with_transform(mut self, transform: Arc<dyn RecordTransform>) -> Self {
+        self.transform = Some(transform);
+        self
     }
 
     /// What `/readyz` says of this consumer (shared: it follows the consumer).
@@ -319,29 +342,54 @@ impl weir_core::Consumer for IcebergConsumer {
     }
 
     async fn on_batch(&mut self, batch: &RecordBatch, acks: &dyn Acks) -> Result<(), ConsumerError> {
+        let transformed = match &self.transform {
+            Some(t) => {
+                let out = t.transform(&batch.shard_id, &batch.records).await;
+                if out.len() != batch.records.len() {
+                    return Err(ConsumerError::msg(format!(
+                        "the transform gave {} answers for {} records",
+                        out.len(),
+                        batch.records.len()
+                    )));
+                }
+                out
+            }
+            None => batch.records.iter().map(|r| Transformed::Ok { data: r.data.clone(), route: None }).collect(),
+        };
         // Every record's table first: a catalog that cannot be reached fails the batch
         // before any of it is buffered (it is read again).
         let mut refused = BTreeMap::new();
-        let mut routes = Vec::with_capacity(batch.records.len());
-        for r in &batch.records {
-            let routed = self
-                .tables
-                .route(&r.data, &mut refused)
-                .await
-                .map_err(|e| ConsumerError::with_source("the catalog, routing a record", e))?;
-            routes.push(routed);
+        let mut intake = Vec::with_capacity(batch.records.len());
+        for t in transformed {
+            intake.push(match t {
+                Transformed::Ok { data, route } => {
+                    let routed = self
+                        .tables
+                        .route(&data, route.as_ref(), &mut refused)
+                        .await
+                        .map_err(|e| ConsumerError::with_source("the catalog, routing a record", e))?;
+                    match routed {
+                        Ok(table) => Intake::Table(table, data),
+                        Err(why) => Intake::Unroutable(why),
+                    }
+                }
+                Transformed::Dropped => Intake::Dropped,
+                Transformed::Failed { code, reason } => Intake::Unroutable(Unroutable { code, reason }),
+            });
         }
         let pending = self.shards.entry(batch.shard_id.clone()).or_default();
-        for (r, routed) in batch.records.iter().zip(routes) {
+        for (r, intake) in batch.records.iter().zip(intake) {
             pending.end = Some(r.position.clone());
             pending.arrivals.insert(r.position.clone(), r.approximate_arrival);
             self.oldest.get_or_insert(r.approximate_arrival);
-            match routed {
-                Ok(table) => {
-                    pending.records.push((table, r.position.clone(), r.data.clone(), r.approximate_arrival));
-                    self.bytes += r.data.len();
+            match intake {
+                Intake::Table(table, data) => {
+                    self.bytes += data.len();
+                    pending.records.push((table, r.position.clone(), data, r.approximate_arrival));
                 }
-                Err(why) => pending.unroutable.push((r.position.clone(), r.data.clone(), why)),
+                // The error output has the record as it was read.
+                Intake::Unroutable(why) => pending.unroutable.push((r.position.clone(), r.data.clone(), why)),
+                Intake::Dropped => {}
             }
         }
         if self.bytes >= self.hints.size_bytes || batch.is_shard_end() {

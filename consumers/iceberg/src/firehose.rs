@@ -215,12 +215,14 @@ impl CatalogArn {
 }
 
 /// What weir takes from a destination.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Imported {
     /// `namespace.table` when the list has one table (the default table otherwise).
     pub table: Option<String>,
     /// The routing query (`MetadataExtraction` processor).
     pub route_query: Option<String>,
+    /// The `Lambda` processor.
+    pub lambda: Option<crate::config::LambdaConfig>,
     /// `BufferingHints.IntervalInSeconds`.
     pub buffer_interval_seconds: Option<u64>,
     /// `BufferingHints.SizeInMBs`.
@@ -263,7 +265,7 @@ pub fn import(d: &IcebergDestination) -> (Imported, Vec<Problem>) {
 
     let query = d.processing.as_ref().filter(|p| p.enabled != Some(false)).map(processors).transpose();
     match query {
-        Ok(q) => out.route_query = q.flatten(),
+        Ok(q) => (out.route_query, out.lambda) = q.unwrap_or_default(),
         Err(ps) => {
             for (field, reason) in ps {
                 problem(&field, reason);
@@ -290,20 +292,21 @@ pub fn import(d: &IcebergDestination) -> (Imported, Vec<Problem>) {
         }
     }
     match d.tables.as_slice() {
-        [] if out.route_query.is_none() => {
-            problem("DestinationTableConfigurationList", "name a table, or route with a MetadataExtractionQuery".into())
-        }
+        [] if out.route_query.is_none() && out.lambda.is_none() => problem(
+            "DestinationTableConfigurationList",
+            "name a table, or route with a MetadataExtractionQuery or a Lambda's otfMetadata".into(),
+        ),
         [] => {}
         [one] => {
             out.table = Some(format!("{}.{}", one.database, one.table));
             out.error_prefix = one.s3_error_output_prefix.clone();
         }
         many => {
-            if out.route_query.is_none() {
+            if out.route_query.is_none() && out.lambda.is_none() {
                 problem(
                     "DestinationTableConfigurationList",
                     format!(
-                        "{} tables and no MetadataExtractionQuery: nothing says which record goes where",
+                        "{} tables and no MetadataExtractionQuery or Lambda: nothing says which record goes where",
                         many.len()
                     ),
                 );
@@ -410,9 +413,12 @@ pub fn import(d: &IcebergDestination) -> (Imported, Vec<Problem>) {
     (out, problems)
 }
 
-/// The routing query of `p`'s processors, or the processors weir cannot run.
-fn processors(p: &Processing) -> Result<Option<String>, Vec<(String, String)>> {
+/// The routing query and the Lambda of `p`'s processors, or the processors weir
+/// cannot run.
+type Processors = (Option<String>, Option<crate::config::LambdaConfig>);
+fn processors(p: &Processing) -> Result<Processors, Vec<(String, String)>> {
     let mut query = None;
+    let mut lambda = None;
     let mut problems = Vec::new();
     for (i, proc) in p.processors.iter().enumerate() {
         let at = format!("ProcessingConfiguration.Processors[{i}]");
@@ -438,16 +444,35 @@ fn processors(p: &Processing) -> Result<Option<String>, Vec<(String, String)>> {
                     None => problems.push((at, "MetadataExtraction needs a MetadataExtractionQuery".into())),
                 }
             }
-            "Lambda" => problems.push((
-                at,
-                "routing and transforms by Lambda (otfMetadata) are not built for Iceberg yet; route with a \
-                 MetadataExtractionQuery"
-                    .into(),
-            )),
+            "Lambda" => {
+                let num = |name: &str, default: f64| -> Result<f64, (String, String)> {
+                    match param(name) {
+                        None => Ok(default),
+                        Some(v) => v.parse().map_err(|_| (format!("{at}.{name}"), format!("{v:?} is not a number"))),
+                    }
+                };
+                let l = crate::config::LambdaConfig {
+                    arn: param("LambdaArn").unwrap_or_default(),
+                    retries: num("NumberOfRetries", 3.0).map_or(3, |n| n as u32),
+                    buffer_size_mib: num("BufferSizeInMBs", 1.0).unwrap_or(1.0),
+                };
+                for e in [num("NumberOfRetries", 3.0), num("BufferSizeInMBs", 1.0)] {
+                    problems.extend(e.err());
+                }
+                problems.extend(l.problems().into_iter().map(|(field, why)| {
+                    let firehose = match field {
+                        "arn" => "LambdaArn",
+                        "retries" => "NumberOfRetries",
+                        _ => "BufferSizeInMBs",
+                    };
+                    (format!("{at}.{firehose}"), why)
+                }));
+                lambda = Some(l);
+            }
             other => problems.push((at, format!("processor {other:?} is not used by Firehose's Iceberg destination"))),
         }
     }
-    if problems.is_empty() { Ok(query) } else { Err(problems) }
+    if problems.is_empty() { Ok((query, lambda)) } else { Err(problems) }
 }
 
 /// Reads a table bucket's ARN (`arn:aws:s3tables:<region>:<account>:bucket/<name>`):
@@ -546,6 +571,42 @@ mod tests {
     }
 
     #[test]
+    fn a_lambda_processor_routes_by_otf_metadata() {
+        let d = read(
+            r#"{"DestinationTableConfigurationList": [
+                    {"DestinationDatabaseName": "mcp", "DestinationTableName": "search"},
+                    {"DestinationDatabaseName": "mcp", "DestinationTableName": "fetch"}],
+                "CatalogConfiguration": {"CatalogARN": "arn:aws:glue:eu-west-1:1:catalog"},
+                "ProcessingConfiguration": {"Enabled": true, "Processors": [{"Type": "Lambda", "Parameters": [
+                    {"ParameterName": "LambdaArn", "ParameterValue": "arn:aws:lambda:eu-west-1:1:function:route:$LATEST"},
+                    {"ParameterName": "NumberOfRetries", "ParameterValue": "5"},
+                    {"ParameterName": "BufferSizeInMBs", "ParameterValue": "0.5"}]}]}}"#,
+        );
+        let (i, problems) = import(&d);
+        assert_eq!(problems, vec![], "two tables and a Lambda: the Lambda says which record goes where");
+        let l = i.lambda.unwrap();
+        assert_eq!(
+            (l.arn.as_str(), l.retries, l.buffer_size_mib),
+            ("arn:aws:lambda:eu-west-1:1:function:route:$LATEST", 5, 0.5)
+        );
+        let bad = read(
+            r#"{"DestinationTableConfigurationList": [{"DestinationDatabaseName": "mcp", "DestinationTableName": "a"}],
+                "ProcessingConfiguration": {"Processors": [{"Type": "Lambda", "Parameters": [
+                    {"ParameterName": "LambdaArn", "ParameterValue": "arn:aws:lambda:eu-west-1:1:function:f"},
+                    {"ParameterName": "NumberOfRetries", "ParameterValue": "many"},
+                    {"ParameterName": "BufferSizeInMBs", "ParameterValue": "9"}]}]}}"#,
+        );
+        let fields: Vec<String> = import(&bad).1.into_iter().map(|p| p.field).collect();
+        assert_eq!(
+            fields,
+            [
+                "ProcessingConfiguration.Processors[0].NumberOfRetries",
+                "ProcessingConfiguration.Processors[0].BufferSizeInMBs"
+            ]
+        );
+    }
+
+    #[test]
     fn every_field_weir_cannot_serve_is_named() {
         let d = read(
             r#"{"DestinationTableConfigurationList": [
@@ -560,7 +621,7 @@ mod tests {
         );
         let fields: Vec<String> = import(&d).1.into_iter().map(|p| p.field).collect();
         for want in [
-            "ProcessingConfiguration.Processors[0]",
+            "ProcessingConfiguration.Processors[0].LambdaArn",
             "DestinationTableConfigurationList[0].UniqueKeys",
             "DestinationTableConfigurationList",
             "DestinationTableConfigurationList[].S3ErrorOutputPrefix",

@@ -33,9 +33,11 @@ mod retag;
 pub mod schema;
 pub mod status;
 pub mod tables;
+pub mod transform;
 pub mod writer;
 
 pub use config::{CatalogConfig, ErrorOutput, IcebergConfig, Resolved};
 pub use consumer::{BufferHints, IcebergConsumer};
-pub use tables::{RouteQuery, Tables, Unroutable};
+pub use tables::{Route, RouteQuery, Tables, Unroutable};
+pub use transform::{RecordTransform, Transformed};
 pub use writer::{CommitReport, Delivery, IcebergError, Rejected, ShardRecords, TableWriter};

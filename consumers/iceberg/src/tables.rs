@@ -59,9 +59,8 @@ impl RouteQuery {
         Ok(Self { filter: Filter::compile(source)? })
     }
 
-    /// The database and table `data` names; a field the query leaves out (or gives as
-    /// null) is taken from `default`.
-    pub fn route(&self, data: &[u8], default: Option<&TableIdent>) -> Result<TableIdent, Unroutable> {
+    /// The database, table and operation `data` names.
+    pub fn route(&self, data: &[u8]) -> Result<Route, Unroutable> {
         let input = weir_core::jq::parse(data).map_err(|e| {
             Unroutable::new(
                 ROUTING_FAILED,
@@ -85,7 +84,32 @@ impl RouteQuery {
                 Some(other) => Err(Unroutable::new(ROUTING_FAILED, format!("{name} is {other}, not a name"))),
             }
         };
-        match field("operation")?.as_deref() {
+        Ok(Route {
+            database: field("destinationDatabaseName")?,
+            table: field("destinationTableName")?,
+            operation: field("operation")?,
+        })
+    }
+}
+
+/// Where a record goes, as a routing query or a transform's `otfMetadata` names it:
+/// `destinationDatabaseName`, `destinationTableName`, `operation`; a name left out is
+/// the consumer's configured table's.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Route {
+    /// The table's namespace.
+    pub database: Option<String>,
+    /// The table's name.
+    pub table: Option<String>,
+    /// `insert` (or none), `update`, `delete`.
+    pub operation: Option<String>,
+}
+
+impl Route {
+    /// The table, names left out taken from `default`; an `operation` other than
+    /// `insert` has none.
+    pub fn table(&self, default: Option<&TableIdent>) -> Result<TableIdent, Unroutable> {
+        match self.operation.as_deref() {
             None => {}
             Some(op) if op.eq_ignore_ascii_case("insert") => {}
             Some(op) if op.eq_ignore_ascii_case("update") || op.eq_ignore_ascii_case("delete") => {
@@ -101,13 +125,14 @@ impl RouteQuery {
                 ));
             }
         }
-        let database = match field("destinationDatabaseName")? {
+        let named = |n: &Option<String>| n.as_deref().filter(|n| !n.is_empty()).map(str::to_owned);
+        let database = match named(&self.database) {
             Some(d) => NamespaceIdent::new(d),
             None => default
                 .map(|t| t.namespace().clone())
                 .ok_or_else(|| Unroutable::new(ROUTING_FAILED, "no destinationDatabaseName"))?,
         };
-        let table = match field("destinationTableName")? {
+        let table = match named(&self.table) {
             Some(t) => t,
             None => default
                 .map(|t| t.name().to_owned())
@@ -122,8 +147,9 @@ impl RouteQuery {
 enum Router {
     /// Every record to the one table.
     Single,
-    /// The table the query names.
-    Query { query: RouteQuery, default: Option<TableIdent> },
+    /// The table a transform names for the record, else the one the query names,
+    /// else `default`; names left out are `default`'s.
+    Routed { query: Option<RouteQuery>, default: Option<TableIdent> },
 }
 
 /// The tables of one consumer, each with its writer; index `0..len()`.
@@ -149,14 +175,15 @@ impl Tables {
         }
     }
 
-    /// Each record to the table `query` names in `template`'s catalog, written with
-    /// `template`'s settings (positions name, delivery, attempts). With `default`, a
-    /// name the query leaves out is taken from it.
-    pub fn routed(template: TableWriter, query: RouteQuery, default: Option<TableIdent>) -> Self {
+    /// Each record to the table its transform names (`otfMetadata`), else the one
+    /// `query` names, else `default`, in `template`'s catalog, written with
+    /// `template`'s settings (positions name, delivery, attempts). A name the
+    /// transform or the query leaves out is `default`'s.
+    pub fn routed(template: TableWriter, query: Option<RouteQuery>, default: Option<TableIdent>) -> Self {
         Self {
             catalog: template.catalog(),
             template,
-            router: Router::Query { query, default },
+            router: Router::Routed { query, default },
             writers: Vec::new(),
             index: BTreeMap::new(),
         }
@@ -182,8 +209,9 @@ impl Tables {
         &self.writers
     }
 
-    /// The table of `data`: its index, loading (and checking) a table met for the
-    /// first time; `Ok(Err(_))` when the record fits no table. `refused` remembers,
+    /// The table of `data` (or the one its transform named, `given`): its index,
+    /// loading (and checking) a table met for the first time; `Ok(Err(_))` when the
+    /// record fits no table. A consumer of one table ignores `given`. `refused` remembers,
     /// for the caller's batch, names found unwritable, so a run of records naming a
     /// missing table asks the catalog once. A catalog that cannot be reached is an
     /// error (the batch is tried again), never a reason to send records to the error
@@ -191,14 +219,22 @@ impl Tables {
     pub async fn route(
         &mut self,
         data: &[u8],
+        given: Option<&Route>,
         refused: &mut BTreeMap<TableIdent, Unroutable>,
     ) -> Result<Result<usize, Unroutable>, iceberg::Error> {
         let ident = match &self.router {
             Router::Single => return Ok(Ok(0)),
-            Router::Query { query, default } => match query.route(data, default.as_ref()) {
-                Ok(ident) => ident,
-                Err(why) => return Ok(Err(why)),
-            },
+            Router::Routed { query, default } => {
+                let route = match (given, query) {
+                    (Some(given), _) => Ok(given.clone()),
+                    (None, Some(query)) => query.route(data),
+                    (None, None) => Ok(Route::default()),
+                };
+                match route.and_then(|r| r.table(default.as_ref())) {
+                    Ok(ident) => ident,
+                    Err(why) => return Ok(Err(why)),
+                }
+            }
         };
         if let Some(&i) = self.index.get(&ident) {
             return Ok(Ok(i));
@@ -251,6 +287,10 @@ impl Tables {
 mod tests {
     use super::*;
 
+    fn at(q: &RouteQuery, data: &[u8], default: Option<&TableIdent>) -> Result<TableIdent, Unroutable> {
+        q.route(data).and_then(|r| r.table(default))
+    }
+
     fn t(ns: &str, name: &str) -> TableIdent {
         TableIdent::new(NamespaceIdent::new(ns.into()), name.into())
     }
@@ -258,18 +298,18 @@ mod tests {
     #[test]
     fn a_query_names_database_and_table_from_the_record() {
         let q = RouteQuery::compile(r#"{destinationDatabaseName: "mcp", destinationTableName: .toolName}"#).unwrap();
-        assert_eq!(q.route(br#"{"toolName":"search"}"#, None), Ok(t("mcp", "search")));
+        assert_eq!(at(&q, br#"{"toolName":"search"}"#, None), Ok(t("mcp", "search")));
         let default = t("mcp", "events");
         let q = RouteQuery::compile(r#"{destinationTableName: .toolName, operation: "insert"}"#).unwrap();
-        assert_eq!(q.route(br#"{"toolName":"fetch"}"#, Some(&default)), Ok(t("mcp", "fetch")));
-        assert_eq!(q.route(br#"{"x":1}"#, Some(&default)), Ok(default.clone()), "null name: the default");
+        assert_eq!(at(&q, br#"{"toolName":"fetch"}"#, Some(&default)), Ok(t("mcp", "fetch")));
+        assert_eq!(at(&q, br#"{"x":1}"#, Some(&default)), Ok(default.clone()), "null name: the default");
     }
 
     #[test]
     fn what_cannot_be_routed_says_why() {
         let q = RouteQuery::compile(r#"{destinationDatabaseName: "mcp", destinationTableName: .t, operation: .op}"#)
             .unwrap();
-        let code = |data: &str| q.route(data.as_bytes(), None).unwrap_err().code;
+        let code = |data: &str| at(&q, data.as_bytes(), None).unwrap_err().code;
         assert_eq!(code(r#"{"op":"update","t":"a"}"#), UNSUPPORTED_OPERATION);
         assert_eq!(code(r#"{"op":"DELETE","t":"a"}"#), UNSUPPORTED_OPERATION);
         assert_eq!(code(r#"{"op":"upsert","t":"a"}"#), ROUTING_FAILED);
@@ -279,8 +319,8 @@ mod tests {
         assert_eq!(code(r#"{}"#), ROUTING_FAILED);
         assert_eq!(code("not json"), ROUTING_FAILED);
         let q = RouteQuery::compile(".t").unwrap();
-        assert!(q.route(br#"{"t":"a"}"#, None).unwrap_err().reason.contains("not an object"));
+        assert!(at(&q, br#"{"t":"a"}"#, None).unwrap_err().reason.contains("not an object"));
         let q = RouteQuery::compile(".[] | {destinationTableName: .}").unwrap();
-        assert!(q.route(br#"["a","b"]"#, Some(&t("x", "y"))).unwrap_err().reason.contains("more than one"));
+        assert!(at(&q, br#"["a","b"]"#, Some(&t("x", "y"))).unwrap_err().reason.contains("more than one"));
     }
 }

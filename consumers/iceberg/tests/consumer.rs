@@ -328,7 +328,7 @@ async fn routed_records_land_once_in_their_tables_and_the_rest_in_the_error_outp
         .unwrap();
         let template = TableWriter::new(catalog.clone(), search.clone(), "events");
         let hints = BufferHints { interval_millis: 60_000, size_bytes: 1 << 20 };
-        let tables = Tables::routed(template, query, None);
+        let tables = Tables::routed(template, Some(query), None);
         IcebergConsumer::new("events", tables, errors.clone() as Arc<dyn ObjectSink>, "iceberg-failed/", hints)
     };
     let mut a = routed();

@@ -69,13 +69,32 @@ pub struct TransformEvent {
     pub records: Vec<TransformRecord>,
 }
 
-/// Partition keys a transform returns (`metadata.partitionKeys`).
+/// What a transform returns beside the data (`metadata`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ResultMetadata {
-    /// Key name → value.
+    /// Partition keys (`partitionKeys`): key name → value.
     #[serde(default)]
     pub partition_keys: BTreeMap<String, String>,
+    /// The record's table, for an Iceberg destination (`otfMetadata`).
+    #[serde(default)]
+    pub otf_metadata: Option<OtfMetadata>,
+}
+
+/// Where a transform sends a record in Firehose's Iceberg destination
+/// (`metadata.otfMetadata`); a name left out is the destination's own.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OtfMetadata {
+    /// The database (the table's namespace).
+    #[serde(default)]
+    pub destination_database_name: Option<String>,
+    /// The table.
+    #[serde(default)]
+    pub destination_table_name: Option<String>,
+    /// `insert`, `update` or `delete`.
+    #[serde(default)]
+    pub operation: Option<String>,
 }
 
 /// One record of a transform's response.
@@ -180,10 +199,14 @@ pub fn check_response(input: &TransformEvent, response: &TransformResponse) -> V
                     "transform reported ProcessingFailed",
                 )),
                 "Ok" => match r.data.as_deref().map(|d| B64.decode(d)) {
-                    Some(Ok(data)) => Outcome::Ok {
-                        data: Bytes::from(data),
-                        partition_keys: r.metadata.clone().unwrap_or_default().partition_keys,
-                    },
+                    Some(Ok(data)) => {
+                        let metadata = r.metadata.clone().unwrap_or_default();
+                        Outcome::Ok {
+                            data: Bytes::from(data),
+                            partition_keys: metadata.partition_keys,
+                            otf: metadata.otf_metadata,
+                        }
+                    }
                     Some(Err(_)) => Outcome::Failed(Failure::new(
                         "Lambda.InvalidBase64",
                         "transform returned data that is not base64 (did it return plain text instead of base64?)",
@@ -363,7 +386,8 @@ mod tests {
         let event = input(5);
         let ok = B64.encode("new\n");
         let mut with_keys = result("r4", "Ok", Some(&ok));
-        with_keys.metadata = Some(ResultMetadata { partition_keys: [("tenantId".into(), "t-1".into())].into() });
+        with_keys.metadata =
+            Some(ResultMetadata { partition_keys: [("tenantId".into(), "t-1".into())].into(), otf_metadata: None });
         let response = TransformResponse {
             records: vec![
                 result("r0", "Ok", Some(&ok)),
@@ -374,11 +398,28 @@ mod tests {
             ],
         };
         let out = check_response(&event, &response);
-        assert_eq!(out[0], Outcome::Ok { data: Bytes::from_static(b"new\n"), partition_keys: BTreeMap::new() });
+        assert_eq!(
+            out[0],
+            Outcome::Ok { data: Bytes::from_static(b"new\n"), partition_keys: BTreeMap::new(), otf: None }
+        );
         assert_eq!(out[1], Outcome::Dropped);
         assert!(matches!(&out[2], Outcome::Failed(r) if r.contains("ProcessingFailed")));
         assert!(matches!(&out[3], Outcome::Failed(r) if r.contains("plain text instead of base64")), "{:?}", out[3]);
         assert!(matches!(&out[4], Outcome::Ok { partition_keys, .. } if partition_keys["tenantId"] == "t-1"));
+    }
+
+    #[test]
+    fn otf_metadata_names_the_records_table() {
+        let body = format!(
+            r#"{{"records": [{{"recordId": "r0", "result": "Ok", "data": "{}",
+                "metadata": {{"otfMetadata": {{"destinationDatabaseName": "mcp", "destinationTableName": "calls", "operation": "insert"}}}}}}]}}"#,
+            B64.encode("{}")
+        );
+        let out = decode_response(&input(1), body.as_bytes());
+        let Outcome::Ok { otf: Some(otf), .. } = &out[0] else { panic!("{out:?}") };
+        assert_eq!(otf.destination_database_name.as_deref(), Some("mcp"));
+        assert_eq!(otf.destination_table_name.as_deref(), Some("calls"));
+        assert_eq!(otf.operation.as_deref(), Some("insert"));
     }
 
     #[test]

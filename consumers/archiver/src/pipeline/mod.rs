@@ -145,7 +145,7 @@ impl Pipeline {
                 rec.lambda_arn = self.transformer.lambda_arn();
                 error_line(ErrorOutputType::ProcessingFailed, &rec)
             }
-            Outcome::Ok { data, partition_keys } => match self.partition(&data, partition_keys) {
+            Outcome::Ok { data, partition_keys, .. } => match self.partition(&data, partition_keys) {
                 Err(reason) => {
                     let code = "DynamicPartitioning.MetadataExtractionFailed";
                     let rec = ErrorRecord::new(raw, arrival, now, code, reason.to_string());

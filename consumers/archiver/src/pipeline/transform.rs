@@ -12,7 +12,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use weir_core::{Record, ShardId};
 
-use crate::pipeline::lambda::LambdaTransform;
+use crate::pipeline::lambda::{LambdaTransform, OtfMetadata};
 
 /// What happens to one input record.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,6 +23,9 @@ pub enum Outcome {
         data: Bytes,
         /// Partition keys from the transform (`partitionKeyFromLambda`).
         partition_keys: BTreeMap<String, String>,
+        /// The table the transform names for the record (Firehose's Iceberg
+        /// destination; the S3 archiver ignores it).
+        otf: Option<OtfMetadata>,
     },
     /// Dropped by the transform.
     Dropped,
@@ -33,7 +36,7 @@ pub enum Outcome {
 impl Outcome {
     /// `data` delivered, without partition keys.
     pub fn ok(data: Bytes) -> Self {
-        Outcome::Ok { data, partition_keys: BTreeMap::new() }
+        Outcome::Ok { data, partition_keys: BTreeMap::new(), otf: None }
     }
 }
 

@@ -3,9 +3,54 @@
 
 use anyhow::{Context as _, Result, bail};
 use iceberg::{ErrorKind, NamespaceIdent, TableIdent};
-use weir_iceberg::{CatalogConfig, IcebergConfig, IcebergConsumer, RouteQuery, TableWriter, Tables};
+use std::sync::Arc;
+
+use weir_archiver::firehose_config::LambdaSettings;
+use weir_archiver::{LambdaTransform, Outcome, Part};
+use weir_core::{Record, ShardId};
+use weir_iceberg::{
+    CatalogConfig, IcebergConfig, IcebergConsumer, RecordTransform, Route, RouteQuery, TableWriter, Tables, Transformed,
+};
 
 use crate::plugin::{Context, Plugin};
+
+/// Firehose's Lambda processor in front of the tables: the archiver's invocation
+/// (event, payload size, retries, the response checked record by record) with each
+/// answer's `otfMetadata` as the record's table.
+struct Lambda(LambdaTransform);
+
+impl std::fmt::Debug for Lambda {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Lambda").field(&self.0.redacted_arn()).finish()
+    }
+}
+
+#[async_trait::async_trait]
+impl RecordTransform for Lambda {
+    async fn transform(&self, shard: &ShardId, records: &[Record]) -> Vec<Transformed> {
+        let parts: Vec<Part<'_>> = records.iter().map(Part::whole).collect();
+        let lambda_arn = self.0.redacted_arn();
+        self.0
+            .run(shard, &parts)
+            .await
+            .into_iter()
+            .map(|o| match o {
+                Outcome::Ok { data, otf, .. } => Transformed::Ok {
+                    data,
+                    route: otf.map(|o| Route {
+                        database: o.destination_database_name,
+                        table: o.destination_table_name,
+                        operation: o.operation,
+                    }),
+                },
+                Outcome::Dropped => Transformed::Dropped,
+                Outcome::Failed(f) => {
+                    Transformed::Failed { code: f.code, reason: format!("{} ({lambda_arn})", f.message) }
+                }
+            })
+            .collect()
+    }
+}
 
 impl Plugin for IcebergConsumer {
     type Config = IcebergConfig;
@@ -104,20 +149,42 @@ impl Plugin for IcebergConsumer {
             Some(job) => format!("{}-replay-{job}", ctx.name()),
             None => ctx.name().to_owned(),
         };
-        let tables = match (&c.route_query, default) {
-            (None, Some(table)) => Tables::single(TableWriter::new(catalog, table, positions).with_delivery(mode)),
-            (Some(query), default) => {
-                let query = RouteQuery::compile(query).with_context(|| format!("field `{at}.route_query`"))?;
+        let tables = match (&c.route_query, default, &c.lambda) {
+            (None, Some(table), None) => {
+                Tables::single(TableWriter::new(catalog, table, positions).with_delivery(mode))
+            }
+            (None, None, None) => bail!("field `{at}.table`: give `table`, `route_query`, `lambda`, or several"),
+            (query, default, _) => {
+                let query = query
+                    .as_deref()
+                    .map(RouteQuery::compile)
+                    .transpose()
+                    .with_context(|| format!("field `{at}.route_query`"))?;
                 // The template's table is never written: each record's table is the
-                // query's.
+                // one its Lambda or the query names (or the default, then its own).
                 let template =
                     default.clone().unwrap_or_else(|| TableIdent::new(NamespaceIdent::new("-".into()), "-".into()));
                 let writer = TableWriter::new(catalog, template, positions).with_delivery(mode);
                 Tables::routed(writer, query, default)
             }
-            (None, None) => bail!("field `{at}.table`: give `table`, `route_query`, or both"),
         };
-        let consumer = IcebergConsumer::new(ctx.name(), tables, errors, e.prefix.clone(), c.hints);
+        let mut consumer = IcebergConsumer::new(ctx.name(), tables, errors, e.prefix.clone(), c.hints);
+        if let Some(l) = &c.lambda {
+            let invoker = Arc::new(crate::lambda::LambdaInvoker::new(ctx.aws().lambda().await));
+            let transform = LambdaTransform {
+                invoker,
+                settings: LambdaSettings {
+                    arn: l.arn.clone(),
+                    retries: l.retries,
+                    buffer_bytes: (l.buffer_size_mib * 1024.0 * 1024.0) as u64,
+                    buffer_interval: std::time::Duration::from_secs(60),
+                },
+                delivery_arn: format!("arn:weir:iceberg:{}", ctx.name()),
+                source_arn: ctx.stream_arn().await,
+                region: ctx.aws().region().await,
+            };
+            consumer = consumer.with_transform(Arc::new(Lambda(transform)));
+        }
         let (status, clock, name) = (consumer.status(), ctx.clock(), ctx.name().to_owned());
         ctx.status_line(move || status.line(&name, clock.now()));
         Ok(consumer)
