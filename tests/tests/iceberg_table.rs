@@ -150,7 +150,14 @@ fn event(rng: &mut rand::rngs::StdRng, i: u64) -> (Value, Value) {
         "tenantId": format!("tenant-{}", i % 4),
         "toolName": if nulls { Value::Null } else { json!(["search", "fetch_url", "run_sql"][i as usize % 3]) },
         "sessionId": format!("session-{i:05}"),
-        "ts": millis,
+        // The instant in each unit a producer sends: Firehose's Iceberg destination
+        // asks for microseconds, MCP servers send milliseconds, some seconds.
+        "ts": match i % 4 {
+            0 => json!(millis),
+            1 => json!(micros),
+            2 => json!(micros / 1_000_000),
+            _ => json!(micros.to_string()),
+        },
         "localTs": local.format("%Y-%m-%d %H:%M:%S%.6f").to_string(),
         "durationMs": rng.random_range(0..600_000i64),
         "success": !i.is_multiple_of(5),
@@ -165,7 +172,11 @@ fn event(rng: &mut rand::rngs::StdRng, i: u64) -> (Value, Value) {
         "payload": b64,
     });
     let mut row = record.clone();
-    row["ts"] = json!(millis * 1000);
+    row["ts"] = json!(match i % 4 {
+        0 => millis * 1000,
+        2 => micros / 1_000_000 * 1_000_000,
+        _ => micros,
+    });
     row["localTs"] = json!(local.and_utc().timestamp_micros());
     // Iceberg's `long`, `double` and `float` come back as numbers of the same value.
     row["ratio"] = json!((i as f64) / 8.0);

@@ -71,6 +71,14 @@ pub struct IcebergConfig {
     /// before its checkpoint is appended again; for comparison).
     #[serde(default)]
     pub mode: Delivery,
+    /// How an integer in a timestamp column is read: `by-digits` (default: up to 12
+    /// digits epoch seconds, 13–15 milliseconds, 16–18 microseconds — what Firehose's
+    /// Iceberg destination asks for — 19 nanoseconds; exact for every instant from
+    /// September 2001 to 2286), `seconds`, `milliseconds`, `microseconds`, or `openx`
+    /// (the S3 archiver's Parquet rule: 13 characters or more milliseconds, fewer
+    /// seconds). Text and fractions are read as the OpenX SerDe reads them.
+    #[serde(default)]
+    pub timestamp_integers: TimestampIntegers,
     /// An existing delivery stream's `IcebergDestinationConfiguration`, with
     /// Firehose's field names (`DestinationTableConfigurationList`,
     /// `CatalogConfiguration`, `BufferingHints`, `ProcessingConfiguration` with a
@@ -121,6 +129,36 @@ impl LambdaConfig {
             out.push(("buffer_size_mib", format!("{} is not 0.2–3", self.buffer_size_mib)));
         }
         out
+    }
+}
+
+/// How an integer in a timestamp column is read (see
+/// [`IcebergConfig::timestamp_integers`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TimestampIntegers {
+    /// By the number of digits.
+    #[default]
+    ByDigits,
+    /// The OpenX SerDe's rule.
+    Openx,
+    /// Epoch seconds.
+    Seconds,
+    /// Epoch milliseconds.
+    Milliseconds,
+    /// Epoch microseconds.
+    Microseconds,
+}
+
+impl From<TimestampIntegers> for weir_parquet::timestamp::EpochIntegers {
+    fn from(t: TimestampIntegers) -> Self {
+        match t {
+            TimestampIntegers::ByDigits => Self::ByDigits,
+            TimestampIntegers::Openx => Self::OpenX,
+            TimestampIntegers::Seconds => Self::Seconds,
+            TimestampIntegers::Milliseconds => Self::Milliseconds,
+            TimestampIntegers::Microseconds => Self::Microseconds,
+        }
     }
 }
 

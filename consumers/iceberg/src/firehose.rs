@@ -390,11 +390,19 @@ pub fn import(d: &IcebergDestination) -> (Imported, Vec<Problem>) {
     if d.schema_evolution.as_ref().and_then(|e| e.enabled) == Some(true) {
         problem(
             "SchemaEvolutionConfiguration.Enabled",
-            "not built yet: weir writes the table's schema; a field it lacks is left out".into(),
+            "not built: Firehose documents schema evolution for database sources, whose schema it reads; weir \
+             writes a stream's JSON with the table's current schema (a field the table lacks is left out): add \
+             columns with Athena, Spark or pyiceberg"
+                .into(),
         );
     }
     if d.table_creation.as_ref().and_then(|e| e.enabled) == Some(true) {
-        problem("TableCreationConfiguration.Enabled", "not built yet: create the table first".into());
+        problem(
+            "TableCreationConfiguration.Enabled",
+            "not built: Firehose documents table creation for database sources, whose schema it reads; a stream's \
+             JSON has no schema to make a table from: create the table first"
+                .into(),
+        );
     }
     if d.append_only == Some(false) {
         out.warnings.push("AppendOnly false: weir appends only (updates and deletes go to the error output)".into());

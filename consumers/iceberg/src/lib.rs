@@ -36,7 +36,7 @@ pub mod tables;
 pub mod transform;
 pub mod writer;
 
-pub use config::{CatalogConfig, ErrorOutput, IcebergConfig, Resolved};
+pub use config::{CatalogConfig, ErrorOutput, IcebergConfig, Resolved, TimestampIntegers};
 pub use consumer::{BufferHints, IcebergConsumer};
 pub use tables::{Route, RouteQuery, Tables, Unroutable};
 pub use transform::{RecordTransform, Transformed};

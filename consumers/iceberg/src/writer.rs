@@ -33,6 +33,7 @@ use iceberg::{Catalog, TableIdent};
 use weir_core::{ExtendedSequenceNumber, ShardId};
 use weir_parquet::deserialize::Cell;
 use weir_parquet::rowcode::Rows;
+use weir_parquet::timestamp::EpochIntegers;
 use weir_parquet::{Deserializer, RowReader, arrays};
 
 use crate::file_properties::{UnsupportedProperty, file_properties};
@@ -131,6 +132,7 @@ pub struct TableWriter {
     table: TableIdent,
     consumer: String,
     deserializer: Deserializer,
+    integers: EpochIntegers,
     attempts: u32,
     delivery: Delivery,
 }
@@ -160,9 +162,18 @@ impl TableWriter {
             table,
             consumer: consumer.into(),
             deserializer: Deserializer::default(),
+            integers: EpochIntegers::ByDigits,
             attempts: 8,
             delivery: Delivery::ExactlyOnce,
         }
+    }
+
+    /// How an integer in a timestamp column is read (default
+    /// [`EpochIntegers::ByDigits`]: seconds, milliseconds, microseconds — Firehose's
+    /// Iceberg destination asks for these — or nanoseconds by the number of digits).
+    pub fn with_epoch_integers(mut self, integers: EpochIntegers) -> Self {
+        self.integers = integers;
+        self
     }
 
     /// Keeps positions or not (default [`Delivery::ExactlyOnce`]).
@@ -184,6 +195,12 @@ impl TableWriter {
     /// A writer of `table` in the same catalog with the same settings.
     pub fn for_table(&self, table: TableIdent) -> Self {
         Self { table, ..self.clone() }
+    }
+
+    /// The reader of records into `columns`.
+    fn reader(&self, columns: &[TableColumn]) -> RowReader {
+        RowReader::new(columns.iter().map(|c| c.column.clone()).collect(), self.deserializer.clone())
+            .with_epoch_integers(self.integers)
     }
 
     /// Gives up after `attempts` commits in a row lost to other writers (default 8).
@@ -246,7 +263,7 @@ impl TableWriter {
                 report.positions.insert(b.shard.clone(), b.end.clone());
             }
             let columns = schema::columns(table.metadata().current_schema())?;
-            let (batch, rejected) = convert(&columns, &self.deserializer, &table, &fresh, &stale)?;
+            let (batch, rejected) = convert(&columns, &self.reader(&columns), &table, &fresh, &stale)?;
             report.rejected = rejected;
             report.rows = batch.num_rows() as u64;
             if batch.num_rows() == 0 {
@@ -288,12 +305,11 @@ type ShardSlice<'a> = (&'a ShardId, Vec<&'a (ExtendedSequenceNumber, Bytes)>);
 /// before it wrote them to the error output.
 fn convert(
     columns: &[TableColumn],
-    deserializer: &Deserializer,
+    reader: &RowReader,
     table: &Table,
     fresh: &[ShardSlice<'_>],
     stale: &[ShardSlice<'_>],
 ) -> Result<(RecordBatch, Vec<Rejected>), IcebergError> {
-    let reader = RowReader::new(columns.iter().map(|c| c.column.clone()).collect(), deserializer.clone());
     let mut cells: Vec<Vec<Cell>> = vec![Vec::new(); columns.len()];
     let mut rejected = Vec::new();
     let mut scratch = Vec::new();

@@ -22,7 +22,7 @@ use base64::Engine as _;
 use serde_json::{Map, Value};
 
 use super::column_type::ColumnType;
-use super::timestamp::{TimestampFormat, date_days, hive_timestamp_micros, openx_timestamp_micros};
+use super::timestamp::{EpochIntegers, TimestampFormat, date_days, hive_timestamp_micros, openx_text_micros_with};
 
 /// A column of the table.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -130,6 +130,8 @@ impl Mismatch {
 pub struct RowReader {
     columns: Vec<Column>,
     deserializer: Deserializer,
+    /// How the OpenX SerDe reads an integer in a `timestamp` column.
+    integers: EpochIntegers,
     /// Each column's JSON key, folded ([`RowReader::fold`]).
     keys: Vec<String>,
 }
@@ -137,7 +139,7 @@ pub struct RowReader {
 impl RowReader {
     /// A reader of `columns` with `deserializer`.
     pub fn new(columns: Vec<Column>, deserializer: Deserializer) -> Self {
-        let mut r = Self { columns, deserializer, keys: Vec::new() };
+        let mut r = Self { columns, deserializer, integers: EpochIntegers::OpenX, keys: Vec::new() };
         r.keys = r
             .columns
             .iter()
@@ -150,6 +152,18 @@ impl RowReader {
             })
             .collect();
         r
+    }
+
+    /// With the OpenX SerDe, integers in `timestamp` columns read as `integers` says
+    /// (default: the SerDe's own rule).
+    pub fn with_epoch_integers(mut self, integers: EpochIntegers) -> Self {
+        self.integers = integers;
+        self
+    }
+
+    /// How integers in `timestamp` columns are read: `None` with the Hive SerDe.
+    pub(super) fn epoch_integers(&self) -> Option<EpochIntegers> {
+        self.is_openx().then_some(self.integers)
     }
 
     /// The columns.
@@ -317,7 +331,11 @@ impl RowReader {
             }),
             ColumnType::Timestamp => {
                 let micros = match &self.deserializer {
-                    Deserializer::OpenX { .. } => openx_timestamp_micros(value),
+                    Deserializer::OpenX { .. } => match value {
+                        Value::Number(n) => openx_text_micros_with(&n.to_string(), self.integers),
+                        Value::String(s) => openx_text_micros_with(s, self.integers),
+                        _ => None,
+                    },
                     Deserializer::Hive { timestamp_formats } => hive_timestamp_micros(value, timestamp_formats),
                 };
                 Cell::Micros(micros.ok_or_else(|| mismatch(path))?)
@@ -549,6 +567,28 @@ mod tests {
             let folded = r.fold(&column);
             let plain = object.iter().filter(|(k, _)| r.fold(k) == folded).map(|(_, v)| v).collect::<Vec<_>>().pop();
             proptest::prop_assert_eq!(r.find(&object, &folded), plain);
+        }
+
+        /// A timestamp read from its JSON text (`members`) is the one the
+        /// specification reads from the parsed value, whatever the integers' rule.
+        #[test]
+        fn timestamps_read_alike_on_both_paths(
+            n in proptest::prelude::any::<i64>(),
+            digits in 1u32..20,
+            negative: bool,
+            quoted: bool,
+            rule in 0usize..5,
+        ) {
+            let rules = [
+                EpochIntegers::OpenX, EpochIntegers::ByDigits, EpochIntegers::Seconds,
+                EpochIntegers::Milliseconds, EpochIntegers::Microseconds,
+            ];
+            let magnitude = (n.unsigned_abs() % 10u64.pow(digits.min(19))) as i64;
+            let value = if negative { -magnitude } else { magnitude };
+            let text = if quoted { format!("\"{value}\"") } else { value.to_string() };
+            let record = format!(r#"{{"ts":{text}}}"#);
+            let r = RowReader::new(vec![col("ts", "timestamp")], Deserializer::default()).with_epoch_integers(rules[rule]);
+            proptest::prop_assert_eq!(r.rows(record.as_bytes()), r.rows_of_values(record.as_bytes()));
         }
     }
 

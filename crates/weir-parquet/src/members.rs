@@ -73,7 +73,7 @@ fn row<'a>(
 ) -> Result<(), Mismatch> {
     cells.clear();
     let mut path = String::new();
-    let openx = reader.is_openx();
+    let openx = reader.epoch_integers();
     for (c, key) in reader.columns().iter().zip(reader.keys()) {
         let Some(raw) = find(reader, members, key) else {
             cells.push(CellRef::Other(Cell::Null));
@@ -95,13 +95,14 @@ fn row<'a>(
 /// [`RowReader::cell`] reads them from a parsed value: `null` in any column, a JSON
 /// string in a `string` column (borrowed from `raw` when it has no escapes),
 /// `true`/`false` in a `boolean` column, a plain integer in an integer column, and with
-/// the OpenX SerDe (`openx`) a plain integer in a `timestamp` column. `None` for
+/// the OpenX SerDe (`openx`: how it reads integers there) a plain integer in a
+/// `timestamp` column. `None` for
 /// anything else (the caller parses the value and asks the specification). Why:
 /// parsing each column's value into a `Value` first cost a second allocation per
 /// string cell, and for a nested value bound for a `string` column a tree of them (the
 /// `parquet` bench's nested events went from 0.39 to about half of GZIP's speed with
 /// this and [`compact_sorted`]).
-fn scalar<'a>(ty: &ColumnType, raw: &'a str, openx: bool) -> Option<CellRef<'a>> {
+fn scalar<'a>(ty: &ColumnType, raw: &'a str, openx: Option<super::timestamp::EpochIntegers>) -> Option<CellRef<'a>> {
     if raw == "null" {
         return Some(CellRef::Other(Cell::Null));
     }
@@ -137,9 +138,10 @@ fn scalar<'a>(ty: &ColumnType, raw: &'a str, openx: bool) -> Option<CellRef<'a>>
         }
         // The number's text is the one `openx_timestamp_micros` reads from the parsed
         // number (`-0` aside, which reads as 0 either way).
-        ColumnType::Timestamp if openx => {
+        ColumnType::Timestamp => {
+            let integers = openx?;
             plain_integer(raw)?;
-            super::timestamp::openx_text_micros(raw).map(Cell::Micros).and_then(other)
+            super::timestamp::openx_text_micros_with(raw, integers).map(Cell::Micros).and_then(other)
         }
         _ => None,
     }

@@ -225,10 +225,52 @@ pub fn openx_timestamp_micros(value: &serde_json::Value) -> Option<i64> {
     openx_text_micros(&text)
 }
 
+/// How an integer in a `timestamp` column is read (with the OpenX SerDe's rules for
+/// everything else).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum EpochIntegers {
+    /// The OpenX SerDe's (Firehose's record format conversion): 13 characters or more
+    /// epoch milliseconds, fewer epoch seconds.
+    #[default]
+    OpenX,
+    /// By the number of digits, as the units fall for every instant from September
+    /// 2001 to the year 2286: up to 12 epoch seconds, 13–15 milliseconds, 16–18
+    /// microseconds (Firehose's Iceberg destination asks for these), 19
+    /// nanoseconds. An instant before September 2001 in microseconds (15 digits or
+    /// fewer) is misread: give the unit then.
+    ByDigits,
+    /// Always epoch seconds.
+    Seconds,
+    /// Always epoch milliseconds.
+    Milliseconds,
+    /// Always epoch microseconds.
+    Microseconds,
+}
+
 /// [`openx_timestamp_micros`] of a number's text or a string's content.
 pub fn openx_text_micros(text: &str) -> Option<i64> {
+    openx_text_micros_with(text, EpochIntegers::OpenX)
+}
+
+/// [`openx_text_micros`], integers read as `integers` says.
+pub fn openx_text_micros_with(text: &str, integers: EpochIntegers) -> Option<i64> {
     if text.find(':').is_some_and(|i| i > 0) {
         return date_time_micros(text);
+    }
+    if integers != EpochIntegers::OpenX && !text.contains('.') {
+        let n: i64 = text.parse().ok()?;
+        let digits = text.trim_start_matches(['-', '+']).len();
+        return match integers {
+            EpochIntegers::Seconds => n.checked_mul(1_000_000),
+            EpochIntegers::Milliseconds => n.checked_mul(1000),
+            EpochIntegers::Microseconds => Some(n),
+            _ => match digits {
+                ..=12 => n.checked_mul(1_000_000),
+                13..=15 => n.checked_mul(1000),
+                16..=18 => Some(n),
+                _ => Some(n / 1000),
+            },
+        };
     }
     let millis = if text.contains('.') {
         let seconds: f64 = text.parse().ok()?;
@@ -291,6 +333,26 @@ mod tests {
         assert_eq!(timestamp_micros(&json!("1970-01-01 00:00:00"), &only), None, "only the formats given");
         assert!(TimestampFormat::parse("yyyy-ww").unwrap_err().contains("\"ww\""));
         assert!(TimestampFormat::parse("'T").is_err());
+    }
+
+    #[test]
+    fn integers_by_digits_tell_seconds_milliseconds_microseconds_and_nanoseconds() {
+        let t = |s: &str| openx_text_micros_with(s, EpochIntegers::ByDigits);
+        let at = 1_780_000_000_123_456i64; // 2026-05-28, microseconds
+        assert_eq!(t("1780000000"), Some(at / 1_000_000 * 1_000_000), "10 digits: seconds");
+        assert_eq!(t("1780000000123"), Some(at / 1000 * 1000), "13: milliseconds");
+        assert_eq!(t("1780000000123456"), Some(at), "16: microseconds, as Firehose's Iceberg destination takes");
+        assert_eq!(t("1780000000123456789"), Some(at), "19: nanoseconds");
+        assert_eq!(t("-86400"), Some(-86_400_000_000), "the sign is no digit");
+        assert_eq!(t("1000000000000000"), Some(1_000_000_000_000_000), "the first 16-digit instant: 2001-09-09");
+        assert_eq!(t("1780000000.5"), Some(1_780_000_000_500_000), "a fraction: seconds, as OpenX");
+        assert_eq!(t("2026-05-28T20:26:40Z"), Some(1_780_000_000_000_000), "text: as OpenX");
+        assert_eq!(t("99999999999999999999"), None, "past i64: a mismatch");
+        let fixed = |s: &str, u| openx_text_micros_with(s, u);
+        assert_eq!(fixed("1780000000", EpochIntegers::Microseconds), Some(1_780_000_000));
+        assert_eq!(fixed("17800000001234567", EpochIntegers::Milliseconds), None, "overflows as milliseconds");
+        assert_eq!(fixed("1780000000123", EpochIntegers::Milliseconds), Some(1_780_000_000_123_000));
+        assert_eq!(fixed("17", EpochIntegers::Seconds), Some(17_000_000));
     }
 
     #[test]

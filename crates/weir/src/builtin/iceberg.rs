@@ -66,7 +66,7 @@ impl Plugin for IcebergConsumer {
     async fn build(c: IcebergConfig, ctx: &Context) -> Result<Self> {
         let at = ctx.at();
         Self::check(&c, at)?;
-        let mode = c.mode;
+        let (mode, integers) = (c.mode, c.timestamp_integers.into());
         let c = c.resolve(at).map_err(|problems| anyhow::anyhow!("{}", problems.join("\n")))?;
         let catalog = match &c.catalog {
             CatalogConfig::Sql { database, warehouse, catalog_name } => {
@@ -150,9 +150,9 @@ impl Plugin for IcebergConsumer {
             None => ctx.name().to_owned(),
         };
         let tables = match (&c.route_query, default, &c.lambda) {
-            (None, Some(table), None) => {
-                Tables::single(TableWriter::new(catalog, table, positions).with_delivery(mode))
-            }
+            (None, Some(table), None) => Tables::single(
+                TableWriter::new(catalog, table, positions).with_delivery(mode).with_epoch_integers(integers),
+            ),
             (None, None, None) => bail!("field `{at}.table`: give `table`, `route_query`, `lambda`, or several"),
             (query, default, _) => {
                 let query = query
@@ -164,7 +164,8 @@ impl Plugin for IcebergConsumer {
                 // one its Lambda or the query names (or the default, then its own).
                 let template =
                     default.clone().unwrap_or_else(|| TableIdent::new(NamespaceIdent::new("-".into()), "-".into()));
-                let writer = TableWriter::new(catalog, template, positions).with_delivery(mode);
+                let writer =
+                    TableWriter::new(catalog, template, positions).with_delivery(mode).with_epoch_integers(integers);
                 Tables::routed(writer, query, default)
             }
         };
