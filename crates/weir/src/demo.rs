@@ -51,17 +51,67 @@ pub struct DemoArgs {
 
 fn prepare(out: &Path) -> Result<()> {
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
-    for name in ["leases.db", "leases.db-wal", "leases.db-shm"] {
+    for name in ["leases.db", "leases.db-wal", "leases.db-shm", "catalog.db", "catalog.db-wal", "catalog.db-shm"] {
         let _ = std::fs::remove_file(out.join(name));
     }
     // What an earlier run wrote, so the summary counts this run's output only.
-    for dir in ["archive", "enriched"] {
+    for dir in ["archive", "enriched", "warehouse", "table-errors"] {
         let dir = out.join(dir);
         if dir.exists() {
             std::fs::remove_dir_all(&dir).with_context(|| format!("cannot clear {}", dir.display()))?;
         }
     }
     Ok(())
+}
+
+/// The demo's Iceberg table, in the embedded SQL catalog (`<out>/catalog.db`,
+/// warehouse `<out>/warehouse`, catalog name `weir`): the MCP event's columns,
+/// partitioned by tenant and day. Made here because weir writes existing tables.
+const DEMO_TABLE: (&str, &str) = ("mcp", "tool_calls");
+
+async fn demo_table(out: &Path) -> Result<(Arc<dyn iceberg::Catalog>, iceberg::TableIdent)> {
+    use iceberg::spec::{NestedField, PrimitiveType, Schema, Transform, Type, UnboundPartitionSpec};
+    let (database, warehouse) =
+        (std::path::absolute(out.join("catalog.db"))?, std::path::absolute(out.join("warehouse"))?);
+    std::fs::create_dir_all(&warehouse)?;
+    let catalog = weir_local::sql_catalog("weir", &database, &warehouse).await?;
+    let ns = iceberg::NamespaceIdent::new(DEMO_TABLE.0.into());
+    catalog.create_namespace(&ns, Default::default()).await?;
+    let string = || Type::Primitive(PrimitiveType::String);
+    let schema = Schema::builder()
+        .with_fields(vec![
+            NestedField::required(1, "tenantId", string()).into(),
+            NestedField::optional(2, "toolName", string()).into(),
+            NestedField::required(3, "sessionId", string()).into(),
+            NestedField::required(4, "ts", Type::Primitive(PrimitiveType::Timestamptz)).into(),
+            NestedField::optional(5, "durationMs", Type::Primitive(PrimitiveType::Long)).into(),
+            NestedField::optional(6, "success", Type::Primitive(PrimitiveType::Boolean)).into(),
+            NestedField::optional(7, "errorCode", string()).into(),
+        ])
+        .build()?;
+    let spec = UnboundPartitionSpec::builder()
+        .add_partition_field(1, "tenant", Transform::Identity)?
+        .add_partition_field(4, "day", Transform::Day)?
+        .build();
+    let creation =
+        iceberg::TableCreation::builder().name(DEMO_TABLE.1.into()).schema(schema).partition_spec(spec).build();
+    catalog.create_table(&ns, creation).await?;
+    Ok((catalog, iceberg::TableIdent::new(ns, DEMO_TABLE.1.into())))
+}
+
+/// The demo table's rows (its current snapshot's `total-records`) and snapshots.
+async fn table_rows(catalog: &dyn iceberg::Catalog, table: &iceberg::TableIdent) -> Result<(u64, usize)> {
+    let t = catalog.load_table(table).await?;
+    let rows = match t.metadata().current_snapshot() {
+        None => 0,
+        Some(s) => s
+            .summary()
+            .additional_properties
+            .get("total-records")
+            .context("the snapshot summary has no total-records")?
+            .parse()?,
+    };
+    Ok((rows, t.metadata().snapshots().count()))
 }
 
 /// The demo's alert rule: error rate per tenant over a sliding 10 s window.
@@ -135,7 +185,18 @@ pub async fn run(args: DemoArgs, registry: &crate::plugin::Registry) -> Result<(
     let files_dir = args.out.join("archive");
     let clock = Arc::new(TokioClock::new());
     let stream = MemoryStream::new(StreamOptions { shards: args.shards, ..StreamOptions::default() }, clock.clone());
-    let sections = crate::consumers::demo_sections(&files_dir);
+    let mut sections = crate::consumers::demo_sections(&files_dir);
+    let (catalog, table_ident) = demo_table(&args.out).await.context("the demo's Iceberg table")?;
+    sections.push(crate::config::ConsumerEntry::new(
+        "iceberg",
+        "mcp-table",
+        serde_json::json!({
+            "table": format!("{}.{}", DEMO_TABLE.0, DEMO_TABLE.1),
+            "catalog": {"type": "sql", "database": args.out.join("catalog.db"), "warehouse": args.out.join("warehouse")},
+            "buffer_interval_seconds": crate::consumers::DEMO_INTERVAL.as_secs(),
+            "error_output": {"directory": args.out.join("table-errors")},
+        }),
+    ));
     let names: Vec<String> = sections.iter().map(|s| s.name().to_owned()).collect();
 
     let shutdown = CancellationToken::new();
@@ -256,6 +317,12 @@ pub async fn run(args: DemoArgs, registry: &crate::plugin::Registry) -> Result<(
     println!(
         "Error output:               {error_lines} malformed records in {error_objects} objects (with the reason)"
     );
+    let (rows, snapshots) = table_rows(catalog.as_ref(), &table_ident).await?;
+    let table_errors = count_lines(&args.out.join("table-errors"))?;
+    println!(
+        "Iceberg table (mcp-table):  {rows} rows in {snapshots} snapshots of {}.{}, {table_errors} records in its error output (exactly once)",
+        DEMO_TABLE.0, DEMO_TABLE.1
+    );
     let enriched_lines: usize = std::fs::read_dir(args.out.join("enriched"))
         .map(|d| d.flatten().map(|e| std::fs::read_to_string(e.path()).map(|t| t.lines().count()).unwrap_or(0)).sum())
         .unwrap_or(0);
@@ -273,10 +340,47 @@ pub async fn run(args: DemoArgs, registry: &crate::plugin::Registry) -> Result<(
         "  try: duckdb -c \"select tenant, count(*) from read_json_auto('{}/tool-events/*/*/*/*/*/*/*.gz', hive_partitioning=true) group by 1\"",
         files_dir.display()
     );
+    println!(
+        "  table                     {}.{} in {}/catalog.db (Iceberg SQL catalog \"weir\", warehouse {}/warehouse)",
+        DEMO_TABLE.0,
+        DEMO_TABLE.1,
+        args.out.display(),
+        args.out.display()
+    );
+    println!(
+        "  try: python -c \"from pyiceberg.catalog.sql import SqlCatalog; c = SqlCatalog('weir', uri='sqlite:///{db}', warehouse='file://{wh}'); print(c.load_table('{}.{}').scan().to_arrow().group_by('tenantId').aggregate([('sessionId', 'count')]))\"",
+        DEMO_TABLE.0,
+        DEMO_TABLE.1,
+        db = std::path::absolute(args.out.join("catalog.db"))?.display(),
+        wh = std::path::absolute(args.out.join("warehouse"))?.display(),
+    );
     if total_counted() < produced || lines + error_lines != produced {
         bail!("archived {lines} + {error_lines} error records for {produced} produced");
     }
+    if rows + table_errors != produced {
+        bail!("the table has {rows} rows and its error output {table_errors} records for {produced} produced");
+    }
     Ok(())
+}
+
+/// NDJSON lines in the (uncompressed) files under `dir`.
+fn count_lines(dir: &Path) -> Result<u64> {
+    let mut lines = 0u64;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries {
+            let path = e?.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                lines += std::fs::read(&path)?.iter().filter(|b| **b == b'\n').count() as u64;
+            }
+        }
+    }
+    Ok(lines)
 }
 
 /// Objects and NDJSON lines under `dir`.

@@ -129,6 +129,12 @@ fn demo_runs_and_reports_where_output_is() {
     let archived: u64 = field(&stdout, "Archived (mcp-archive):");
     let errors: u64 = field(&stdout, "Error output:");
     assert_eq!(archived + errors, produced, "every record archived once: {stdout}");
+    // "<rows> rows in <snapshots> snapshots of mcp.tool_calls, <errors> records in its error output"
+    let table = stdout.lines().find(|l| l.starts_with("Iceberg table (mcp-table):")).unwrap_or_default();
+    let n: Vec<u64> = table.split_whitespace().filter_map(|w| w.trim_end_matches(',').parse().ok()).collect();
+    let (rows, table_errors) = (n[0], n[2]);
+    assert_eq!(rows + table_errors, produced, "every record in the table once or in its error output: {stdout}");
+    assert!(out_dir.join("catalog.db").exists() && out_dir.join("warehouse/mcp").is_dir(), "{stdout}");
 }
 
 #[test]
