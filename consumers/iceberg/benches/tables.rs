@@ -4,8 +4,8 @@
 //! of the embedded SQL catalog (SQLite, a local warehouse in a temp dir), each table
 //! partitioned by `toolName` (6 tools); GZIP partitioned by tenant and tool the same
 //! way (so both write the same number of partition directories). weir's default
-//! buffer hints for Iceberg (1 MiB / 60 s: a commit per MiB, across every table that
-//! has records), Firehose's for GZIP (64 MiB, as in the archiver's fixture).
+//! buffer hints for Iceberg (1 MiB / 60 s per table; every table at 32 MiB together),
+//! Firehose's for GZIP (64 MiB, as in the archiver's fixture).
 //!
 //! Reported per case, fastest of the rounds: events per CPU-second (process CPU time:
 //! the SQL catalog's SQLite connection runs on a thread of its own), its ratio to

@@ -8,8 +8,8 @@
 //! # or each record to the table a jq query names (Firehose's routing by JSONQuery):
 //! # route_query = '{destinationDatabaseName: "mcp", destinationTableName: .toolName}'
 //! catalog = { type = "sql", database = "weir-data/catalog.db", warehouse = "weir-data/warehouse" }
-//! buffer_interval_seconds = 60         # BufferingHints.IntervalInSeconds
-//! buffer_size_mib = 1                  # BufferingHints.SizeInMBs
+//! buffer_interval_seconds = 60         # BufferingHints.IntervalInSeconds (per table)
+//! buffer_size_mib = 1                  # BufferingHints.SizeInMBs (per table)
 //! error_output = { directory = "weir-data/errors", prefix = "iceberg-failed/" }
 //! ```
 //!
@@ -53,10 +53,12 @@ pub struct IcebergConfig {
     /// `CatalogConfiguration`).
     #[serde(default)]
     pub catalog: Option<CatalogConfig>,
-    /// Commit once the oldest buffered record waited this long (1–900; default 60).
+    /// Commit a table once its oldest buffered record waited this long (1–900;
+    /// default 60).
     #[serde(default)]
     pub buffer_interval_seconds: Option<u64>,
-    /// Commit once this many MiB are buffered (1–128; default 1).
+    /// Commit a table once it has this many MiB buffered (1–128; default 1); every
+    /// table commits once they hold 32 times this together (at most 256 MiB).
     #[serde(default)]
     pub buffer_size_mib: Option<u64>,
     /// Where records that fit no table go (overrides the destination's

@@ -23,7 +23,7 @@
 //!   from the checkpoint finds, table by table, what is already in.
 //! - **A lost lease** drops the shard's buffer: its records are the new owner's.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -57,6 +57,15 @@ impl Default for BufferHints {
     }
 }
 
+impl BufferHints {
+    /// The most the buffers of all tables hold together before everything is
+    /// committed: 32 tables' worth, at most 256 MiB (each table commits on its own
+    /// size and interval until then).
+    pub fn total_bytes(&self) -> usize {
+        self.size_bytes.saturating_mul(32).min(256 << 20).max(self.size_bytes)
+    }
+}
+
 /// One shard's records since its last commit.
 #[derive(Debug, Default)]
 struct Pending {
@@ -64,7 +73,10 @@ struct Pending {
     records: Vec<(usize, ExtendedSequenceNumber, Bytes, Timestamp)>,
     /// Records that fit no table, with the reason.
     unroutable: Vec<(ExtendedSequenceNumber, Bytes, Unroutable)>,
-    arrivals: HashMap<ExtendedSequenceNumber, Timestamp>,
+    /// Every record read since the shard's checkpoint (buffered, dropped, unroutable
+    /// or committed to some tables), by position: its arrival. What a partial
+    /// checkpoint is found in.
+    arrivals: BTreeMap<ExtendedSequenceNumber, Timestamp>,
     /// The last position received (buffered, skipped or unroutable).
     end: Option<ExtendedSequenceNumber>,
 }
@@ -149,10 +161,17 @@ impl IcebergConsumer {
         self.status.clone()
     }
 
-    /// Commits the buffers of every shard (or `only` one), table by table; writes what
-    /// fits nowhere to the error output; then checkpoints each shard where its read
-    /// ended (or where the tables say it stands, if further).
-    async fn flush(&mut self, only: Option<&ShardId>, acks: &dyn Acks) -> Result<(), ConsumerError> {
+    /// Commits the buffers of every shard (or `only` one) to every table (or the
+    /// tables `due`), table by table; writes what fits nowhere to the error output;
+    /// then checkpoints each shard: where its read ended (or where the tables say it
+    /// stands, if further) when nothing of it is left buffered, else just before its
+    /// first record still buffered for a table not committed now.
+    async fn flush(
+        &mut self,
+        only: Option<&ShardId>,
+        due: Option<&BTreeSet<usize>>,
+        acks: &dyn Acks,
+    ) -> Result<(), ConsumerError> {
         let shards: Vec<ShardId> = self
             .shards
             .iter()
@@ -165,13 +184,17 @@ impl IcebergConsumer {
         // Per table, each shard's records; a single-table consumer commits every shard
         // (one without records too: the commit reports where the table stands).
         let mut per_table: BTreeMap<usize, Vec<ShardRecords>> = BTreeMap::new();
+        let single = self.tables.is_single() && due.is_none_or(|d| d.contains(&0));
         for id in &shards {
             let p = &self.shards[id];
             let Some(end) = p.end.clone() else { continue };
-            if self.tables.is_single() {
+            if single {
                 per_table.entry(0).or_default();
             }
             for (table, position, data, _) in &p.records {
+                if due.is_some_and(|d| !d.contains(table)) {
+                    continue;
+                }
                 let batches = per_table.entry(*table).or_default();
                 match batches.last_mut() {
                     Some(b) if b.shard == *id => b.records.push((position.clone(), data.clone())),
@@ -182,7 +205,7 @@ impl IcebergConsumer {
                     }),
                 }
             }
-            if self.tables.is_single() && p.records.is_empty() {
+            if single && p.records.is_empty() {
                 per_table.entry(0).or_default().push(ShardRecords { shard: id.clone(), end, records: Vec::new() });
             }
         }
@@ -238,17 +261,80 @@ impl IcebergConsumer {
         if per_table.values().any(|b| !b.is_empty()) {
             self.status.committed(self.now);
         }
+        let committed: BTreeSet<usize> = per_table.keys().copied().collect();
         for id in &shards {
             let Some(p) = self.shards.get_mut(id) else { continue };
-            let Some(end) = p.end.take() else { continue };
-            let position = stands.remove(id).filter(|s| *s > end).unwrap_or(end);
-            acks.durable(id, &position);
-            p.records.clear();
+            p.records.retain(|(table, ..)| !committed.contains(table));
             p.unroutable.clear();
-            p.arrivals.clear();
+            match p.records.first() {
+                None => {
+                    let Some(end) = p.end.take() else { continue };
+                    let position = stands.remove(id).filter(|s| *s > end).unwrap_or(end);
+                    acks.durable(id, &position);
+                    p.arrivals.clear();
+                }
+                // Records for tables not committed now: the checkpoint stops before the
+                // first of them (read again by a new owner; the tables committed now
+                // skip theirs by their positions).
+                Some((_, first, ..)) => {
+                    let first = first.clone();
+                    if let Some(before) = p.arrivals.range(..&first).next_back().map(|(at, _)| at.clone()) {
+                        acks.durable(id, &before);
+                    }
+                    p.arrivals = p.arrivals.split_off(&first);
+                }
+            }
         }
-        self.bytes = self.shards.values().flat_map(|p| &p.records).map(|(_, _, d, _)| d.len()).sum();
-        self.oldest = None;
+        self.recount();
+        Ok(())
+    }
+
+    /// The bytes buffered and the oldest buffered record's arrival, counted again.
+    fn recount(&mut self) {
+        let records = self.shards.values().flat_map(|p| &p.records);
+        self.bytes = records.clone().map(|(_, _, d, _)| d.len()).sum();
+        let unroutable = self.shards.values().flat_map(|p| p.unroutable.iter().filter_map(|u| p.arrivals.get(&u.0)));
+        self.oldest = records.map(|r| r.3).chain(unroutable.copied()).min();
+    }
+
+    /// Per table: bytes buffered and the oldest buffered record's arrival.
+    fn per_table(&self) -> Vec<(usize, Option<Timestamp>)> {
+        let mut out = vec![(0usize, None::<Timestamp>); self.tables.writers().len()];
+        for (table, _, data, arrival) in self.shards.values().flat_map(|p| &p.records) {
+            let (bytes, oldest) = &mut out[*table];
+            *bytes += data.len();
+            *oldest = Some(oldest.map_or(*arrival, |o: Timestamp| o.min(*arrival)));
+        }
+        out
+    }
+
+    /// Commits what is due: every table whose buffer holds `buffer_size_mib` or whose
+    /// oldest record waited `buffer_interval_seconds` (each table on its own, so a
+    /// busy table does not commit the quiet ones on every flush); everything when the
+    /// buffers together hold [`BufferHints::total_bytes`] or records that fit no table
+    /// waited the interval.
+    async fn flush_due(&mut self, now: Option<Timestamp>, acks: &dyn Acks) -> Result<(), ConsumerError> {
+        let waited = |t: Option<Timestamp>| match (now, t) {
+            (Some(now), Some(t)) => now.as_millis().saturating_sub(t.as_millis()) >= self.hints.interval_millis,
+            _ => false,
+        };
+        let errors_due =
+            self.shards.values().any(|p| p.unroutable.iter().any(|u| waited(p.arrivals.get(&u.0).copied())));
+        let nothing_left = now.is_some()
+            && self.shards.values().any(|p| p.records.is_empty() && p.unroutable.is_empty() && p.end.is_some());
+        if self.bytes >= self.hints.total_bytes() || errors_due || nothing_left && self.bytes == 0 {
+            return self.flush(None, None, acks).await;
+        }
+        let due: BTreeSet<usize> = self
+            .per_table()
+            .into_iter()
+            .enumerate()
+            .filter(|(_, (bytes, oldest))| *bytes >= self.hints.size_bytes || waited(*oldest))
+            .map(|(i, _)| i)
+            .collect();
+        if !due.is_empty() || nothing_left {
+            self.flush(None, Some(&due), acks).await?;
+        }
         Ok(())
     }
 
@@ -392,34 +478,22 @@ impl weir_core::Consumer for IcebergConsumer {
                 Intake::Dropped => {}
             }
         }
-        if self.bytes >= self.hints.size_bytes || batch.is_shard_end() {
-            self.flush(None, acks).await?;
+        if batch.is_shard_end() {
+            self.flush(Some(&batch.shard_id), None, acks).await?;
         }
-        Ok(())
+        self.flush_due(None, acks).await
     }
 
     async fn on_tick(&mut self, now: Timestamp, acks: &dyn Acks) -> Result<(), ConsumerError> {
         self.now = now;
         self.status.holding(self.tables.writers().len(), self.bytes, self.oldest);
-        let age = self.oldest.map_or(0, |t| now.as_millis().saturating_sub(t.as_millis()));
-        // Per table: bytes buffered and the oldest buffered record's age.
-        let mut per_table = vec![(0usize, None::<i64>); self.tables.writers().len()];
-        for (table, _, data, arrival) in self.shards.values().flat_map(|p| &p.records) {
-            let (bytes, oldest) = &mut per_table[*table];
-            *bytes += data.len();
-            *oldest = Some(oldest.map_or(arrival.as_millis(), |o| o.min(arrival.as_millis())));
-        }
-        for (i, (bytes, oldest)) in per_table.into_iter().enumerate() {
+        for (i, (bytes, oldest)) in self.per_table().into_iter().enumerate() {
             let labels = self.labels(i);
-            let age = oldest.map_or(0, |t| now.as_millis().saturating_sub(t));
+            let age = oldest.map_or(0, |t| now.as_millis().saturating_sub(t.as_millis()));
             metrics::gauge!(m::DATA_FRESHNESS, &labels).set(age as f64 / 1000.0);
             metrics::gauge!(m::BUFFERED_BYTES, &labels).set(bytes as f64);
         }
-        let due = self.oldest.is_some() && age >= self.hints.interval_millis;
-        if due || self.shards.values().any(|p| p.records.is_empty() && p.unroutable.is_empty() && p.end.is_some()) {
-            self.flush(None, acks).await?;
-        }
-        Ok(())
+        self.flush_due(Some(now), acks).await
     }
 
     async fn on_shard_close(
@@ -429,7 +503,7 @@ impl weir_core::Consumer for IcebergConsumer {
         acks: &dyn Acks,
     ) -> Result<(), ConsumerError> {
         if reason.should_flush() {
-            self.flush(Some(shard), acks).await?;
+            self.flush(Some(shard), None, acks).await?;
         }
         if let Some(p) = self.shards.remove(shard) {
             self.bytes -= p.records.iter().map(|(_, _, d, _)| d.len()).sum::<usize>();

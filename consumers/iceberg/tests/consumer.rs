@@ -485,3 +485,74 @@ async fn a_transform_read_again_after_a_crash_leaves_each_record_once() {
     let raw = base64::engine::general_purpose::STANDARD.decode(&originals[0]).unwrap();
     assert!(!String::from_utf8(raw).unwrap().contains("v1"), "the error output has the record as it was read");
 }
+
+/// Each table commits on its own buffer: a busy table fills `buffer_size_mib` and
+/// commits while a quiet one keeps its few records until the interval. The shard's
+/// checkpoint stops before the quiet table's first record; the next owner reads from
+/// there, the busy table skips what it has, and each record is in its table once.
+#[tokio::test]
+async fn a_busy_table_commits_alone_and_the_checkpoint_waits_for_the_quiet_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let (catalog, _) = table(dir.path()).await;
+    let busy = create(catalog.as_ref(), "busy").await;
+    let quiet = create(catalog.as_ref(), "quiet").await;
+    let errors = Arc::new(MemoryObjectSink::new());
+    let leases = SimLeases::new();
+    let shard = ShardId::new("s");
+    let batch = |range: std::ops::RangeInclusive<u64>| RecordBatch {
+        shard_id: shard.clone(),
+        records: range
+            .map(|i| Record {
+                partition_key: format!("k{i}"),
+                position: pos(i),
+                approximate_arrival: Timestamp::from_millis(1_000 * i as i64),
+                data: Bytes::from(format!(
+                    r#"{{"tenantId":"t","sessionId":"s{i}","to":"{}"}}"#,
+                    if i % 10 == 0 { "quiet" } else { "busy" }
+                )),
+            })
+            .collect(),
+        millis_behind_latest: None,
+        child_shards: None,
+    };
+    let consumer = || {
+        let query = weir_iceberg::RouteQuery::compile(r#"{destinationDatabaseName: "mcp", destinationTableName: .to}"#)
+            .unwrap();
+        let template = TableWriter::new(catalog.clone(), busy.clone(), "events");
+        // About 1 KB per table: the busy table's 36 records of 50 bytes fill it.
+        let hints = BufferHints { interval_millis: 600_000, size_bytes: 1_000 };
+        IcebergConsumer::new(
+            "events",
+            Tables::routed(template, Some(query), None),
+            errors.clone() as Arc<dyn ObjectSink>,
+            "iceberg-failed/",
+            hints,
+        )
+    };
+    let snapshots = |t: &TableIdent| {
+        let (catalog, t) = (catalog.clone(), t.clone());
+        async move { catalog.load_table(&t).await.unwrap().metadata().snapshots().count() }
+    };
+    let mut a = consumer();
+    let acks = SimAcks::new(leases.clone(), 1, CrashSwitch::after(None));
+    a.on_shard_open(&leases.take(&shard, 1)).await.unwrap();
+    a.on_batch(&batch(1..=40), &acks).await.unwrap();
+    a.on_tick(Timestamp::from_millis(100_000), &acks).await.unwrap();
+    assert_eq!(snapshots(&busy).await, 1, "the busy table committed on its own size");
+    assert_eq!(snapshots(&quiet).await, 0, "the quiet table waits for its interval");
+    assert_eq!(leases.checkpoint(&shard), Some(pos(9)), "the checkpoint stops before the quiet table's first record");
+
+    // The worker dies; the next owner reads from 9 and commits at the interval.
+    drop(a);
+    let mut b = consumer();
+    let acks = SimAcks::new(leases.clone(), 2, CrashSwitch::after(None));
+    b.on_shard_open(&leases.take(&shard, 2)).await.unwrap();
+    b.on_batch(&batch(10..=44), &acks).await.unwrap();
+    b.on_tick(Timestamp::from_millis(700_000), &acks).await.unwrap();
+    assert_eq!(leases.checkpoint(&shard), Some(pos(44)));
+    let want = |quiet: bool| (1..=44).filter(|i| (i % 10 == 0) == quiet).collect::<Vec<u64>>();
+    assert_eq!(sessions(catalog.as_ref(), &busy).await, want(false), "busy: each once");
+    assert_eq!(sessions(catalog.as_ref(), &quiet).await, want(true), "quiet: each once");
+    assert_eq!(snapshots(&quiet).await, 1, "the quiet table: one commit for its four records");
+    assert!(rejected(&errors).is_empty());
+}
