@@ -109,6 +109,9 @@ pub struct IcebergConsumer {
     hints: BufferHints,
     shards: BTreeMap<ShardId, Pending>,
     bytes: usize,
+    /// Bytes buffered per table (by index), kept as records come so that a batch's
+    /// check of the tables' sizes does not count every buffered record.
+    table_bytes: Vec<usize>,
     oldest: Option<Timestamp>,
     /// The time of the last tick: when commits are said to happen.
     now: Timestamp,
@@ -141,6 +144,7 @@ impl IcebergConsumer {
             hints,
             shards: BTreeMap::new(),
             bytes: 0,
+            table_bytes: Vec::new(),
             oldest: None,
             now: Timestamp::from_millis(0),
             status: Status::default(),
@@ -293,6 +297,10 @@ impl IcebergConsumer {
     fn recount(&mut self) {
         let records = self.shards.values().flat_map(|p| &p.records);
         self.bytes = records.clone().map(|(_, _, d, _)| d.len()).sum();
+        self.table_bytes = vec![0; self.tables.writers().len()];
+        for (table, _, data, _) in records.clone() {
+            self.table_bytes[*table] += data.len();
+        }
         let unroutable = self.shards.values().flat_map(|p| p.unroutable.iter().filter_map(|u| p.arrivals.get(&u.0)));
         self.oldest = records.map(|r| r.3).chain(unroutable.copied()).min();
     }
@@ -318,20 +326,19 @@ impl IcebergConsumer {
             (Some(now), Some(t)) => now.as_millis().saturating_sub(t.as_millis()) >= self.hints.interval_millis,
             _ => false,
         };
-        let errors_due =
-            self.shards.values().any(|p| p.unroutable.iter().any(|u| waited(p.arrivals.get(&u.0).copied())));
+        let errors_due = now.is_some()
+            && self.shards.values().any(|p| p.unroutable.iter().any(|u| waited(p.arrivals.get(&u.0).copied())));
         let nothing_left = now.is_some()
             && self.shards.values().any(|p| p.records.is_empty() && p.unroutable.is_empty() && p.end.is_some());
         if self.bytes >= self.hints.total_bytes() || errors_due || nothing_left && self.bytes == 0 {
             return self.flush(None, None, acks).await;
         }
-        let due: BTreeSet<usize> = self
-            .per_table()
-            .into_iter()
-            .enumerate()
-            .filter(|(_, (bytes, oldest))| *bytes >= self.hints.size_bytes || waited(*oldest))
-            .map(|(i, _)| i)
-            .collect();
+        let full = self.table_bytes.iter().enumerate().filter(|(_, b)| **b >= self.hints.size_bytes).map(|(i, _)| i);
+        let mut due: BTreeSet<usize> = full.collect();
+        if now.is_some() {
+            let waiting = self.per_table().into_iter().enumerate().filter(|(_, (_, oldest))| waited(*oldest));
+            due.extend(waiting.map(|(i, _)| i));
+        }
         if !due.is_empty() || nothing_left {
             self.flush(None, Some(&due), acks).await?;
         }
@@ -420,9 +427,9 @@ impl weir_core::Consumer for IcebergConsumer {
         // commit, which reads each table's position for the shard: the ones among them
         // that do not fit are rejected again, for the worker that committed them may
         // have died before it wrote them to the error output.
-        if let Some(stale) = self.shards.insert(shard.shard_id.clone(), Pending::default()) {
+        if self.shards.insert(shard.shard_id.clone(), Pending::default()).is_some() {
             // Reopened (after a failed batch) without a close: its records are read again.
-            self.bytes -= stale.records.iter().map(|(_, _, d, _)| d.len()).sum::<usize>();
+            self.recount();
         }
         Ok(())
     }
@@ -471,6 +478,10 @@ impl weir_core::Consumer for IcebergConsumer {
             match intake {
                 Intake::Table(table, data) => {
                     self.bytes += data.len();
+                    if self.table_bytes.len() <= table {
+                        self.table_bytes.resize(table + 1, 0);
+                    }
+                    self.table_bytes[table] += data.len();
                     pending.records.push((table, r.position.clone(), data, r.approximate_arrival));
                 }
                 // The error output has the record as it was read.
@@ -505,8 +516,8 @@ impl weir_core::Consumer for IcebergConsumer {
         if reason.should_flush() {
             self.flush(Some(shard), None, acks).await?;
         }
-        if let Some(p) = self.shards.remove(shard) {
-            self.bytes -= p.records.iter().map(|(_, _, d, _)| d.len()).sum::<usize>();
+        if self.shards.remove(shard).is_some() {
+            self.recount();
         }
         Ok(())
     }
