@@ -476,7 +476,7 @@ fn firehose_iceberg_destinations_are_checked_with_every_problem_named() {
     assert!(!out.status.success());
     for want in [
         "problem: DestinationTableConfigurationList[0].UniqueKeys: row-level updates and deletes need delete files",
-        "problem: ProcessingConfiguration.Processors[0]: routing and transforms by Lambda",
+        "problem: ProcessingConfiguration.Processors[0].LambdaArn: \"\" is not a Lambda function's ARN",
         "problem: TableCreationConfiguration.Enabled",
         "problem: SchemaEvolutionConfiguration.Enabled",
         "problem: S3BackupMode",
