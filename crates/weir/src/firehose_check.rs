@@ -90,12 +90,13 @@ fn iceberg(file: &Path, v: &Value) -> Result<()> {
     if !problems.is_empty() {
         bail!("{}: {} problem(s)", file.display(), problems.len())
     }
-    let tables = match (&i.table, &i.route_query) {
-        (Some(t), None) => format!("table {t}"),
-        (t, Some(q)) => {
-            format!("tables named by {q}{}", t.as_ref().map(|t| format!(" (default {t})")).unwrap_or_default())
-        }
-        (None, None) => "no table".into(),
+    let default = |t: &Option<String>| t.as_ref().map(|t| format!(" (default {t})")).unwrap_or_default();
+    let tables = match (&i.table, &i.route_query, &i.lambda) {
+        (Some(t), None, None) => format!("table {t}"),
+        (t, Some(q), None) => format!("tables named by {q}{}", default(t)),
+        (t, Some(q), Some(_)) => format!("tables named by the Lambda's otfMetadata, else by {q}{}", default(t)),
+        (t, None, Some(_)) => format!("tables named by the Lambda's otfMetadata{}", default(t)),
+        (None, None, None) => "no table".into(),
     };
     println!(
         "{}: ok as an iceberg consumer's `destination` ({tables}, buffer {} MiB / {} s, error output {})",
@@ -107,6 +108,15 @@ fn iceberg(file: &Path, v: &Value) -> Result<()> {
             None => "not given: set the consumer's `error_output`".into(),
         }
     );
+    if let Some(l) = &i.lambda {
+        println!(
+            "Lambda: {} transforms each batch read ({} retries, {} MiB per invocation; `[aws] lambda_endpoint_url` \
+             and credentials apply)",
+            weir_core::redact::arn(&l.arn),
+            l.retries,
+            l.buffer_size_mib
+        );
+    }
     match &i.catalog {
         Some(CatalogArn::Glue { region, account }) => println!(
             "catalog: the Glue Data Catalog of account {account} in {region} (endpoints and credentials from `[aws]`)"

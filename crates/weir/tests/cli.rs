@@ -461,6 +461,24 @@ fn firehose_iceberg_destinations_are_checked_with_every_problem_named() {
     assert!(stdout.contains("CatalogConfiguration.CatalogARN is a CloudFormation function"), "{stdout}");
 
     let dir = tempfile::tempdir().unwrap();
+    let routed = dir.path().join("lambda.json");
+    std::fs::write(
+        &routed,
+        r#"{"IcebergDestinationConfiguration": {
+            "DestinationTableConfigurationList": [{"DestinationDatabaseName": "mcp", "DestinationTableName": "a"},
+                                                  {"DestinationDatabaseName": "mcp", "DestinationTableName": "b"}],
+            "ProcessingConfiguration": {"Enabled": true, "Processors": [{"Type": "Lambda", "Parameters": [
+                {"ParameterName": "LambdaArn", "ParameterValue": "arn:aws:lambda:us-east-1:123456789012:function:router"}]}]},
+            "S3Configuration": {"BucketARN": "arn:aws:s3:::errors"}}}"#,
+    )
+    .unwrap();
+    let out = check(routed.to_str().unwrap());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("tables named by the Lambda's otfMetadata"), "{stdout}");
+    assert!(stdout.contains("transforms each batch read (3 retries, 1 MiB per invocation"), "{stdout}");
+    assert!(!stdout.contains("123456789012"), "the account is redacted: {stdout}");
+
     let bad = dir.path().join("bad.json");
     std::fs::write(
         &bad,
