@@ -69,12 +69,7 @@ async fn invoke(State(f): State<Arc<Function>>, body: Bytes) -> (StatusCode, Hea
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failing_lambda_sends_records_to_the_error_output_exactly_once() {
     let function = Arc::new(Function::default());
-    let app = axum::Router::new()
-        .route("/2015-03-31/functions/{name}/invocations", post(invoke))
-        .with_state(Arc::clone(&function));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+    let (url, server) = weir_e2e::serve_lambda(post(invoke), Arc::clone(&function)).await;
 
     let env = Env::new("fault-lambda", 2).await;
     let w = env.worker("lambda-w1", &Extra { lambda: Some(url), ..Extra::default() }).await;

@@ -309,6 +309,19 @@ for name in sys.argv[3:]:
 print(json.dumps(out))
 "#;
 
+/// Serves `invoke` as the Lambda Invoke API (`POST /2015-03-31/functions/{name}/invocations`)
+/// with `state`, on a free loopback port: the URL for `[aws] lambda_endpoint_url`, and
+/// the server's task (abort it to stop answering).
+pub async fn serve_lambda<S: Clone + Send + Sync + 'static>(
+    invoke: axum::routing::MethodRouter<S>,
+    state: S,
+) -> (String, tokio::task::JoinHandle<std::io::Result<()>>) {
+    let app = axum::Router::new().route("/2015-03-31/functions/{name}/invocations", invoke).with_state(state);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    (url, tokio::spawn(async move { axum::serve(listener, app).await }))
+}
+
 /// Runs `script` with `args` in pyiceberg's Python (tests/emulators/install.sh installs
 /// it) and parses the JSON it prints.
 pub fn pyiceberg(script: &str, args: &[impl AsRef<std::ffi::OsStr>]) -> serde_json::Value {

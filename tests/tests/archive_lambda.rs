@@ -101,11 +101,7 @@ async fn lambda_outcomes_land_where_firehose_puts_them() {
     let k = kinesis(&fk.endpoint).await;
     create_stream(&k, "lambda-events", 2).await;
     let calls = Arc::new(Calls::default());
-    let app =
-        axum::Router::new().route("/2015-03-31/functions/{name}/invocations", post(invoke)).with_state(calls.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let lambda_url = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    let (lambda_url, _server) = weir_e2e::serve_lambda(post(invoke), calls.clone()).await;
 
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("archive");
