@@ -387,6 +387,22 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
     out
 }
 
+/// Every line of the error output under `dir`: its original record's `id` field and
+/// its `errorCode`, sorted.
+fn error_codes(dir: &Path, id: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for entry in walk(dir) {
+        for line in std::fs::read_to_string(entry).unwrap().lines() {
+            let e: Value = serde_json::from_str(line).unwrap();
+            let raw = base64::engine::general_purpose::STANDARD.decode(e["rawData"].as_str().unwrap()).unwrap();
+            let raw: Value = serde_json::from_slice(&raw).unwrap();
+            out.push((raw[id].as_str().unwrap().to_owned(), e["errorCode"].as_str().unwrap().to_owned()));
+        }
+    }
+    out.sort();
+    out
+}
+
 /// `weir config check` names every field of an Iceberg section it cannot serve.
 #[test]
 fn config_check_names_what_the_iceberg_destination_cannot_do() {
@@ -475,16 +491,7 @@ async fn weir_run_routes_each_record_to_the_table_its_query_names() {
         let want: Vec<String> = (0..300).filter(|i| i % 3 == t && i % 50 != 7).map(|i| format!("s-{i:05}")).collect();
         assert_eq!(got, want, "{tool}: each of its tool's records once");
     }
-    let mut errors: Vec<(String, String)> = Vec::new();
-    for entry in walk(&dir.path().join("errors")) {
-        for line in std::fs::read_to_string(entry).unwrap().lines() {
-            let e: Value = serde_json::from_str(line).unwrap();
-            let raw = base64::engine::general_purpose::STANDARD.decode(e["rawData"].as_str().unwrap()).unwrap();
-            let raw: Value = serde_json::from_slice(&raw).unwrap();
-            errors.push((raw["sessionId"].as_str().unwrap().to_owned(), e["errorCode"].as_str().unwrap().to_owned()));
-        }
-    }
-    errors.sort();
+    let errors = error_codes(&dir.path().join("errors"), "sessionId");
     let want: Vec<(String, String)> = (0..300u64)
         .filter(|i| i % 3 == 2 || i % 50 == 7)
         .map(|i| {
@@ -561,12 +568,7 @@ async fn weir_run_puts_each_record_where_its_lambda_says() {
     let k = weir_e2e::kinesis(&fk.endpoint).await;
     weir_e2e::create_stream(&k, "lambda-routed", 2).await;
     let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let app = axum::Router::new()
-        .route("/2015-03-31/functions/{name}/invocations", axum::routing::post(otf_lambda))
-        .with_state(calls.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let lambda_url = format!("http://{}", listener.local_addr().unwrap());
-    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+    let (lambda_url, server) = weir_e2e::serve_lambda(axum::routing::post(otf_lambda), calls.clone()).await;
 
     let dir = tempfile::tempdir().unwrap();
     let (db, warehouse) = (dir.path().join("catalog.db"), dir.path().join("warehouse"));
@@ -629,16 +631,7 @@ async fn weir_run_puts_each_record_where_its_lambda_says() {
         let want: Vec<String> = (0..300).filter(|i| i % 3 == t && written(i)).map(|i| format!("s-{i:05}")).collect();
         assert_eq!(got, want, "{table}: each record the Lambda sent there once");
     }
-    let mut errors: Vec<(String, String)> = Vec::new();
-    for entry in walk(&dir.path().join("errors")) {
-        for line in std::fs::read_to_string(entry).unwrap().lines() {
-            let e: Value = serde_json::from_str(line).unwrap();
-            let raw = base64::engine::general_purpose::STANDARD.decode(e["rawData"].as_str().unwrap()).unwrap();
-            let raw: Value = serde_json::from_slice(&raw).unwrap();
-            errors.push((raw["session"].as_str().unwrap().to_owned(), e["errorCode"].as_str().unwrap().to_owned()));
-        }
-    }
-    errors.sort();
+    let errors = error_codes(&dir.path().join("errors"), "session");
     let want: Vec<(String, String)> = (0..300u64)
         .filter_map(|i| {
             let code = match modes(i) {
