@@ -366,6 +366,29 @@ pub async fn run(args: DemoArgs, registry: &crate::plugin::Registry) -> Result<(
 /// NDJSON lines in the (uncompressed) files under `dir`.
 fn count_lines(dir: &Path) -> Result<u64> {
     let mut lines = 0u64;
+    for path in files_under(dir)? {
+        lines += std::fs::read(&path)?.iter().filter(|b| **b == b'\n').count() as u64;
+    }
+    Ok(lines)
+}
+
+/// Objects and NDJSON lines under `dir`.
+fn count_output(dir: &Path) -> Result<(usize, u64)> {
+    let files = files_under(dir)?;
+    let mut lines = 0u64;
+    for path in &files {
+        let mut text = Vec::new();
+        flate2::read::GzDecoder::new(std::fs::File::open(path)?)
+            .read_to_end(&mut text)
+            .with_context(|| format!("{} is not valid gzip", path.display()))?;
+        lines += text.iter().filter(|b| **b == b'\n').count() as u64;
+    }
+    Ok((files.len(), lines))
+}
+
+/// The files under `dir`, at any depth (none when it does not exist).
+fn files_under(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
         let Ok(entries) = std::fs::read_dir(&d) else {
@@ -376,35 +399,9 @@ fn count_lines(dir: &Path) -> Result<u64> {
             if path.is_dir() {
                 stack.push(path);
             } else {
-                lines += std::fs::read(&path)?.iter().filter(|b| **b == b'\n').count() as u64;
+                files.push(path);
             }
         }
     }
-    Ok(lines)
-}
-
-/// Objects and NDJSON lines under `dir`.
-fn count_output(dir: &Path) -> Result<(usize, u64)> {
-    let mut objects = 0;
-    let mut lines = 0u64;
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for e in entries {
-            let path = e?.path();
-            if path.is_dir() {
-                stack.push(path);
-                continue;
-            }
-            let mut text = Vec::new();
-            flate2::read::GzDecoder::new(std::fs::File::open(&path)?)
-                .read_to_end(&mut text)
-                .with_context(|| format!("{} is not valid gzip", path.display()))?;
-            objects += 1;
-            lines += text.iter().filter(|b| **b == b'\n').count() as u64;
-        }
-    }
-    Ok((objects, lines))
+    Ok(files)
 }
