@@ -93,20 +93,18 @@ fn unauthorized(e: &Error) -> bool {
     text.contains("401 Unauthorized") || text.contains("status: 401")
 }
 
-/// `$call` on the inner catalog, again on a new token when the server answered 401.
-macro_rules! renewing {
-    ($self:ident, $call:expr) => {{
-        match { $call }.await {
-            Err(e) if $self.renewable && unauthorized(&e) => {
-                $self.renew(&e).await?;
-                { $call }.await
+impl Renewing {
+    /// `call` on the inner catalog, again on a new token when the server answered 401.
+    async fn renewing<T, F: Future<Output = Result<T>>>(&self, call: impl Fn() -> F) -> Result<T> {
+        match call().await {
+            Err(e) if self.renewable && unauthorized(&e) => {
+                self.renew(&e).await?;
+                call().await
             }
             other => other,
         }
-    }};
-}
+    }
 
-impl Renewing {
     async fn renew(&self, e: &Error) -> Result<()> {
         tracing::info!(error = %e, "the REST catalog refused weir's token: asking for a new one");
         self.inner.regenerate_token().await
@@ -149,7 +147,7 @@ impl Catalog for Renewing {
     }
 
     async fn load_table(&self, t: &TableIdent) -> Result<Table> {
-        renewing!(self, self.inner.load_table(t))
+        self.renewing(|| self.inner.load_table(t)).await
     }
 
     async fn drop_table(&self, t: &TableIdent) -> Result<()> {
@@ -161,7 +159,7 @@ impl Catalog for Renewing {
     }
 
     async fn table_exists(&self, t: &TableIdent) -> Result<bool> {
-        renewing!(self, self.inner.table_exists(t))
+        self.renewing(|| self.inner.table_exists(t)).await
     }
 
     async fn rename_table(&self, s: &TableIdent, d: &TableIdent) -> Result<()> {
