@@ -305,13 +305,12 @@ impl IcebergConsumer {
         self.oldest = records.map(|r| r.3).chain(unroutable.copied()).min();
     }
 
-    /// Per table: bytes buffered and the oldest buffered record's arrival.
-    fn per_table(&self) -> Vec<(usize, Option<Timestamp>)> {
-        let mut out = vec![(0usize, None::<Timestamp>); self.tables.writers().len()];
-        for (table, _, data, arrival) in self.shards.values().flat_map(|p| &p.records) {
-            let (bytes, oldest) = &mut out[*table];
-            *bytes += data.len();
-            *oldest = Some(oldest.map_or(*arrival, |o: Timestamp| o.min(*arrival)));
+    /// Per table: the oldest buffered record's arrival.
+    fn oldest_per_table(&self) -> Vec<Option<Timestamp>> {
+        let mut out = vec![None::<Timestamp>; self.tables.writers().len()];
+        for (table, _, _, arrival) in self.shards.values().flat_map(|p| &p.records) {
+            let oldest = &mut out[*table];
+            *oldest = Some(oldest.map_or(*arrival, |o| o.min(*arrival)));
         }
         out
     }
@@ -336,7 +335,7 @@ impl IcebergConsumer {
         let full = self.table_bytes.iter().enumerate().filter(|(_, b)| **b >= self.hints.size_bytes).map(|(i, _)| i);
         let mut due: BTreeSet<usize> = full.collect();
         if now.is_some() {
-            let waiting = self.per_table().into_iter().enumerate().filter(|(_, (_, oldest))| waited(*oldest));
+            let waiting = self.oldest_per_table().into_iter().enumerate().filter(|(_, oldest)| waited(*oldest));
             due.extend(waiting.map(|(i, _)| i));
         }
         if !due.is_empty() || nothing_left {
@@ -498,7 +497,8 @@ impl weir_core::Consumer for IcebergConsumer {
     async fn on_tick(&mut self, now: Timestamp, acks: &dyn Acks) -> Result<(), ConsumerError> {
         self.now = now;
         self.status.holding(self.tables.writers().len(), self.bytes, self.oldest);
-        for (i, (bytes, oldest)) in self.per_table().into_iter().enumerate() {
+        for (i, oldest) in self.oldest_per_table().into_iter().enumerate() {
+            let bytes = self.table_bytes.get(i).copied().unwrap_or(0);
             let labels = self.labels(i);
             let age = oldest.map_or(0, |t| now.as_millis().saturating_sub(t.as_millis()));
             metrics::gauge!(m::DATA_FRESHNESS, &labels).set(age as f64 / 1000.0);
