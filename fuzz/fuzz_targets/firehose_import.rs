@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use weir_archiver::firehose_config::{from_cloudformation_yaml, from_json, from_toml, validate};
+use weir_firehose::{from_cloudformation_yaml, from_json, from_toml, validate};
 
 fuzz_target!(|data: &[u8]| {
     let Some((&how, rest)) = data.split_first() else { return };

@@ -7,8 +7,8 @@
 use std::collections::BTreeMap;
 
 use libfuzzer_sys::fuzz_target;
-use weir_archiver::firehose_config::java_time::JavaPattern;
-use weir_archiver::firehose_config::prefix::{Evaluation, Field, Template, check_partition_value};
+use weir_firehose::java_time::JavaPattern;
+use weir_firehose::prefix::{Evaluation, Field, Template, check_partition_value};
 use weir_core::Timestamp;
 
 fuzz_target!(|data: &[u8]| {

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use base64::Engine;
 use bytes::Bytes;
 use weir_archiver::Transformer;
-use weir_archiver::firehose_config::{from_json, validate};
+use weir_firehose::{from_json, validate};
 use weir_archiver::{Archiver, ArchiverOptions};
 use weir_core::kpl::{aggregate, deaggregate};
 use weir_core::{
@@ -141,7 +141,7 @@ fn gzip_copies(from: &std::path::Path, to: &std::path::Path) {
 async fn corpus_in(format: &str) {
     println!("corpus in {format}");
     let dir = tempfile::tempdir().unwrap();
-    let text = include_str!("../../consumers/archiver/tests/fixtures/mcp-destination.json");
+    let text = include_str!("../../crates/weir-firehose/tests/fixtures/mcp-destination.json");
     let mut destination = from_json(text).unwrap();
     destination.compression_format = Some(format.to_owned());
     if format == PARQUET {

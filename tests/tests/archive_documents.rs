@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use weir_archiver::firehose_config::{from_json, validate};
+use weir_firehose::{from_json, validate};
 use weir_archiver::parquet::{Column, ColumnType};
 use weir_archiver::{Archiver, ArchiverOptions};
 use weir_core::{
@@ -48,7 +48,7 @@ fn records() -> Vec<String> {
 /// Archives `records` as Parquet (columns `session_id`, `n`) with the fixture's
 /// destination changed by `edit`; returns the error lines per error type.
 async fn archive(dir: &Path, records: &[String], edit: impl FnOnce(&mut serde_json::Value)) -> Vec<serde_json::Value> {
-    let text = include_str!("../../consumers/archiver/tests/fixtures/parquet-destination.json");
+    let text = include_str!("../../crates/weir-firehose/tests/fixtures/parquet-destination.json");
     let mut json: serde_json::Value = serde_json::from_str(text).unwrap();
     edit(&mut json["ExtendedS3DestinationConfiguration"]);
     let mut settings = validate(&from_json(&json.to_string()).unwrap()).unwrap();

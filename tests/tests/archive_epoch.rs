@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use weir_archiver::firehose_config::{from_json, validate};
+use weir_firehose::{from_json, validate};
 use weir_archiver::parquet::timestamp::TimestampFormat;
 use weir_archiver::parquet::{Column, ColumnType, Deserializer};
 use weir_archiver::{Archiver, ArchiverOptions};
@@ -60,7 +60,7 @@ for name, v in cases:
 /// the error output.
 async fn archive_and_read(lines: &[String], deserializer: Option<Deserializer>) -> (BTreeMap<String, i64>, usize) {
     let dir = tempfile::tempdir().unwrap();
-    let text = include_str!("../../consumers/archiver/tests/fixtures/parquet-destination.json");
+    let text = include_str!("../../crates/weir-firehose/tests/fixtures/parquet-destination.json");
     let mut settings = validate(&from_json(text).unwrap()).unwrap();
     let conversion = settings.conversion.as_mut().unwrap();
     conversion.columns = Some(vec![

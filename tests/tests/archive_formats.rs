@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use weir_archiver::firehose_config::{Compression, from_json, validate};
+use weir_firehose::{Compression, from_json, validate};
 use weir_archiver::{Archiver, ArchiverOptions, Transformer};
 use weir_core::{
     Clock, CloseReason, Consumer, ExtendedSequenceNumber, Record, RecordBatch, SequenceNumber, ShardId, Timestamp,
@@ -38,7 +38,7 @@ fn event(n: u64) -> Record {
 
 /// Archives [`EVENTS`] events with `format` into `dir`; returns the object paths.
 async fn archive(format: &str, dir: &Path) -> Vec<std::path::PathBuf> {
-    let text = include_str!("../../consumers/archiver/tests/fixtures/mcp-destination.json");
+    let text = include_str!("../../crates/weir-firehose/tests/fixtures/mcp-destination.json");
     let mut d = from_json(text).unwrap();
     d.compression_format = Some(format.to_owned());
     let mut settings = validate(&d).unwrap();

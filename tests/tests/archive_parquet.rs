@@ -11,7 +11,7 @@ use std::time::Duration;
 use base64::Engine as _;
 use bytes::Bytes;
 use serde_json::json;
-use weir_archiver::firehose_config::{Compression, from_json, validate};
+use weir_firehose::{Compression, from_json, validate};
 use weir_archiver::parquet::{Column, ColumnType};
 use weir_archiver::{Archiver, ArchiverOptions, DeliveryMode};
 use weir_core::{
@@ -96,7 +96,7 @@ fn record(n: u64, data: String) -> Record {
 
 /// Archives the events and the misfits into `dir` with `buffer_bytes` per object.
 async fn archive(dir: &Path, buffer_bytes: u64, mode: DeliveryMode) {
-    let text = include_str!("../../consumers/archiver/tests/fixtures/parquet-destination.json");
+    let text = include_str!("../../crates/weir-firehose/tests/fixtures/parquet-destination.json");
     let mut settings = validate(&from_json(text).unwrap()).unwrap();
     assert_eq!(settings.compression, Compression::Parquet);
     assert_eq!(settings.file_extension, ".parquet");

@@ -25,8 +25,8 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use weir_archiver::firehose_config::LambdaSettings;
-use weir_archiver::firehose_config::{from_json, validate};
+use weir_firehose::LambdaSettings;
+use weir_firehose::{from_json, validate};
 use weir_archiver::{Archiver, ArchiverOptions};
 use weir_archiver::{FunctionInvoker, InvokeError, LambdaTransform, Transformer};
 use weir_core::ports::{ObjectMeta, ObjectSink, PutOptions, PutOutcome, SinkError};
@@ -128,8 +128,8 @@ impl FunctionInvoker for Echo {
 /// The pipelines: `design` is the design note's (mcp-normalize, then jq on the
 /// normalised fields), `raw` archives the events as they are (jq on the raw fields),
 /// `lambda` is `raw` behind [`Echo`] with Firehose's default processing buffer (1 MB).
-fn destination(shape: &str) -> weir_archiver::firehose_config::ArchiverSettings {
-    let text = include_str!("../tests/fixtures/mcp-destination.json");
+fn destination(shape: &str) -> weir_firehose::ArchiverSettings {
+    let text = include_str!("../../../crates/weir-firehose/tests/fixtures/mcp-destination.json");
     let text = if shape != "design" {
         text.replace(".tenant_id", ".tenantId").replace(".tool_name", ".toolName")
     } else {

@@ -13,8 +13,8 @@
 use std::sync::Arc;
 
 use cpu_time::ThreadTime;
-use weir_archiver::firehose_config::conversion::Conversion;
-use weir_archiver::firehose_config::{ArchiverSettings, Compression, from_json, validate};
+use weir_firehose::conversion::Conversion;
+use weir_firehose::{ArchiverSettings, Compression, from_json, validate};
 use weir_archiver::parquet::{Column, ColumnType, Deserializer, ParquetOptions};
 use weir_archiver::{Archiver, ArchiverOptions};
 use weir_core::{
@@ -26,7 +26,7 @@ use weir_testkit::{CrashSwitch, ManualClock, MemoryObjectSink, SimAcks, SimLease
 const BATCH: usize = 500;
 
 fn settings(parquet: bool) -> ArchiverSettings {
-    let text = include_str!("../tests/fixtures/mcp-destination.json");
+    let text = include_str!("../../../crates/weir-firehose/tests/fixtures/mcp-destination.json");
     let mut s = validate(&from_json(text).unwrap()).unwrap();
     s.metadata_query = Some("{tenantId: .tenantId, toolName: .toolName}".into());
     s.append_delimiter = true;

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use weir_archiver::firehose_config::{from_json, validate};
+use weir_firehose::{from_json, validate};
 use weir_archiver::{Archiver, ArchiverOptions, Transformer};
 use weir_core::ports::{ObjectSink, PutOptions};
 use weir_core::{
@@ -56,7 +56,7 @@ async fn takeover(shards: usize, intents: u128, latency: Duration) -> Duration {
             intents: open,
         });
     }
-    let text = include_str!("../tests/fixtures/mcp-destination.json");
+    let text = include_str!("../../../crates/weir-firehose/tests/fixtures/mcp-destination.json");
     let mut settings = validate(&from_json(text).unwrap()).unwrap();
     settings.append_delimiter = false;
     let mut o = ArchiverOptions::new("mcp-archive", settings);

@@ -19,7 +19,7 @@ use cpu_time::ThreadTime;
 
 use bytes::Bytes;
 use weir_archiver::Transformer;
-use weir_archiver::firehose_config::{from_json, validate};
+use weir_firehose::{from_json, validate};
 use weir_archiver::{Archiver, ArchiverOptions};
 use weir_core::{
     Clock, CloseReason, Consumer, ExtendedSequenceNumber, Record, RecordBatch, SequenceNumber, ShardId, Timestamp,
@@ -55,8 +55,8 @@ fn record(i: u64, tenants: u64) -> Record {
     }
 }
 
-fn destination() -> weir_archiver::firehose_config::ArchiverSettings {
-    let text = include_str!("../tests/fixtures/mcp-destination.json");
+fn destination() -> weir_firehose::ArchiverSettings {
+    let text = include_str!("../../../crates/weir-firehose/tests/fixtures/mcp-destination.json");
     let mut s = validate(&from_json(text).unwrap()).unwrap();
     s.append_delimiter = false; // mcp-normalize appends the newline
     s

@@ -892,7 +892,7 @@ fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::firehose_config::{from_json, validate};
+    use weir_firehose::{from_json, validate};
     use crate::pipeline::transform::Transformer;
     use bytes::Bytes;
     use weir_core::{ExtendedSequenceNumber, SequenceNumber};

@@ -4,7 +4,7 @@
 //!
 //! # Public API
 //! [`Archiver`] (a `weir_core::Consumer`) built from [`ArchiverOptions`], which hold
-//! the Firehose destination read and validated by [`firehose_config`]; the transform
+//! the Firehose destination read and validated by the `weir-firehose` crate; the transform
 //! stage a plugin implements ([`RecordTransform`], [`Outcome`]) or a Lambda
 //! ([`FunctionInvoker`]); the metric names ([`metrics`]).
 //!
@@ -23,12 +23,11 @@
 //!   the exactly-once protocol (intents, manifests, claims, resolution on takeover),
 //!   create-only puts with retries, and the ledger of durable positions.
 //!
-//! `archiver.rs` drives them per batch and tick; `firehose_config/` reads a delivery
-//! stream's `ExtendedS3DestinationConfiguration` (API JSON, CloudFormation YAML, or
-//! TOML) with Firehose's ranges, its `Prefix` expressions and Java time patterns;
-//! `options.rs` builds an archiver from them, `preview.rs` says where a record would go
-//! without writing it (`weir prefix eval`), `metrics.rs` names the metrics, and `fuzzing.rs`
-//! (feature `fuzzing` only) holds the entry points of the fuzz targets under `fuzz/`.
+//! `archiver.rs` drives them per batch and tick; `options.rs` builds an archiver from
+//! the destination `weir-firehose` read and validated, `preview.rs` says where a record
+//! would go without writing it (`weir prefix eval`), `metrics.rs` names the metrics,
+//! and `fuzzing.rs` (feature `fuzzing` only) holds the entry points of the fuzz targets
+//! under `fuzz/`.
 //!
 //! # Guarantees
 //! Every input record ends in exactly one data object, one error object, or is counted
@@ -105,7 +104,6 @@
 mod archiver;
 mod delivery;
 mod fast;
-pub mod firehose_config;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;

@@ -3,7 +3,7 @@
 use crate::delivery::budget::InlineLimits;
 use crate::delivery::buffers::Overflow;
 use crate::delivery::deliver::DeliveryMode;
-use crate::firehose_config::ArchiverSettings;
+use weir_firehose::ArchiverSettings;
 use crate::pipeline::keys::QueryError;
 use crate::pipeline::transform::Transformer;
 

@@ -15,7 +15,7 @@ use base64::Engine;
 use bytes::Bytes;
 use serde_json::{Value, json};
 use support::*;
-use weir_archiver::firehose_config::{from_json, validate};
+use weir_firehose::{from_json, validate};
 use weir_archiver::{Archiver, ArchiverOptions};
 use weir_core::{Clock, Consumer, Record, ShardId, Timestamp};
 use weir_testkit::{CrashSwitch, ManualClock, MemoryObjectSink, SimAcks, SimLeases};

@@ -15,7 +15,7 @@ use support::*;
 use weir_archiver::DeliveryMode;
 use weir_archiver::InlineLimits;
 use weir_archiver::Transformer;
-use weir_archiver::firehose_config::Compression;
+use weir_firehose::Compression;
 use weir_archiver::{Archiver, ArchiverOptions};
 use weir_core::ports::ObjectSink;
 use weir_core::{Clock, CloseReason, Consumer, ShardId, Timestamp};
@@ -483,7 +483,7 @@ async fn the_parts_of_a_record_stay_in_one_object() {
     let build = || {
         // About two normalized parts fill a buffer.
         let mut s = settings(400);
-        s.deaggregation = Some(weir_archiver::firehose_config::SubRecords::Json);
+        s.deaggregation = Some(weir_firehose::SubRecords::Json);
         let mut o = ArchiverOptions::new("mcp-archive", s);
         o.transformer = Transformer::McpNormalize;
         Archiver::new(o, store.clone(), Arc::new(clock.clone())).unwrap()

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use support::*;
-use weir_archiver::firehose_config::Compression;
+use weir_firehose::Compression;
 use weir_archiver::{Archiver, ArchiverOptions, Transformer};
 use weir_core::{Clock, CloseReason, Consumer, ShardId, Timestamp};
 use weir_testkit::{CrashSwitch, ManualClock, MemoryObjectSink, SimAcks, SimLeases};

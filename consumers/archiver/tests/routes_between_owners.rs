@@ -16,7 +16,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
 use bytes::Bytes;
 use support::*;
-use weir_archiver::firehose_config::LambdaSettings;
+use weir_firehose::LambdaSettings;
 use weir_archiver::{Archiver, ArchiverOptions, FunctionInvoker, InvokeError, LambdaTransform, Transformer};
 use weir_core::ports::{ObjectMeta, ObjectSink, PutOptions, PutOutcome, SinkError};
 use weir_core::{Clock, CloseReason, Consumer, ShardId, Timestamp};
@@ -84,8 +84,8 @@ fn archiver(sink: Arc<dyn ObjectSink>, clock: &ManualClock, lambda: Option<Arc<F
             o
         }
         None => {
-            s.compression = weir_archiver::firehose_config::Compression::Parquet;
-            s.error_compression = weir_archiver::firehose_config::Compression::Uncompressed;
+            s.compression = weir_firehose::Compression::Parquet;
+            s.error_compression = weir_firehose::Compression::Uncompressed;
             s.file_extension = ".parquet".into();
             s.conversion = Some(mcp_table());
             let mut o = ArchiverOptions::new("mcp-archive", s);

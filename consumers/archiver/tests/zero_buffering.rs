@@ -8,7 +8,7 @@ mod support;
 use std::sync::Arc;
 
 use support::*;
-use weir_archiver::firehose_config::{from_json, validate};
+use weir_firehose::{from_json, validate};
 use weir_archiver::{Archiver, ArchiverOptions, Transformer};
 use weir_core::{Consumer, ShardId, Timestamp};
 use weir_testkit::{CrashSwitch, ManualClock, MemoryObjectSink, SimAcks, SimLeases};
@@ -16,7 +16,7 @@ use weir_testkit::{CrashSwitch, ManualClock, MemoryObjectSink, SimAcks, SimLease
 #[tokio::test]
 async fn each_batch_is_delivered_when_processed() {
     let text =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/mcp-destination.json")).unwrap();
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../crates/weir-firehose/tests/fixtures/mcp-destination.json")).unwrap();
     let mut d = from_json(&text).unwrap();
     d.buffering_hints.interval_in_seconds = Some(0);
     let mut settings = validate(&d).unwrap();

@@ -5,21 +5,8 @@
 
 use serde::Deserialize;
 use serde_json::Value;
-
-/// A field weir cannot serve, or a value out of Firehose's range.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Problem {
-    /// Path such as `BufferingHints.SizeInMBs`.
-    pub field: String,
-    /// Why.
-    pub reason: String,
-}
-
-impl std::fmt::Display for Problem {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.field, self.reason)
-    }
-}
+pub use weir_firehose::{BufferingHints, Problem};
+use weir_firehose::{LambdaSettings, Processing};
 
 /// `IcebergDestinationConfiguration`.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -78,50 +65,6 @@ pub struct CatalogConfiguration {
     pub catalog_arn: Option<Value>,
     #[serde(rename = "WarehouseLocation")]
     pub warehouse_location: Option<String>,
-}
-
-/// `BufferingHints`.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-#[allow(missing_docs)]
-pub struct BufferingHints {
-    #[serde(rename = "SizeInMBs")]
-    pub size_in_mbs: Option<i64>,
-    #[serde(rename = "IntervalInSeconds")]
-    pub interval_in_seconds: Option<i64>,
-}
-
-/// `ProcessingConfiguration`.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-#[allow(missing_docs)]
-pub struct Processing {
-    #[serde(rename = "Enabled")]
-    pub enabled: Option<bool>,
-    #[serde(rename = "Processors", default)]
-    pub processors: Vec<Processor>,
-}
-
-/// One processor.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-#[allow(missing_docs)]
-pub struct Processor {
-    #[serde(rename = "Type")]
-    pub kind: String,
-    #[serde(rename = "Parameters", default)]
-    pub parameters: Vec<Parameter>,
-}
-
-/// One processor parameter.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-#[allow(missing_docs)]
-pub struct Parameter {
-    #[serde(rename = "ParameterName")]
-    pub name: String,
-    #[serde(rename = "ParameterValue")]
-    pub value: Value,
 }
 
 /// `S3Configuration`: where Firehose writes records it could not deliver.
@@ -430,21 +373,16 @@ fn processors(p: &Processing) -> Result<Processors, Vec<(String, String)>> {
     let mut problems = Vec::new();
     for (i, proc) in p.processors.iter().enumerate() {
         let at = format!("ProcessingConfiguration.Processors[{i}]");
-        let param = |name: &str| {
-            proc.parameters.iter().find(|x| x.name == name).map(|x| match &x.value {
-                Value::String(s) => s.clone(),
-                other => other.to_string(),
-            })
-        };
+        let ps = proc.parameters();
         match proc.kind.as_str() {
             "MetadataExtraction" => {
-                match param("JsonParsingEngine").as_deref() {
+                match ps.get("JsonParsingEngine").map(String::as_str) {
                     None | Some("JQ-1.6") => {}
                     Some(other) => {
                         problems.push((format!("{at}.JsonParsingEngine"), format!("{other:?} is not JQ-1.6")))
                     }
                 }
-                match param("MetadataExtractionQuery") {
+                match ps.get("MetadataExtractionQuery").cloned() {
                     Some(q) => match crate::tables::RouteQuery::compile(&q) {
                         Ok(_) => query = Some(q),
                         Err(e) => problems.push((format!("{at}.MetadataExtractionQuery"), e.to_string())),
@@ -453,27 +391,25 @@ fn processors(p: &Processing) -> Result<Processors, Vec<(String, String)>> {
                 }
             }
             "Lambda" => {
-                let num = |name: &str, default: f64| -> Result<f64, (String, String)> {
-                    match param(name) {
-                        None => Ok(default),
-                        Some(v) => v.parse().map_err(|_| (format!("{at}.{name}"), format!("{v:?} is not a number"))),
-                    }
-                };
+                let (settings, found) = LambdaSettings::read(proc, &at);
+                let reported: Vec<String> = found.iter().map(|p| p.field.clone()).collect();
+                problems.extend(found.into_iter().map(|p| (p.field, p.reason)));
                 let l = crate::config::LambdaConfig {
-                    arn: param("LambdaArn").unwrap_or_default(),
-                    retries: num("NumberOfRetries", 3.0).map_or(3, |n| n as u32),
-                    buffer_size_mib: num("BufferSizeInMBs", 1.0).unwrap_or(1.0),
+                    arn: settings.arn,
+                    retries: settings.retries,
+                    // Exact: a power of two divides the bytes.
+                    buffer_size_mib: settings.buffer_bytes as f64 / (1024.0 * 1024.0),
                 };
-                for e in [num("NumberOfRetries", 3.0), num("BufferSizeInMBs", 1.0)] {
-                    problems.extend(e.err());
-                }
-                problems.extend(l.problems().into_iter().map(|(field, why)| {
+                // The shape of the ARN, beyond Firehose's "present" (weir's own check of the
+                // `lambda` setting), unless the parameter was already named.
+                problems.extend(l.problems().into_iter().filter_map(|(field, why)| {
                     let firehose = match field {
                         "arn" => "LambdaArn",
                         "retries" => "NumberOfRetries",
                         _ => "BufferSizeInMBs",
                     };
-                    (format!("{at}.{firehose}"), why)
+                    let at = format!("{at}.{firehose}");
+                    (!reported.contains(&at)).then_some((at, why))
                 }));
                 lambda = Some(l);
             }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use weir_archiver::Overflow;
-use weir_archiver::firehose_config::Compression;
+use weir_firehose::Compression;
 
 use crate::gate::{Port, Rates};
 use crate::records::{Oddities, RecordShape};

@@ -329,7 +329,7 @@ fn run_serves_health_and_metrics_and_drains_on_sigterm() {
 
 #[test]
 fn firehose_destinations_are_checked_with_every_problem_named() {
-    let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/../../consumers/archiver/tests/fixtures");
+    let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/../../crates/weir-firehose/tests/fixtures");
     for f in ["mcp-delivery-stream.yaml", "mcp-destination.json", "mcp-destination.toml"] {
         let out = weir().args(["config", "check", "--firehose", &format!("{fixtures}/{f}")]).output().unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
@@ -494,7 +494,7 @@ fn firehose_iceberg_destinations_are_checked_with_every_problem_named() {
     assert!(!out.status.success());
     for want in [
         "problem: DestinationTableConfigurationList[0].UniqueKeys: row-level updates and deletes need delete files",
-        "problem: ProcessingConfiguration.Processors[0].LambdaArn: \"\" is not a Lambda function's ARN",
+        "problem: ProcessingConfiguration.Processors[0].LambdaArn: a Lambda processor needs LambdaArn",
         "problem: TableCreationConfiguration.Enabled",
         "problem: SchemaEvolutionConfiguration.Enabled",
         "problem: S3BackupMode",

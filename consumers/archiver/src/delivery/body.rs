@@ -18,7 +18,7 @@ use weir_core::object_format;
 
 use crate::delivery::small_deflate::SmallDeflate;
 
-use crate::firehose_config::Compression as Format;
+use weir_firehose::Compression as Format;
 use crate::parquet::ParquetFormat;
 use std::sync::Arc;
 

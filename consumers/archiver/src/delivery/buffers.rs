@@ -64,7 +64,7 @@ use crate::delivery::body::{Body, BodyError, Deflater, Finished, decode};
 use crate::delivery::relief::fold;
 use crate::delivery::sealed::{FlushReason, Sealed, Span};
 use crate::delivery::spill::{Spill, SpillRef};
-use crate::firehose_config::Compression;
+use weir_firehose::Compression;
 use crate::parquet::ParquetFormat;
 use crate::pipeline::route::{Route, RouteKey, data_pairs};
 

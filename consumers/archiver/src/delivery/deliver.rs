@@ -35,9 +35,9 @@ use crate::delivery::manifest::{self, IntentRef};
 use crate::delivery::naming::Naming;
 use crate::delivery::resolve::{Claims, is_claim};
 use crate::delivery::sealed::Sealed;
-use crate::firehose_config::Compression;
-use crate::firehose_config::java_time::local_time;
-use crate::firehose_config::prefix::{Evaluation, Prefixes};
+use weir_firehose::Compression;
+use weir_firehose::java_time::local_time;
+use weir_firehose::prefix::{Evaluation, Prefixes};
 use crate::metrics as m;
 use crate::pipeline::route::RouteKey;
 

@@ -5,7 +5,7 @@
 use chrono::DateTime;
 use chrono_tz::Tz;
 
-use crate::firehose_config::java_time::JavaPattern;
+use weir_firehose::java_time::JavaPattern;
 
 /// Names objects.
 #[derive(Debug, Clone)]
@@ -28,7 +28,7 @@ impl Naming {
     #[cfg(test)]
     pub fn name(&self, oldest: weir_core::Timestamp) -> String {
         let mut out = String::new();
-        self.push_name_local(&mut out, &crate::firehose_config::java_time::local_time(oldest, chrono_tz::UTC));
+        self.push_name_local(&mut out, &weir_firehose::java_time::local_time(oldest, chrono_tz::UTC));
         out
     }
 

@@ -298,7 +298,7 @@ mod tests {
     /// never is.
     #[tokio::test]
     async fn claims_of_another_table_or_format_are_claims() {
-        use crate::firehose_config::Compression;
+        use weir_firehose::Compression;
         use crate::parquet::{Column, ColumnType, Deserializer, ParquetFormat, ParquetOptions};
         let table = |cols: &[(&str, &str)]| {
             let columns = cols.iter().map(|(n, t)| Column { name: (*n).into(), ty: ColumnType::parse(t).unwrap() });
@@ -339,7 +339,7 @@ mod tests {
     #[tokio::test]
     async fn written_keys_skip_claimed_keys_replay() {
         let sink = MemoryObjectSink::new();
-        let claim = crate::delivery::body::claim_body(crate::firehose_config::Compression::Gzip, None);
+        let claim = crate::delivery::body::claim_body(weir_firehose::Compression::Gzip, None);
         sink.put_if_absent("a/written.gz", Bytes::from_static(b"data"), &PutOptions::default()).await.unwrap();
         sink.put_if_absent("a/claimed.gz", claim.clone(), &PutOptions::default()).await.unwrap();
         let intents = [
@@ -398,7 +398,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_thousand_intents_resolve_in_two_seconds_at_100_ms_a_call() {
         let sink = Slow(MemoryObjectSink::new());
-        let claim = crate::delivery::body::claim_body(crate::firehose_config::Compression::Gzip, None);
+        let claim = crate::delivery::body::claim_body(weir_firehose::Compression::Gzip, None);
         let mut intents = Vec::new();
         for i in 0..1_000u128 {
             let key = format!("t/{i}.gz");

@@ -8,7 +8,7 @@ use bytes::Bytes;
 use weir_core::{ExtendedSequenceNumber, PartPosition, PartRun, ShardId, Timestamp};
 
 use crate::delivery::body::{Body, BodyError, Deflater, decode};
-use crate::firehose_config::Compression;
+use weir_firehose::Compression;
 use crate::pipeline::route::RouteKey;
 
 /// The records of one shard in a buffer.

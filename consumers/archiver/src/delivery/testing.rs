@@ -9,7 +9,7 @@ use weir_core::{ExtendedSequenceNumber, SequenceNumber, Timestamp};
 
 use crate::delivery::buffers::{Limits, Overflow};
 use crate::delivery::sealed::Sealed;
-use crate::firehose_config::Compression;
+use weir_firehose::Compression;
 use crate::pipeline::route::Route;
 
 pub fn limits(size: u64, interval_s: u64, max: usize, overflow: Overflow) -> Limits {

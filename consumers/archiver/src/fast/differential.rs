@@ -6,7 +6,7 @@ use bytes::Bytes;
 use weir_core::{ExtendedSequenceNumber, Record, SequenceNumber, ShardId, Timestamp};
 
 use super::FastPath;
-use crate::firehose_config::{ArchiverSettings, from_json, validate};
+use weir_firehose::{ArchiverSettings, from_json, validate};
 use crate::pipeline::transform::{Part, Transformer};
 use crate::pipeline::{Pipeline, Routed};
 
@@ -35,7 +35,7 @@ pub fn configs() -> Vec<(&'static str, Transformer, Option<&'static str>, bool)>
 }
 
 pub fn settings(query: Option<&str>, delimiter: bool) -> ArchiverSettings {
-    let text = include_str!("../../tests/fixtures/mcp-destination.json");
+    let text = include_str!("../../../../crates/weir-firehose/tests/fixtures/mcp-destination.json");
     let mut d = from_json(text).unwrap();
     match query {
         Some(q) => {

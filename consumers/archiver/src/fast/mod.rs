@@ -32,8 +32,8 @@ use std::borrow::Cow;
 
 use weir_core::Timestamp;
 
-use crate::firehose_config::ArchiverSettings;
-use crate::firehose_config::prefix::check_partition_value;
+use weir_firehose::ArchiverSettings;
+use weir_firehose::prefix::check_partition_value;
 use crate::pipeline::route::encode_data;
 use crate::pipeline::transform::Transformer;
 use scan::{Scalar, scan};

@@ -20,7 +20,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use weir_core::ShardId;
 
-use crate::firehose_config::LambdaSettings;
+use weir_firehose::LambdaSettings;
 use crate::pipeline::transform::{Failure, Outcome, Part};
 
 /// Kinesis metadata of a record, as Firehose passes it to a Lambda.

@@ -29,8 +29,8 @@ use std::collections::BTreeMap;
 use bytes::Bytes;
 use weir_core::{Record, Timestamp};
 
-use crate::firehose_config::ArchiverSettings;
-use crate::firehose_config::prefix::check_partition_value;
+use weir_firehose::ArchiverSettings;
+use weir_firehose::prefix::check_partition_value;
 use crate::metrics as m;
 use error_records::{ErrorOutputType, ErrorRecord};
 use keys::{KeyError, KeyQuery, QueryError};

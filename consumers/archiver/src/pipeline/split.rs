@@ -3,7 +3,7 @@
 
 use bytes::Bytes;
 
-use crate::firehose_config::SubRecords;
+use weir_firehose::SubRecords;
 
 /// Why a record cannot be split (it then goes to the error output whole).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use base64::Engine;
 use bytes::Bytes;
 use serde_json::Value;
-use weir_archiver::firehose_config::{ArchiverSettings, from_json, validate};
+use weir_firehose::{ArchiverSettings, from_json, validate};
 use weir_core::{ExtendedSequenceNumber, Record, RecordBatch, SequenceNumber, ShardId, Timestamp};
 
 pub const T0: i64 = 1_764_400_000_000;
@@ -16,7 +16,7 @@ pub const T0: i64 = 1_764_400_000_000;
 /// The design note's delivery stream, with buffers made tiny so tests make many objects.
 pub fn settings(buffer_bytes: u64) -> ArchiverSettings {
     let text =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/mcp-destination.json")).unwrap();
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../crates/weir-firehose/tests/fixtures/mcp-destination.json")).unwrap();
     let mut s = validate(&from_json(&text).unwrap()).unwrap();
     s.buffer_bytes = buffer_bytes;
     // mcp-normalize ends each record with a newline already.
@@ -29,10 +29,10 @@ pub fn pos(n: u128) -> ExtendedSequenceNumber {
 }
 
 /// The table of mcp-normalize's lines, for Parquet output.
-pub fn mcp_table() -> weir_archiver::firehose_config::conversion::Conversion {
+pub fn mcp_table() -> weir_firehose::conversion::Conversion {
     use weir_archiver::parquet::{Deserializer, ParquetOptions};
     let columns = weir_archiver::mcp_normalize_columns();
-    weir_archiver::firehose_config::conversion::Conversion {
+    weir_firehose::conversion::Conversion {
         deserializer: Deserializer::default(),
         parquet: ParquetOptions::default(),
         table: Default::default(),

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use anyhow::{Context as _, Result, bail};
 use weir_archiver::DeliveryMode;
 use weir_archiver::Overflow;
-use weir_archiver::firehose_config::{
+use weir_firehose::{
     ArchiverSettings, ExtendedS3Destination, from_cloudformation_yaml, from_json, from_toml, validate,
 };
 use weir_archiver::parquet::{Column, ColumnType};
@@ -415,7 +415,7 @@ mod tests {
     use super::*;
 
     fn section(extra: &str, conversion: bool) -> Result<ArchiverSettings> {
-        let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/../../consumers/archiver/tests/fixtures");
+        let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/../../crates/weir-firehose/tests/fixtures");
         let file = if conversion { "parquet-destination.json" } else { "mcp-destination.json" };
         let text = format!("directory = \"out\"\nfirehose = \"{fixtures}/{file}\"\n{extra}");
         let a: ArchiverSection = toml::from_str(&text).map_err(|e| anyhow::anyhow!("{e}"))?;

@@ -5,7 +5,7 @@ use anyhow::{Context as _, Result, bail};
 use iceberg::{ErrorKind, NamespaceIdent, TableIdent};
 use std::sync::Arc;
 
-use weir_archiver::firehose_config::LambdaSettings;
+use weir_firehose::LambdaSettings;
 use weir_archiver::{LambdaTransform, Outcome, Part};
 use weir_core::{Record, ShardId};
 use weir_iceberg::{

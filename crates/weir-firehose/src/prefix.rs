@@ -29,7 +29,7 @@ use chrono_tz::Tz;
 use rand::Rng;
 use weir_core::Timestamp;
 
-use super::java_time::{JavaPattern, PatternError, local_time};
+use crate::java_time::{JavaPattern, PatternError, local_time};
 
 /// Longest evaluated prefix Firehose accepts.
 pub const MAX_PREFIX_CHARS: usize = 512;
@@ -284,7 +284,7 @@ impl Template {
     }
 
     /// [`Template::evaluate_by`] appended to `out` (on an error `out` holds part of it).
-    pub(crate) fn evaluate_into<'v>(
+    pub fn evaluate_into<'v>(
         &self,
         e: &Evaluation<'_>,
         local: &chrono::DateTime<Tz>,

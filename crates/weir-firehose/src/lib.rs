@@ -1,11 +1,19 @@
-//! Firehose's `ExtendedS3DestinationConfiguration`, read as users already have it: the
-//! API / CLI JSON, a CloudFormation `AWS::KinesisFirehose::DeliveryStream` resource in
-//! YAML (intrinsic functions such as `!GetAtt` are kept as text), or the same shape in
-//! TOML. Field names are Firehose's. Fields weir does not use (roles, logging options,
-//! backup mode, …) are accepted and reported as ignored; misspelt fields are errors.
+//! weir-firehose: Amazon Data Firehose's configuration, as users already have it, for
+//! every weir destination that reproduces one (the S3 archiver; the Iceberg destination
+//! shares its processors and Lambda settings).
+//!
+//! Firehose's `ExtendedS3DestinationConfiguration` is read from the API / CLI JSON, a
+//! CloudFormation `AWS::KinesisFirehose::DeliveryStream` resource in YAML (intrinsic
+//! functions such as `!GetAtt` are kept as text), or the same shape in TOML. Field names
+//! are Firehose's. Fields weir does not use (roles, logging options, backup mode, …) are
+//! accepted and reported as ignored; misspelt fields are errors.
 //!
 //! [`validate`] applies Firehose's ranges and rules and returns every problem at once,
-//! each with its field path.
+//! each with its field path. [`prefix`] evaluates `Prefix` / `ErrorOutputPrefix`
+//! expressions, [`java_time`] their Java `DateTimeFormatter` patterns, and
+//! [`conversion`] reads `DataFormatConversionConfiguration` into the Parquet options of
+//! `weir-parquet`. Nothing here does I/O.
+#![warn(missing_docs)]
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -17,7 +25,9 @@ use serde_json::Value;
 pub mod conversion;
 pub mod java_time;
 pub mod prefix;
+mod processing;
 
+pub use processing::{LambdaSettings, Parameter, Processing, Processor};
 use prefix::Prefixes;
 
 /// `BufferingHints`.
@@ -51,42 +61,6 @@ pub struct RetryOptions {
     /// 0–7200 s. Default 300.
     #[serde(rename = "DurationInSeconds")]
     pub duration_in_seconds: Option<i64>,
-}
-
-/// One processor parameter.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Parameter {
-    /// Name.
-    #[serde(rename = "ParameterName")]
-    pub name: String,
-    /// Value (always text in Firehose's API).
-    #[serde(rename = "ParameterValue")]
-    pub value: Value,
-}
-
-/// One processor.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Processor {
-    /// `MetadataExtraction`, `Lambda`, `AppendDelimiterToRecord`, `RecordDeAggregation`, ….
-    #[serde(rename = "Type")]
-    pub kind: String,
-    /// Parameters.
-    #[serde(rename = "Parameters", default)]
-    pub parameters: Vec<Parameter>,
-}
-
-/// `ProcessingConfiguration`.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Processing {
-    /// Whether processors run.
-    #[serde(rename = "Enabled")]
-    pub enabled: Option<bool>,
-    /// Processors, in order.
-    #[serde(rename = "Processors", default)]
-    pub processors: Vec<Processor>,
 }
 
 /// `ExtendedS3DestinationConfiguration`. Unknown top-level fields are collected in
@@ -370,19 +344,6 @@ pub struct Decompression {
     pub message_extraction: bool,
 }
 
-/// A Lambda transform.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LambdaSettings {
-    /// Function ARN.
-    pub arn: String,
-    /// Retries of a failed invocation (0–300, default 3).
-    pub retries: u32,
-    /// Payload size per invocation (0.2–3 MiB, default 1 MiB).
-    pub buffer_bytes: u64,
-    /// Longest wait to fill an invocation (60–900 s, default 60 s).
-    pub buffer_interval: Duration,
-}
-
 /// A validated destination.
 #[derive(Debug, Clone)]
 pub struct ArchiverSettings {
@@ -420,20 +381,6 @@ pub struct ArchiverSettings {
     pub warnings: Vec<String>,
 }
 
-fn params(p: &Processor) -> BTreeMap<&str, String> {
-    p.parameters
-        .iter()
-        .map(|x| {
-            (
-                x.name.as_str(),
-                match &x.value {
-                    Value::String(s) => s.clone(),
-                    other => other.to_string(),
-                },
-            )
-        })
-        .collect()
-}
 
 /// A value outside Firehose's range for `field`; `rule` says whose rule the range is.
 fn in_range(problems: &mut Vec<Problem>, field: &str, value: i64, (min, max): (i64, i64), rule: &str) {
@@ -580,7 +527,7 @@ pub fn validate(d: &ExtendedS3Destination) -> Result<ArchiverSettings, Vec<Probl
     let (mut decompression, mut extraction) = (None, None);
     for (i, p) in d.processing.processors.iter().enumerate() {
         let field = format!("ProcessingConfiguration.Processors[{i}]");
-        let ps = params(p);
+        let ps = p.parameters();
         match p.kind.as_str() {
             "MetadataExtraction" => {
                 match ps.get("MetadataExtractionQuery") {
@@ -643,35 +590,9 @@ pub fn validate(d: &ExtendedS3Destination) -> Result<ArchiverSettings, Vec<Probl
                 };
             }
             "Lambda" => {
-                let arn = ps.get("LambdaArn").cloned().unwrap_or_default();
-                if arn.is_empty() {
-                    problem(&mut problems, &format!("{field}.LambdaArn"), "a Lambda processor needs LambdaArn".into());
-                }
-                let num = |name: &str, default: f64| -> f64 {
-                    ps.get(name).map_or(Some(default), |v| v.parse::<f64>().ok()).unwrap_or(f64::NAN)
-                };
-                let retries = num("NumberOfRetries", 3.0);
-                let size = num("BufferSizeInMBs", 1.0);
-                let wait = num("BufferIntervalInSeconds", 60.0);
-                for (name, v, lo, hi) in [
-                    ("NumberOfRetries", retries, 0.0, 300.0),
-                    ("BufferSizeInMBs", size, 0.2, 3.0),
-                    ("BufferIntervalInSeconds", wait, 60.0, 900.0),
-                ] {
-                    if !(lo..=hi).contains(&v) {
-                        problem(
-                            &mut problems,
-                            &format!("{field}.{name}"),
-                            format!("{:?} is outside {lo}–{hi}", ps.get(name)),
-                        );
-                    }
-                }
-                lambda = Some(LambdaSettings {
-                    arn,
-                    retries: retries.clamp(0.0, 300.0) as u32,
-                    buffer_bytes: (size.clamp(0.2, 3.0) * 1024.0 * 1024.0) as u64,
-                    buffer_interval: Duration::from_secs(wait.clamp(60.0, 900.0) as u64),
-                });
+                let (settings, found) = LambdaSettings::read(p, &field);
+                problems.extend(found);
+                lambda = Some(settings);
             }
             other => problem(
                 &mut problems,

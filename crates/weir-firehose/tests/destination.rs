@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use weir_archiver::firehose_config::prefix::Evaluation;
-use weir_archiver::firehose_config::{
+use weir_firehose::prefix::Evaluation;
+use weir_firehose::{
     Compression, Decompression, ExtendedS3Destination, Problem, from_cloudformation_yaml, from_json, from_toml,
     validate,
 };
@@ -126,7 +126,7 @@ fn firehose_rules_across_fields() {
     );
     assert!(has(&bad_lambda, "ProcessingConfiguration.Processors[0].LambdaArn", "needs LambdaArn"), "{bad_lambda:?}");
     assert!(has(&bad_lambda, "ProcessingConfiguration.Processors[0].BufferSizeInMBs", "outside"));
-    assert!(has(&bad_lambda, "ProcessingConfiguration.Processors[0].NumberOfRetries", "outside"));
+    assert!(has(&bad_lambda, "ProcessingConfiguration.Processors[0].NumberOfRetries", "\"many\" is not a number"));
     assert!(has(&bad_lambda, "ProcessingConfiguration.Processors[1]", "needs a Decompression processor"));
     assert!(has(&bad_lambda, "ProcessingConfiguration.Processors[2].Type", "\"Deflate\" is not a processor"));
     let engine = problems(

@@ -9,10 +9,10 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use crate::parquet::timestamp::TimestampFormat;
-use crate::parquet::{Column, Deserializer, ParquetCompression, ParquetOptions};
+use weir_parquet::timestamp::TimestampFormat;
+use weir_parquet::{Column, Deserializer, ParquetCompression, ParquetOptions};
 
-use super::Problem;
+use crate::Problem;
 
 /// `DataFormatConversionConfiguration`.
 #[derive(Debug, Clone, Default, Deserialize)]
