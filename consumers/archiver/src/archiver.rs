@@ -24,7 +24,8 @@ use crate::delivery::expand;
 use crate::delivery::ledger::Ledger;
 use crate::delivery::manifest;
 use crate::delivery::naming::Naming;
-use crate::delivery::resolve::{Claims, KeyState, RESOLVE_CONCURRENCY, Resolution, Resolved, SkipList, resolve_shard};
+use crate::delivery::claim::{Claims, KeyState, RESOLVE_CONCURRENCY};
+use crate::delivery::resolve::{Resolution, Resolved, SkipList, resolve_shard};
 use crate::delivery::sealed::Sealed;
 use crate::fast::FastPath;
 use crate::metrics as m;
@@ -949,7 +950,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn the_last_shard_end_seals_every_buffer() {
         for other_ended in [false, true] {
-            let text = include_str!("../tests/fixtures/mcp-destination.json");
+            let text = include_str!("../../../crates/weir-firehose/tests/fixtures/mcp-destination.json");
             let mut o = ArchiverOptions::new("a", validate(&from_json(text).unwrap()).unwrap());
             o.transformer = Transformer::McpNormalize;
             let sink = Arc::new(MemoryObjectSink::new());
@@ -979,7 +980,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_batch_that_fails_half_way_is_taken_back_whole() {
         for panic in [false, true] {
-            let text = include_str!("../tests/fixtures/mcp-destination.json");
+            let text = include_str!("../../../crates/weir-firehose/tests/fixtures/mcp-destination.json");
             let mut settings = validate(&from_json(text).unwrap()).unwrap();
             settings.append_delimiter = false;
             settings.buffer_bytes = 3_000;
@@ -1018,7 +1019,7 @@ mod tests {
     #[tokio::test]
     async fn a_spill_directory_that_fails_refuses_batches_until_it_works() {
         let dir = tempfile::tempdir().unwrap();
-        let text = include_str!("../tests/fixtures/mcp-destination.json");
+        let text = include_str!("../../../crates/weir-firehose/tests/fixtures/mcp-destination.json");
         let mut settings = validate(&from_json(text).unwrap()).unwrap();
         settings.append_delimiter = false;
         let mut o = ArchiverOptions::new("a", settings);

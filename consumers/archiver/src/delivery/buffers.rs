@@ -61,7 +61,6 @@ use std::time::Duration;
 use weir_core::{ExtendedSequenceNumber, PartPosition, ShardId, Timestamp};
 
 use crate::delivery::body::{Body, BodyError, Deflater, Finished, decode};
-use crate::delivery::relief::fold;
 use crate::delivery::sealed::{FlushReason, Sealed, Span};
 use crate::delivery::spill::{Spill, SpillRef};
 use weir_firehose::Compression;
@@ -213,6 +212,24 @@ impl Open {
             None => self.slot_index = slot_index(&self.slots),
         }
         slot
+    }
+
+    /// Reads the spilled stage back in front of the stage in memory (see
+    /// [`Open::spilled_stage`]).
+    fn fold(&mut self, spill: &mut Spill) -> Result<(), BufferError> {
+        if self.spilled_stage.is_empty() {
+            return Ok(());
+        }
+        let mut raw = Vec::with_capacity(self.spilled_stage_len + self.body.staged());
+        for r in &self.spilled_stage {
+            spill.read(r, &mut raw).map_err(|e| BufferError::Spill(e.to_string()))?;
+        }
+        for r in self.spilled_stage.drain(..) {
+            spill.release(&r);
+        }
+        self.spilled_stage_len = 0;
+        self.body.prepend_stage(raw);
+        Ok(())
     }
 }
 
@@ -572,7 +589,7 @@ impl Buffers {
             && buffer.spilled_stage_len + buffer.body.staged() + data.len() > crate::delivery::body::CHUNK
             && let Some(spill) = self.spill.as_mut()
         {
-            fold(buffer, spill)?;
+            buffer.fold(spill)?;
         }
         let generation = Self::add(buffer, data, origin, arrival, &mut self.deflater)?;
         let full = buffer.raw_bytes >= self.limits.size_bytes;
@@ -784,7 +801,7 @@ impl Buffers {
             return Err(BufferError::Body(BodyError("no such buffer".into())));
         };
         if let Some(spill) = self.spill.as_mut()
-            && let Err(e) = fold(&mut b, spill)
+            && let Err(e) = b.fold(spill)
         {
             self.broken = Some(format!("reading a buffer back from the spill directory failed: {e}"));
             return Err(e);

@@ -18,7 +18,7 @@
 //! A round that puts many objects of a shard stores their intents in a manifest object
 //! and only the manifest's intent in the lease (see [`crate::delivery::manifest`]).
 
-use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,12 +28,12 @@ use futures::StreamExt;
 use weir_core::ports::{ObjectSink, PutOptions, PutOutcome, SinkError};
 use weir_core::{Acks, Intent, IntentError, IntentWrite, ShardId, Timestamp};
 
-use crate::delivery::body::Deflater;
+use crate::delivery::body::{BodyError, Deflater};
 use crate::delivery::budget::{InlineLimits, LeaseBudget, Placement};
 use crate::delivery::ledger::Ledger;
 use crate::delivery::manifest::{self, IntentRef};
 use crate::delivery::naming::Naming;
-use crate::delivery::resolve::{Claims, is_claim};
+use crate::delivery::claim::{Claims, WrittenKeys, is_claim};
 use crate::delivery::sealed::Sealed;
 use weir_firehose::Compression;
 use weir_firehose::java_time::local_time;
@@ -157,9 +157,6 @@ pub struct DoomedManifest {
 /// Keys this process wrote, remembered so that reopening a shard does not claim them.
 const REMEMBERED_KEYS: usize = 16_384;
 
-/// A set of written keys (foldhash: two lookups per object put).
-pub type WrittenKeys = HashSet<Arc<str>, crate::hashing::FastHash>;
-
 /// Whether [`Delivery::deliver`] tries the waiting objects again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BacklogRetry {
@@ -172,12 +169,61 @@ pub enum BacklogRetry {
 /// Why delivery could not finish now.
 #[derive(Debug, thiserror::Error)]
 pub enum DeliveryError {
-    /// The object store or the intent store failed; objects wait in the backlog.
+    /// Objects wait in the backlog; they are tried again.
     #[error("archive delivery is waiting: {0}")]
-    Waiting(String),
-    /// A body could not be rebuilt (compression failure).
+    Waiting(#[source] Waiting),
+    /// A body could not be rebuilt without a lost shard's records (compression failure).
     #[error("cannot rebuild an object: {0}")]
-    Rebuild(String),
+    Rebuild(#[source] BodyError),
+}
+
+/// Why objects wait in the backlog.
+#[derive(Debug, thiserror::Error)]
+pub enum Waiting {
+    /// The store failed earlier and its backoff has not run out: new objects join the
+    /// backlog without a call.
+    #[error("the store is failing; new objects wait for the next retry")]
+    BackingOff,
+    /// Objects wait for their backoff (the round tried only the new ones).
+    #[error("objects left to write; retried after the backoff")]
+    NotDue,
+    /// Objects still met claims or lost shards after the last round.
+    #[error("objects left to write")]
+    RoundsRanOut,
+    /// An object's put failed.
+    #[error("{0}")]
+    Put(#[source] SinkError),
+    /// Intents could not be stored before the puts.
+    #[error("{0}")]
+    Intents(#[source] IntentFailure),
+    /// An object that met a claim could not be rebuilt without the shards lost meanwhile.
+    #[error("{0}")]
+    Rebuild(#[source] BodyError),
+}
+
+/// Why a round's intents could not be stored.
+#[derive(Debug, thiserror::Error)]
+pub enum IntentFailure {
+    /// Exactly-once mode under a runtime without an intent log.
+    #[error("exactly-once delivery needs a runtime that stores intents")]
+    NoIntentLog,
+    /// The manifest would not fit its format's limits.
+    #[error("cannot encode an intent manifest")]
+    Unencodable,
+    /// A manifest's key holds an object already (keys are never reused).
+    #[error("intent manifest {0} exists already")]
+    ManifestExists(String),
+    /// A manifest's put failed.
+    #[error("cannot write intent manifest {key}: {source}")]
+    Manifest {
+        /// The manifest's key.
+        key: String,
+        /// The store's error.
+        source: SinkError,
+    },
+    /// The intent store failed (nothing is known to be stored).
+    #[error("{0}")]
+    Store(String),
 }
 
 impl Delivery {
@@ -304,7 +350,7 @@ impl Delivery {
                 // A new key: the old one's intents promise records it will not hold.
                 Ok(Some(rest)) => kept.push_back(Pending::new(rest)),
                 Ok(None) => {}
-                Err(e) => return Err(DeliveryError::Rebuild(e.to_string())),
+                Err(e) => return Err(DeliveryError::Rebuild(e)),
             }
         }
         self.backlog = kept;
@@ -346,7 +392,7 @@ impl Delivery {
                 acks.durable(&shard, &pos);
             }
             self.update_gauges();
-            return Err(DeliveryError::Waiting("the store is failing; new objects wait for the next retry".into()));
+            return Err(DeliveryError::Waiting(Waiting::BackingOff));
         }
         let mut work: Vec<Pending> = if retrying { self.backlog.drain(..).collect() } else { Vec::new() };
         work.extend(sealed.into_iter().map(Pending::new));
@@ -372,8 +418,8 @@ impl Delivery {
                     IntentStep::Retry(rest) => {
                         again.extend(rest);
                     }
-                    IntentStep::Fail(msg, rest) => {
-                        failure = Some(msg);
+                    IntentStep::Fail(why, rest) => {
+                        failure = Some(Waiting::Intents(why));
                         self.backlog.extend(rest);
                         break;
                     }
@@ -400,7 +446,7 @@ impl Delivery {
                             Ok(Some(rest)) => again.push(Pending::new(rest)),
                             Ok(None) => settle(ledger, &p.sealed),
                             Err(e) => {
-                                failure = Some(e.to_string());
+                                failure = Some(Waiting::Rebuild(e));
                                 self.backlog.push_back(p);
                             }
                         }
@@ -408,7 +454,7 @@ impl Delivery {
                     PutResult::Failed(e) => {
                         metrics::counter!(m::PUT_FAILURES).increment(1);
                         tracing::warn!(key = p.key.as_deref().unwrap_or(""), error = %e, "object put failed; it will be retried");
-                        failure = Some(e.to_string());
+                        failure = Some(Waiting::Put(e));
                         self.backlog.push_back(p);
                     }
                 }
@@ -427,11 +473,11 @@ impl Delivery {
                 self.retry_delay = Duration::from_millis(200);
                 Ok(())
             }
-            None if !retrying => Err(DeliveryError::Waiting("objects left to write; retried after the backoff".into())),
+            None if !retrying => Err(DeliveryError::Waiting(Waiting::NotDue)),
             other => {
                 self.retry_at = Some(now.saturating_add(began.elapsed()).saturating_add(self.retry_delay));
                 self.retry_delay = (self.retry_delay * 2).min(MAX_RETRY_DELAY);
-                Err(DeliveryError::Waiting(other.unwrap_or_else(|| "objects left to write".into())))
+                Err(DeliveryError::Waiting(other.unwrap_or(Waiting::RoundsRanOut)))
             }
         }
     }
@@ -524,7 +570,7 @@ impl Delivery {
         }
         let Some(log) = acks.intents() else {
             let rest = std::mem::take(ready);
-            return Err(IntentStep::Fail("exactly-once delivery needs a runtime that stores intents".into(), rest));
+            return Err(IntentStep::Fail(IntentFailure::NoIntentLog, rest));
         };
         // Intents are (re)written for objects whose key is new in this round.
         let fresh: Vec<usize> = (0..ready.len()).filter(|i| !ready[*i].intents_stored).collect();
@@ -584,13 +630,13 @@ impl Delivery {
             for &i in fresh.iter().rev() {
                 ready[i].key = None;
             }
-            return Err(IntentStep::Fail("cannot encode an intent manifest".into(), std::mem::take(ready)));
+            return Err(IntentStep::Fail(IntentFailure::Unencodable, std::mem::take(ready)));
         }
-        if let Err(msg) = self.put_manifests(&manifests).await {
+        if let Err(why) = self.put_manifests(&manifests).await {
             for &i in fresh.iter().rev() {
                 ready[i].key = None;
             }
-            return Err(IntentStep::Fail(msg, std::mem::take(ready)));
+            return Err(IntentStep::Fail(why, std::mem::take(ready)));
         }
         match log.record(writes).await {
             Ok(()) => {
@@ -637,13 +683,13 @@ impl Delivery {
                 for &i in fresh.iter().rev() {
                     ready[i].key = None;
                 }
-                Err(IntentStep::Fail(msg, std::mem::take(ready)))
+                Err(IntentStep::Fail(IntentFailure::Store(msg), std::mem::take(ready)))
             }
         }
     }
 
     /// Writes intent manifests, create-only, before the intents naming them.
-    async fn put_manifests(&self, manifests: &[NewManifest]) -> Result<(), String> {
+    async fn put_manifests(&self, manifests: &[NewManifest]) -> Result<(), IntentFailure> {
         let options = PutOptions { content_type: Some("application/octet-stream".into()), ..PutOptions::default() };
         let puts: Vec<_> = manifests
             .iter()
@@ -660,8 +706,8 @@ impl Delivery {
         for (key, r) in results {
             match r {
                 Ok(PutOutcome::Created) => metrics::counter!(m::MANIFESTS).increment(1),
-                Ok(PutOutcome::AlreadyExists) => return Err(format!("intent manifest {key} exists already")),
-                Err(e) => return Err(format!("cannot write intent manifest {key}: {e}")),
+                Ok(PutOutcome::AlreadyExists) => return Err(IntentFailure::ManifestExists(key)),
+                Err(source) => return Err(IntentFailure::Manifest { key, source }),
             }
         }
         Ok(())
@@ -742,7 +788,7 @@ struct NewManifest {
 
 enum IntentStep {
     Retry(Vec<Pending>),
-    Fail(String, Vec<Pending>),
+    Fail(IntentFailure, Vec<Pending>),
 }
 
 enum PutResult {

@@ -9,7 +9,7 @@ use weir_core::ports::{ObjectSink, PutOptions, PutOutcome, SinkError};
 use weir_core::{ConsumerError, Intent, ShardId};
 
 use crate::delivery::manifest;
-use crate::delivery::resolve::RESOLVE_CONCURRENCY;
+use crate::delivery::claim::RESOLVE_CONCURRENCY;
 use crate::metrics as m;
 
 /// The manifests under `prefix` not in `reached` (leftovers, to be deleted by

@@ -68,8 +68,63 @@ pub enum ManifestError {
         /// The manifest's key.
         key: String,
         /// What is wrong.
-        reason: String,
+        #[source]
+        reason: Unreadable,
     },
+}
+
+/// What is wrong with an unreadable manifest.
+#[derive(Debug, thiserror::Error)]
+pub enum Unreadable {
+    /// Neither a binary manifest nor gzip (version 1).
+    #[error("neither a manifest nor gzip: {0}")]
+    NotGzip(#[source] std::io::Error),
+    /// A binary manifest whose fields do not parse.
+    #[error("not a manifest: {0}")]
+    Corrupt(#[source] Corrupt),
+    /// Gzip, but not a version 1 manifest's JSON.
+    #[error("not a manifest: {0}")]
+    NotJson(#[source] serde_json::Error),
+    /// A JSON manifest of a version this weir does not know.
+    #[error("version {0} (this weir reads versions 1 to 4)")]
+    Version(u32),
+    /// Written for another shard.
+    #[error("it belongs to shard {0}")]
+    OtherShard(ShardId),
+}
+
+/// Where a binary manifest's fields stop making sense (every length is checked before
+/// anything is allocated for it).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Corrupt {
+    /// A field runs past the end.
+    #[error("ends early")]
+    EndsEarly,
+    /// A text is not UTF-8.
+    #[error("not UTF-8: {0}")]
+    NotUtf8(#[source] std::str::Utf8Error),
+    /// A front-coded text shares more than the previous text has.
+    #[error("shares more than the previous text has")]
+    SharesTooMuch,
+    /// A count larger than the bytes left could hold.
+    #[error("{count} {what} in {bytes} bytes")]
+    TooMany {
+        /// How many the body says.
+        count: usize,
+        /// Of what (`intents`, `runs`, `absorbed manifests`).
+        what: &'static str,
+        /// Bytes left.
+        bytes: usize,
+    },
+    /// A run's flag is neither 0 (one part) nor 1 (first and last).
+    #[error("run flag {0}")]
+    RunFlag(u8),
+    /// A sequence number does not parse.
+    #[error("{0}")]
+    Sequence(#[source] weir_core::SequenceNumberError),
+    /// Bytes after the last field.
+    #[error("{0} bytes after the last intent")]
+    Trailing(usize),
 }
 
 /// The first bytes of a version 4 manifest (the one written).
@@ -232,45 +287,45 @@ struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
-    fn bytes(&mut self, n: usize) -> Result<&'a [u8], String> {
-        let (taken, rest) = self.rest.split_at_checked(n).ok_or("ends early")?;
+    fn bytes(&mut self, n: usize) -> Result<&'a [u8], Corrupt> {
+        let (taken, rest) = self.rest.split_at_checked(n).ok_or(Corrupt::EndsEarly)?;
         self.rest = rest;
         Ok(taken)
     }
 
-    fn u32(&mut self) -> Result<usize, String> {
+    fn u32(&mut self) -> Result<usize, Corrupt> {
         let b = self.bytes(4)?;
         Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
     }
 
-    fn u64(&mut self) -> Result<u64, String> {
+    fn u64(&mut self) -> Result<u64, Corrupt> {
         let b = self.bytes(8)?;
-        Ok(u64::from_le_bytes(b.try_into().map_err(|_| "ends early")?))
+        Ok(u64::from_le_bytes(b.try_into().map_err(|_| Corrupt::EndsEarly)?))
     }
 
-    fn text(&mut self) -> Result<&'a str, String> {
+    fn text(&mut self) -> Result<&'a str, Corrupt> {
         let n = self.u32()?;
-        std::str::from_utf8(self.bytes(n)?).map_err(|e| format!("not UTF-8: {e}"))
+        std::str::from_utf8(self.bytes(n)?).map_err(Corrupt::NotUtf8)
     }
 
     /// A front-coded text after `previous`.
-    fn shared(&mut self, previous: &str) -> Result<String, String> {
+    fn shared(&mut self, previous: &str) -> Result<String, Corrupt> {
         let shared = self.u32()?;
-        let head = previous.get(..shared).ok_or("shares more than the previous text has")?;
+        let head = previous.get(..shared).ok_or(Corrupt::SharesTooMuch)?;
         Ok(format!("{head}{}", self.text()?))
     }
 
     /// A count of runs, then the runs, in `version`'s encoding: 4 front-codes each
     /// run's first sequence number against the previous run's (the first against
     /// `anchor`) and its last against its first, and writes a run of one part once.
-    fn runs(&mut self, version: Version, anchor: &ExtendedSequenceNumber) -> Result<Vec<PartRun>, String> {
+    fn runs(&mut self, version: Version, anchor: &ExtendedSequenceNumber) -> Result<Vec<PartRun>, Corrupt> {
         if version == Version::V3 {
             return self.runs_v3();
         }
         let runs = self.u32()?;
         // Each run takes at least 21 bytes (a first part sharing every digit, a flag).
         if runs > self.rest.len() / 21 {
-            return Err(format!("{runs} runs in {} bytes", self.rest.len()));
+            return Err(Corrupt::TooMany { count: runs, what: "runs", bytes: self.rest.len() });
         }
         let mut out: Vec<PartRun> = Vec::with_capacity(runs);
         for _ in 0..runs {
@@ -279,7 +334,7 @@ impl<'a> Reader<'a> {
             let last = match self.bytes(1)?[0] {
                 0 => first.clone(),
                 1 => self.part(&first.position)?,
-                flag => return Err(format!("run flag {flag}")),
+                flag => return Err(Corrupt::RunFlag(flag)),
             };
             out.push(PartRun { first, last });
         }
@@ -287,19 +342,19 @@ impl<'a> Reader<'a> {
     }
 
     /// A part written by [`put_part`] after `previous`.
-    fn part(&mut self, previous: &ExtendedSequenceNumber) -> Result<PartPosition, String> {
+    fn part(&mut self, previous: &ExtendedSequenceNumber) -> Result<PartPosition, Corrupt> {
         let digits = self.shared(previous.sequence.as_str())?;
-        let sequence = SequenceNumber::parse(&digits).map_err(|e| e.to_string())?;
+        let sequence = SequenceNumber::parse(&digits).map_err(Corrupt::Sequence)?;
         let position = ExtendedSequenceNumber::new(sequence, self.u64()?);
         Ok(PartPosition { position, part: self.u32()? as u32 })
     }
 
     /// Runs as version 3 wrote them: each part in full.
-    fn runs_v3(&mut self) -> Result<Vec<PartRun>, String> {
+    fn runs_v3(&mut self) -> Result<Vec<PartRun>, Corrupt> {
         let runs = self.u32()?;
         // Each run takes at least 34 bytes (two positions of one digit, and places).
         if runs > self.rest.len() / 34 {
-            return Err(format!("{runs} runs in {} bytes", self.rest.len()));
+            return Err(Corrupt::TooMany { count: runs, what: "runs", bytes: self.rest.len() });
         }
         let mut out = Vec::with_capacity(runs);
         for _ in 0..runs {
@@ -310,8 +365,8 @@ impl<'a> Reader<'a> {
         Ok(out)
     }
 
-    fn position(&mut self) -> Result<ExtendedSequenceNumber, String> {
-        let sequence = SequenceNumber::parse(self.text()?).map_err(|e| e.to_string())?;
+    fn position(&mut self) -> Result<ExtendedSequenceNumber, Corrupt> {
+        let sequence = SequenceNumber::parse(self.text()?).map_err(Corrupt::Sequence)?;
         Ok(ExtendedSequenceNumber::new(sequence, self.u64()?))
     }
 }
@@ -337,14 +392,14 @@ impl Version {
 }
 
 /// Reads a version 2, 3 or 4 body.
-fn read_binary(raw: &[u8], version: Version) -> Result<(ShardId, Listed), String> {
+fn read_binary(raw: &[u8], version: Version) -> Result<(ShardId, Listed), Corrupt> {
     let with_parts = version != Version::V2;
     let mut r = Reader { rest: &raw[MAGIC.len()..] };
     let shard = ShardId::new(r.text()?);
     let n = r.u32()?;
     // Each intent takes at least 32 bytes: a count past that is corrupt.
     if n > r.rest.len() / 32 {
-        return Err(format!("{n} intents in {} bytes", r.rest.len()));
+        return Err(Corrupt::TooMany { count: n, what: "intents", bytes: r.rest.len() });
     }
     let mut intents: Vec<Intent> = Vec::with_capacity(n);
     for _ in 0..n {
@@ -359,14 +414,14 @@ fn read_binary(raw: &[u8], version: Version) -> Result<(ShardId, Listed), String
     if with_parts {
         let n = r.u32()?;
         if n > r.rest.len() / 4 {
-            return Err(format!("{n} absorbed manifests in {} bytes", r.rest.len()));
+            return Err(Corrupt::TooMany { count: n, what: "absorbed manifests", bytes: r.rest.len() });
         }
         for _ in 0..n {
             absorbs.push(r.text()?.to_owned());
         }
     }
     if !r.rest.is_empty() {
-        return Err(format!("{} bytes after the last intent", r.rest.len()));
+        return Err(Corrupt::Trailing(r.rest.len()));
     }
     Ok((shard, Listed { intents, absorbs }))
 }
@@ -381,27 +436,27 @@ pub fn absorbed_by(body: &[u8]) -> Vec<String> {
 
 /// What a manifest of `shard` lists.
 pub fn read(key: &str, shard: &ShardId, body: &[u8]) -> Result<Listed, ManifestError> {
-    let bad = |reason: String| ManifestError::Unreadable { key: key.to_owned(), reason };
+    let bad = |reason: Unreadable| ManifestError::Unreadable { key: key.to_owned(), reason };
     let mut unzipped = Vec::new();
     let raw: &[u8] = if Version::of(body).is_some() {
         body
     } else {
         flate2::read::GzDecoder::new(body)
             .read_to_end(&mut unzipped)
-            .map_err(|e| bad(format!("neither a manifest nor gzip: {e}")))?;
+            .map_err(|e| bad(Unreadable::NotGzip(e)))?;
         &unzipped
     };
     let (written_for, listed) = if let Some(version) = Version::of(raw) {
-        read_binary(raw, version).map_err(|e| bad(format!("not a manifest: {e}")))?
+        read_binary(raw, version).map_err(|e| bad(Unreadable::Corrupt(e)))?
     } else {
-        let b: BodyV1 = serde_json::from_slice(raw).map_err(|e| bad(format!("not a manifest: {e}")))?;
+        let b: BodyV1 = serde_json::from_slice(raw).map_err(|e| bad(Unreadable::NotJson(e)))?;
         if b.version != 1 {
-            return Err(bad(format!("version {} (this weir reads versions 1 to 4)", b.version)));
+            return Err(bad(Unreadable::Version(b.version)));
         }
         (b.shard, Listed { intents: b.intents, absorbs: Vec::new() })
     };
     if written_for != *shard {
-        return Err(bad(format!("it belongs to shard {written_for}")));
+        return Err(bad(Unreadable::OtherShard(written_for)));
     }
     Ok(listed)
 }

@@ -9,12 +9,13 @@
 //! - [`deliver`]: keys ([`naming`] and the prefixes), intents ([`manifest`] for large
 //!   rounds), create-only puts, retries, the backlog.
 //! - [`ledger`]: the durable position of each shard.
-//! - [`resolve`]: an earlier owner's open intents, resolved before a shard's first batch;
-//!   [`expand`]: the manifests they name read, leftover manifests swept.
+//! - [`resolve`]: an earlier owner's open intents, resolved before a shard's first batch
+//!   by [`claim`]s; [`expand`]: the manifests they name read, leftover manifests swept.
 
 pub mod body;
 pub mod budget;
 pub mod buffers;
+pub mod claim;
 pub mod deliver;
 pub mod expand;
 pub mod ledger;

@@ -2,9 +2,9 @@
 //! spilled to local disk, and only then buffers sealed, the largest first (the rules
 //! are in [`crate::delivery::buffers`]).
 
-use crate::delivery::buffers::{BufferError, Buffers, MIN_COMPACT, Open};
+use crate::delivery::buffers::{BufferError, Buffers, MIN_COMPACT};
 use crate::delivery::sealed::{FlushReason, Sealed};
-use crate::delivery::spill::{Spill, SpillError};
+use crate::delivery::spill::SpillError;
 
 impl Buffers {
     /// Brings [`Buffers::held_bytes`] down to three quarters of the budget: stages compressed
@@ -93,23 +93,6 @@ impl Buffers {
     }
 }
 
-/// Reads a buffer's spilled stage back in front of its stage in memory.
-pub(crate) fn fold(b: &mut Open, spill: &mut Spill) -> Result<(), BufferError> {
-    if b.spilled_stage.is_empty() {
-        return Ok(());
-    }
-    let mut raw = Vec::with_capacity(b.spilled_stage_len + b.body.staged());
-    for r in &b.spilled_stage {
-        spill.read(r, &mut raw).map_err(|e| BufferError::Spill(e.to_string()))?;
-    }
-    for r in b.spilled_stage.drain(..) {
-        spill.release(&r);
-    }
-    b.spilled_stage_len = 0;
-    b.body.prepend_stage(raw);
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
@@ -119,6 +102,7 @@ mod tests {
 
     use super::*;
     use crate::delivery::buffers::OPEN_COST;
+    use crate::delivery::spill::Spill;
     use crate::delivery::testing::*;
 
     proptest! {
