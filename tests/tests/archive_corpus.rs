@@ -15,13 +15,13 @@ use std::sync::Arc;
 use base64::Engine;
 use bytes::Bytes;
 use weir_archiver::Transformer;
-use weir_firehose::{from_json, validate};
 use weir_archiver::{Archiver, ArchiverOptions};
 use weir_core::kpl::{aggregate, deaggregate};
 use weir_core::{
     CloseReason, Consumer, ExtendedSequenceNumber, Record, RecordBatch, SequenceNumber, ShardId, Timestamp,
 };
 use weir_e2e::duckdb;
+use weir_firehose::{from_json, validate};
 use weir_local::FsObjectSink;
 use weir_testkit::{CrashSwitch, ManualClock, SimAcks, SimLeases};
 

@@ -13,13 +13,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use weir_firehose::{from_json, validate};
 use weir_archiver::parquet::{Column, ColumnType};
 use weir_archiver::{Archiver, ArchiverOptions};
 use weir_core::{
     Clock, CloseReason, Consumer, ExtendedSequenceNumber, Record, RecordBatch, SequenceNumber, ShardId, Timestamp,
 };
 use weir_e2e::duckdb;
+use weir_firehose::{from_json, validate};
 use weir_local::FsObjectSink;
 use weir_testkit::{CrashSwitch, ManualClock, SimAcks, SimLeases};
 

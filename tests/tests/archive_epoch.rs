@@ -13,7 +13,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use weir_firehose::{from_json, validate};
 use weir_archiver::parquet::timestamp::TimestampFormat;
 use weir_archiver::parquet::{Column, ColumnType, Deserializer};
 use weir_archiver::{Archiver, ArchiverOptions};
@@ -21,6 +20,7 @@ use weir_core::{
     Clock, CloseReason, Consumer, ExtendedSequenceNumber, Record, RecordBatch, SequenceNumber, ShardId, Timestamp,
 };
 use weir_e2e::duckdb;
+use weir_firehose::{from_json, validate};
 use weir_local::FsObjectSink;
 use weir_testkit::{CrashSwitch, ManualClock, SimAcks, SimLeases};
 

@@ -10,12 +10,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use weir_firehose::{Compression, from_json, validate};
 use weir_archiver::{Archiver, ArchiverOptions, Transformer};
 use weir_core::{
     Clock, CloseReason, Consumer, ExtendedSequenceNumber, Record, RecordBatch, SequenceNumber, ShardId, Timestamp,
 };
 use weir_e2e::{duckdb, files, readers_python};
+use weir_firehose::{Compression, from_json, validate};
 use weir_local::FsObjectSink;
 use weir_testkit::{CrashSwitch, ManualClock, SimAcks, SimLeases};
 

@@ -11,13 +11,13 @@ use std::time::Duration;
 use base64::Engine as _;
 use bytes::Bytes;
 use serde_json::json;
-use weir_firehose::{Compression, from_json, validate};
 use weir_archiver::parquet::{Column, ColumnType};
 use weir_archiver::{Archiver, ArchiverOptions, DeliveryMode};
 use weir_core::{
     Clock, CloseReason, Consumer, ExtendedSequenceNumber, Record, RecordBatch, SequenceNumber, ShardId, Timestamp,
 };
 use weir_e2e::{duckdb, files};
+use weir_firehose::{Compression, from_json, validate};
 use weir_local::FsObjectSink;
 use weir_testkit::{CrashSwitch, ManualClock, SimAcks, SimLeases};
 

@@ -25,14 +25,14 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use weir_firehose::LambdaSettings;
-use weir_firehose::{from_json, validate};
 use weir_archiver::{Archiver, ArchiverOptions};
 use weir_archiver::{FunctionInvoker, InvokeError, LambdaTransform, Transformer};
 use weir_core::ports::{ObjectMeta, ObjectSink, PutOptions, PutOutcome, SinkError};
 use weir_core::{
     Clock, CloseReason, Consumer, ExtendedSequenceNumber, Record, RecordBatch, SequenceNumber, ShardId, Timestamp,
 };
+use weir_firehose::LambdaSettings;
+use weir_firehose::{from_json, validate};
 use weir_testkit::{CrashSwitch, ManualClock, SimAcks, SimLeases};
 
 const T0: i64 = 1_764_396_000_000; // an hour boundary

@@ -13,13 +13,13 @@
 use std::sync::Arc;
 
 use cpu_time::ThreadTime;
-use weir_firehose::conversion::Conversion;
-use weir_firehose::{ArchiverSettings, Compression, from_json, validate};
 use weir_archiver::parquet::{Column, ColumnType, Deserializer, ParquetOptions};
 use weir_archiver::{Archiver, ArchiverOptions};
 use weir_core::{
     CloseReason, Consumer, ExtendedSequenceNumber, Record, RecordBatch, SequenceNumber, ShardId, Timestamp,
 };
+use weir_firehose::conversion::Conversion;
+use weir_firehose::{ArchiverSettings, Compression, from_json, validate};
 use weir_testkit::fixtures::{BENCH_T0 as T0, mcp_bench_event};
 use weir_testkit::{CrashSwitch, ManualClock, MemoryObjectSink, SimAcks, SimLeases};
 

@@ -12,13 +12,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use weir_firehose::{from_json, validate};
 use weir_archiver::{Archiver, ArchiverOptions, Transformer};
 use weir_core::ports::{ObjectSink, PutOptions};
 use weir_core::{
     Checkpoint, Consumer, ExtendedSequenceNumber, Intent, Record, RecordBatch, SequenceNumber, ShardContext, ShardId,
     Timestamp, WorkerId,
 };
+use weir_firehose::{from_json, validate};
 use weir_testkit::{CrashSwitch, ManualClock, MemoryObjectSink, SimAcks, SimLeases, SlowSink};
 
 const T0: i64 = 1_764_400_000_000;

@@ -19,11 +19,11 @@ use cpu_time::ThreadTime;
 
 use bytes::Bytes;
 use weir_archiver::Transformer;
-use weir_firehose::{from_json, validate};
 use weir_archiver::{Archiver, ArchiverOptions};
 use weir_core::{
     Clock, CloseReason, Consumer, ExtendedSequenceNumber, Record, RecordBatch, SequenceNumber, ShardId, Timestamp,
 };
+use weir_firehose::{from_json, validate};
 use weir_testkit::{CrashSwitch, ManualClock, MemoryObjectSink, SimAcks, SimLeases};
 
 const T0: i64 = 1_764_400_000_000;

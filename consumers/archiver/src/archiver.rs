@@ -19,12 +19,12 @@ use weir_core::{
 
 use crate::delivery::body::claim_body;
 use crate::delivery::buffers::{Appended, BufferError, Buffers, Limits, Origin};
+use crate::delivery::claim::{Claims, KeyState, RESOLVE_CONCURRENCY};
 use crate::delivery::deliver::{BacklogRetry, Delivery, DeliveryConfig, DeliveryError, DeliveryMode};
 use crate::delivery::expand;
 use crate::delivery::ledger::Ledger;
 use crate::delivery::manifest;
 use crate::delivery::naming::Naming;
-use crate::delivery::claim::{Claims, KeyState, RESOLVE_CONCURRENCY};
 use crate::delivery::resolve::{Resolution, Resolved, SkipList, resolve_shard};
 use crate::delivery::sealed::Sealed;
 use crate::fast::FastPath;
@@ -893,10 +893,10 @@ fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use weir_firehose::{from_json, validate};
     use crate::pipeline::transform::Transformer;
     use bytes::Bytes;
     use weir_core::{ExtendedSequenceNumber, SequenceNumber};
+    use weir_firehose::{from_json, validate};
     use weir_testkit::{CrashSwitch, ManualClock, MemoryObjectSink, SimAcks, SimLeases};
 
     const T0: i64 = 1_764_400_000_000;

@@ -3,9 +3,9 @@
 use crate::delivery::budget::InlineLimits;
 use crate::delivery::buffers::Overflow;
 use crate::delivery::deliver::DeliveryMode;
-use weir_firehose::ArchiverSettings;
 use crate::pipeline::keys::QueryError;
 use crate::pipeline::transform::Transformer;
+use weir_firehose::ArchiverSettings;
 
 /// Everything the archiver is configured with beyond Firehose's own settings.
 #[derive(Clone)]

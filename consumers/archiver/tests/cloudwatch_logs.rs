@@ -15,9 +15,9 @@ use base64::Engine;
 use bytes::Bytes;
 use serde_json::{Value, json};
 use support::*;
-use weir_firehose::{from_json, validate};
 use weir_archiver::{Archiver, ArchiverOptions};
 use weir_core::{Clock, Consumer, Record, ShardId, Timestamp};
+use weir_firehose::{from_json, validate};
 use weir_testkit::{CrashSwitch, ManualClock, MemoryObjectSink, SimAcks, SimLeases};
 
 /// What a subscription filter writes: the document, gzip-compressed.

@@ -15,10 +15,10 @@ use support::*;
 use weir_archiver::DeliveryMode;
 use weir_archiver::InlineLimits;
 use weir_archiver::Transformer;
-use weir_firehose::Compression;
 use weir_archiver::{Archiver, ArchiverOptions};
 use weir_core::ports::ObjectSink;
 use weir_core::{Clock, CloseReason, Consumer, ShardId, Timestamp};
+use weir_firehose::Compression;
 use weir_testkit::{CrashSwitch, CrashingSink, ManualClock, MemoryObjectSink, SimAcks, SimLeases};
 
 const SHARDS: usize = 2;

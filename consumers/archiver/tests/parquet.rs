@@ -10,9 +10,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use support::*;
-use weir_firehose::Compression;
 use weir_archiver::{Archiver, ArchiverOptions, Transformer};
 use weir_core::{Clock, CloseReason, Consumer, ShardId, Timestamp};
+use weir_firehose::Compression;
 use weir_testkit::{CrashSwitch, ManualClock, MemoryObjectSink, SimAcks, SimLeases};
 
 #[tokio::test(start_paused = true)]

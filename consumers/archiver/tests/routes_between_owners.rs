@@ -16,10 +16,10 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
 use bytes::Bytes;
 use support::*;
-use weir_firehose::LambdaSettings;
 use weir_archiver::{Archiver, ArchiverOptions, FunctionInvoker, InvokeError, LambdaTransform, Transformer};
 use weir_core::ports::{ObjectMeta, ObjectSink, PutOptions, PutOutcome, SinkError};
 use weir_core::{Clock, CloseReason, Consumer, ShardId, Timestamp};
+use weir_firehose::LambdaSettings;
 use weir_testkit::{CrashSwitch, ManualClock, MemoryObjectSink, SimAcks, SimLeases};
 
 /// A Lambda that gives records back as they came, but fails the ones whose session id

@@ -8,15 +8,18 @@ mod support;
 use std::sync::Arc;
 
 use support::*;
-use weir_firehose::{from_json, validate};
 use weir_archiver::{Archiver, ArchiverOptions, Transformer};
 use weir_core::{Consumer, ShardId, Timestamp};
+use weir_firehose::{from_json, validate};
 use weir_testkit::{CrashSwitch, ManualClock, MemoryObjectSink, SimAcks, SimLeases};
 
 #[tokio::test]
 async fn each_batch_is_delivered_when_processed() {
-    let text =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../crates/weir-firehose/tests/fixtures/mcp-destination.json")).unwrap();
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../crates/weir-firehose/tests/fixtures/mcp-destination.json"
+    ))
+    .unwrap();
     let mut d = from_json(&text).unwrap();
     d.buffering_hints.interval_in_seconds = Some(0);
     let mut settings = validate(&d).unwrap();

@@ -22,11 +22,11 @@ use std::sync::Arc;
 use cpu_time::ProcessTime;
 use iceberg::spec::{NestedField, PrimitiveType, Schema, Transform, Type, UnboundPartitionSpec};
 use iceberg::{NamespaceIdent, TableCreation, TableIdent};
-use weir_firehose::{from_json, validate};
 use weir_archiver::{Archiver, ArchiverOptions};
 use weir_core::{
     CloseReason, Consumer, ExtendedSequenceNumber, Record, RecordBatch, SequenceNumber, ShardId, Timestamp,
 };
+use weir_firehose::{from_json, validate};
 use weir_iceberg::{BufferHints, IcebergConsumer, RouteQuery, TableWriter, Tables};
 use weir_testkit::fixtures::{BENCH_T0, mcp_bench_event};
 use weir_testkit::{CrashSwitch, ManualClock, MemoryObjectSink, SimAcks, SimLeases};
@@ -81,8 +81,10 @@ async fn feed(consumer: &mut dyn Consumer, batches: &[RecordBatch]) -> f64 {
 }
 
 async fn gzip(batches: &[RecordBatch]) -> Run {
-    let mut s =
-        validate(&from_json(include_str!("../../../crates/weir-firehose/tests/fixtures/mcp-destination.json")).unwrap()).unwrap();
+    let mut s = validate(
+        &from_json(include_str!("../../../crates/weir-firehose/tests/fixtures/mcp-destination.json")).unwrap(),
+    )
+    .unwrap();
     s.metadata_query = Some("{tenantId: .tenantId, toolName: .toolName}".into());
     let sink = Arc::new(MemoryObjectSink::new());
     let mut options = ArchiverOptions::new("mcp-archive", s);

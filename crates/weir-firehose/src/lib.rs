@@ -27,8 +27,8 @@ pub mod java_time;
 pub mod prefix;
 mod processing;
 
-pub use processing::{LambdaSettings, Parameter, Processing, Processor};
 use prefix::Prefixes;
+pub use processing::{LambdaSettings, Parameter, Processing, Processor};
 
 /// `BufferingHints`.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -380,7 +380,6 @@ pub struct ArchiverSettings {
     /// Not errors, but worth saying (ignored fields, the missing-newline trap).
     pub warnings: Vec<String>,
 }
-
 
 /// A value outside Firehose's range for `field`; `rule` says whose rule the range is.
 fn in_range(problems: &mut Vec<Problem>, field: &str, value: i64, (min, max): (i64, i64), rule: &str) {

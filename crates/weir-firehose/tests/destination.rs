@@ -4,12 +4,12 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use weir_core::Timestamp;
 use weir_firehose::prefix::Evaluation;
 use weir_firehose::{
     Compression, Decompression, ExtendedS3Destination, Problem, from_cloudformation_yaml, from_json, from_toml,
     validate,
 };
-use weir_core::Timestamp;
 
 fn fixture(name: &str) -> String {
     std::fs::read_to_string(format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()

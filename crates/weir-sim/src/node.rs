@@ -8,11 +8,11 @@ use std::time::Duration;
 use anyhow::Context;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use weir_firehose::conversion::Conversion;
-use weir_firehose::{Compression, from_json, validate};
 use weir_archiver::parquet::{Column, ColumnType};
 use weir_archiver::{Archiver, ArchiverOptions, InlineLimits, LambdaTransform, Transformer};
 use weir_core::{Consumer, WorkerId};
+use weir_firehose::conversion::Conversion;
+use weir_firehose::{Compression, from_json, validate};
 use weir_runtime::{RuntimeConfig, TokioClock, Worker};
 
 use crate::gate::Gate;

@@ -5,9 +5,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
-use weir_firehose::{
-    cloudformation_properties, from_cloudformation_yaml, from_json, from_toml, validate,
-};
+use weir_firehose::{cloudformation_properties, from_cloudformation_yaml, from_json, from_toml, validate};
 use weir_iceberg::firehose::{self, CatalogArn};
 
 pub fn run(file: &Path, resource: Option<&str>) -> Result<()> {

@@ -18,9 +18,9 @@ use weir_core::object_format;
 
 use crate::delivery::small_deflate::SmallDeflate;
 
-use weir_firehose::Compression as Format;
 use crate::parquet::ParquetFormat;
 use std::sync::Arc;
+use weir_firehose::Compression as Format;
 
 /// Uncompressed bytes staged per body before they are compressed.
 pub const CHUNK: usize = 64 * 1024;

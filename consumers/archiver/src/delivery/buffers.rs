@@ -63,9 +63,9 @@ use weir_core::{ExtendedSequenceNumber, PartPosition, ShardId, Timestamp};
 use crate::delivery::body::{Body, BodyError, Deflater, Finished, decode};
 use crate::delivery::sealed::{FlushReason, Sealed, Span};
 use crate::delivery::spill::{Spill, SpillRef};
-use weir_firehose::Compression;
 use crate::parquet::ParquetFormat;
 use crate::pipeline::route::{Route, RouteKey, data_pairs};
+use weir_firehose::Compression;
 
 /// Where an appended line comes from.
 #[derive(Debug, Clone, Copy)]

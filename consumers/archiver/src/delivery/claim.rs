@@ -112,8 +112,8 @@ mod tests {
     /// never is.
     #[tokio::test]
     async fn claims_of_another_table_or_format_are_claims() {
-        use weir_firehose::Compression;
         use crate::parquet::{Column, ColumnType, Deserializer, ParquetFormat, ParquetOptions};
+        use weir_firehose::Compression;
         let table = |cols: &[(&str, &str)]| {
             let columns = cols.iter().map(|(n, t)| Column { name: (*n).into(), ty: ColumnType::parse(t).unwrap() });
             ParquetFormat::new(columns.collect(), Deserializer::default(), ParquetOptions::default())

@@ -30,16 +30,16 @@ use weir_core::{Acks, Intent, IntentError, IntentWrite, ShardId, Timestamp};
 
 use crate::delivery::body::{BodyError, Deflater};
 use crate::delivery::budget::{InlineLimits, LeaseBudget, Placement};
+use crate::delivery::claim::{Claims, WrittenKeys, is_claim};
 use crate::delivery::ledger::Ledger;
 use crate::delivery::manifest::{self, IntentRef};
 use crate::delivery::naming::Naming;
-use crate::delivery::claim::{Claims, WrittenKeys, is_claim};
 use crate::delivery::sealed::Sealed;
+use crate::metrics as m;
+use crate::pipeline::route::RouteKey;
 use weir_firehose::Compression;
 use weir_firehose::java_time::local_time;
 use weir_firehose::prefix::{Evaluation, Prefixes};
-use crate::metrics as m;
-use crate::pipeline::route::RouteKey;
 
 /// How objects are delivered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

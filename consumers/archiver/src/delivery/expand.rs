@@ -8,8 +8,8 @@ use futures::StreamExt;
 use weir_core::ports::{ObjectSink, PutOptions, PutOutcome, SinkError};
 use weir_core::{ConsumerError, Intent, ShardId};
 
-use crate::delivery::manifest;
 use crate::delivery::claim::RESOLVE_CONCURRENCY;
+use crate::delivery::manifest;
 use crate::metrics as m;
 
 /// The manifests under `prefix` not in `reached` (leftovers, to be deleted by

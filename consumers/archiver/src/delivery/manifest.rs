@@ -441,9 +441,7 @@ pub fn read(key: &str, shard: &ShardId, body: &[u8]) -> Result<Listed, ManifestE
     let raw: &[u8] = if Version::of(body).is_some() {
         body
     } else {
-        flate2::read::GzDecoder::new(body)
-            .read_to_end(&mut unzipped)
-            .map_err(|e| bad(Unreadable::NotGzip(e)))?;
+        flate2::read::GzDecoder::new(body).read_to_end(&mut unzipped).map_err(|e| bad(Unreadable::NotGzip(e)))?;
         &unzipped
     };
     let (written_for, listed) = if let Some(version) = Version::of(raw) {

@@ -8,8 +8,8 @@ use bytes::Bytes;
 use weir_core::{ExtendedSequenceNumber, PartPosition, PartRun, ShardId, Timestamp};
 
 use crate::delivery::body::{Body, BodyError, Deflater, decode};
-use weir_firehose::Compression;
 use crate::pipeline::route::RouteKey;
+use weir_firehose::Compression;
 
 /// The records of one shard in a buffer.
 #[derive(Debug, Clone, PartialEq, Eq)]

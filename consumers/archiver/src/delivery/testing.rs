@@ -9,8 +9,8 @@ use weir_core::{ExtendedSequenceNumber, SequenceNumber, Timestamp};
 
 use crate::delivery::buffers::{Limits, Overflow};
 use crate::delivery::sealed::Sealed;
-use weir_firehose::Compression;
 use crate::pipeline::route::Route;
+use weir_firehose::Compression;
 
 pub fn limits(size: u64, interval_s: u64, max: usize, overflow: Overflow) -> Limits {
     Limits {

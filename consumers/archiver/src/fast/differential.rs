@@ -6,9 +6,9 @@ use bytes::Bytes;
 use weir_core::{ExtendedSequenceNumber, Record, SequenceNumber, ShardId, Timestamp};
 
 use super::FastPath;
-use weir_firehose::{ArchiverSettings, from_json, validate};
 use crate::pipeline::transform::{Part, Transformer};
 use crate::pipeline::{Pipeline, Routed};
+use weir_firehose::{ArchiverSettings, from_json, validate};
 
 const ARRIVAL: Timestamp = Timestamp::from_millis(1_764_400_000_000);
 

@@ -32,11 +32,11 @@ use std::borrow::Cow;
 
 use weir_core::Timestamp;
 
-use weir_firehose::ArchiverSettings;
-use weir_firehose::prefix::check_partition_value;
 use crate::pipeline::route::encode_data;
 use crate::pipeline::transform::Transformer;
 use scan::{Scalar, scan};
+use weir_firehose::ArchiverSettings;
+use weir_firehose::prefix::check_partition_value;
 
 /// Most key fields the fast path reads.
 const MAX_KEYS: usize = 8;

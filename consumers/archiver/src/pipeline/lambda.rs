@@ -20,8 +20,8 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use weir_core::ShardId;
 
-use weir_firehose::LambdaSettings;
 use crate::pipeline::transform::{Failure, Outcome, Part};
+use weir_firehose::LambdaSettings;
 
 /// Kinesis metadata of a record, as Firehose passes it to a Lambda.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

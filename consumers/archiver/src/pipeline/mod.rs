@@ -29,13 +29,13 @@ use std::collections::BTreeMap;
 use bytes::Bytes;
 use weir_core::{Record, Timestamp};
 
-use weir_firehose::ArchiverSettings;
-use weir_firehose::prefix::check_partition_value;
 use crate::metrics as m;
 use error_records::{ErrorOutputType, ErrorRecord};
 use keys::{KeyError, KeyQuery, QueryError};
 use route::Route;
 use transform::{Outcome, Part, Transformer};
+use weir_firehose::ArchiverSettings;
+use weir_firehose::prefix::check_partition_value;
 
 /// Why a part has no data route (the text goes to its error record).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -8,15 +8,18 @@ use std::collections::BTreeMap;
 use base64::Engine;
 use bytes::Bytes;
 use serde_json::Value;
-use weir_firehose::{ArchiverSettings, from_json, validate};
 use weir_core::{ExtendedSequenceNumber, Record, RecordBatch, SequenceNumber, ShardId, Timestamp};
+use weir_firehose::{ArchiverSettings, from_json, validate};
 
 pub const T0: i64 = 1_764_400_000_000;
 
 /// The design note's delivery stream, with buffers made tiny so tests make many objects.
 pub fn settings(buffer_bytes: u64) -> ArchiverSettings {
-    let text =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../crates/weir-firehose/tests/fixtures/mcp-destination.json")).unwrap();
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../crates/weir-firehose/tests/fixtures/mcp-destination.json"
+    ))
+    .unwrap();
     let mut s = validate(&from_json(&text).unwrap()).unwrap();
     s.buffer_bytes = buffer_bytes;
     // mcp-normalize ends each record with a newline already.

@@ -7,14 +7,14 @@ use std::sync::Arc;
 use anyhow::{Context as _, Result, bail};
 use weir_archiver::DeliveryMode;
 use weir_archiver::Overflow;
-use weir_firehose::{
-    ArchiverSettings, ExtendedS3Destination, from_cloudformation_yaml, from_json, from_toml, validate,
-};
 use weir_archiver::parquet::{Column, ColumnType};
 use weir_archiver::{Archiver, ArchiverOptions};
 use weir_archiver::{FunctionInvoker, LambdaTransform, Transformer};
 use weir_core::Clock;
 use weir_core::ports::{ObjectSink, StoreLocation};
+use weir_firehose::{
+    ArchiverSettings, ExtendedS3Destination, from_cloudformation_yaml, from_json, from_toml, validate,
+};
 
 use serde::{Deserialize, Serialize};
 

@@ -5,9 +5,9 @@ use anyhow::{Context as _, Result, bail};
 use iceberg::{ErrorKind, NamespaceIdent, TableIdent};
 use std::sync::Arc;
 
-use weir_firehose::LambdaSettings;
 use weir_archiver::{LambdaTransform, Outcome, Part};
 use weir_core::{Record, ShardId};
+use weir_firehose::LambdaSettings;
 use weir_iceberg::{
     CatalogConfig, IcebergConfig, IcebergConsumer, RecordTransform, Route, RouteQuery, TableWriter, Tables, Transformed,
 };
