@@ -7,9 +7,9 @@
 use std::collections::BTreeMap;
 
 use libfuzzer_sys::fuzz_target;
+use weir_core::Timestamp;
 use weir_firehose::java_time::JavaPattern;
 use weir_firehose::prefix::{Evaluation, Field, Template, check_partition_value};
-use weir_core::Timestamp;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else { return };
