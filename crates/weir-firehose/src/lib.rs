@@ -297,7 +297,7 @@ pub enum Compression {
     /// Hadoop-compatible Snappy (`.hsnappy`), compressed when the object is sealed.
     HadoopSnappy,
     /// Apache Parquet (`.parquet`, `DataFormatConversionConfiguration`): the records
-    /// converted when the object is sealed ([`crate::parquet`]).
+    /// converted when the object is sealed (`weir-parquet`).
     Parquet,
 }
 

@@ -283,7 +283,9 @@ impl Template {
         Ok(out)
     }
 
-    /// [`Template::evaluate_by`] appended to `out` (on an error `out` holds part of it).
+    /// [`Template::evaluate`] with the partition values from `value` (the
+    /// `partition_keys` of `e` are not used) and the oldest arrival already in its zone
+    /// (`local`), appended to `out` (on an error `out` holds part of it).
     pub fn evaluate_into<'v>(
         &self,
         e: &Evaluation<'_>,

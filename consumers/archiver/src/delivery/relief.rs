@@ -60,7 +60,7 @@ impl Buffers {
 
     /// Moves buffer `key`'s bytes to the spill store: its compressed runs as they are,
     /// its stage uncompressed (compressed later with what follows it, see
-    /// [`Open::spilled_stage`]). On a write error the buffer is as it was.
+    /// [`Open::spilled_stage`](crate::delivery::buffers::Open::spilled_stage)). On a write error the buffer is as it was.
     fn spill_one(&mut self, key: &[u8]) -> Result<(), SpillError> {
         let (Some(b), Some(spill)) = (self.open.get_mut(key), self.spill.as_mut()) else { return Ok(()) };
         let runs = b.body.spill_out();

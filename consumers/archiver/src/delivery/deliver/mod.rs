@@ -4,7 +4,7 @@
 //! random name); once the put succeeded its records are acknowledged. A crash between
 //! the put and the checkpoint archives those records again.
 //!
-//! **Exactly-once mode** (default): before the put, an [`Intent`] per shard in the
+//! **Exactly-once mode** (default): before the put, an [`Intent`](weir_core::Intent) per shard in the
 //! object ("records of this shard in [first, last] routed to this partition go to this
 //! key") is stored in that shard's lease through [`weir_core::IntentLog`], fenced by the lease
 //! owner and counter; the intents of every object sealed together go in one call (one
@@ -17,29 +17,33 @@
 //! intents) with backoff for as long as it takes; nothing is acknowledged meanwhile.
 //! A round that puts many objects of a shard stores their intents in a manifest object
 //! and only the manifest's intent in the lease (see [`crate::delivery::manifest`]).
+//!
+//! This file holds the rounds, the puts and the backlog; `keys.rs` names objects and
+//! `intents.rs` stores their intents and deletes passed manifests.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+mod intents;
+mod keys;
+
+use intents::IntentStep;
+
+use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use chrono_tz::Tz;
 use futures::StreamExt;
 use weir_core::ports::{ObjectSink, PutOptions, PutOutcome, SinkError};
-use weir_core::{Acks, Intent, IntentError, IntentWrite, ShardId, Timestamp};
+use weir_core::{Acks, ShardId, Timestamp};
 
 use crate::delivery::body::{BodyError, Deflater};
-use crate::delivery::budget::{InlineLimits, LeaseBudget, Placement};
+use crate::delivery::budget::{InlineLimits, LeaseBudget};
 use crate::delivery::claim::{Claims, WrittenKeys, is_claim};
 use crate::delivery::ledger::Ledger;
-use crate::delivery::manifest::{self, IntentRef};
 use crate::delivery::naming::Naming;
 use crate::delivery::sealed::Sealed;
 use crate::metrics as m;
-use crate::pipeline::route::RouteKey;
 use weir_firehose::Compression;
-use weir_firehose::java_time::local_time;
-use weir_firehose::prefix::{Evaluation, Prefixes};
+use weir_firehose::prefix::Prefixes;
 
 /// How objects are delivered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -250,32 +254,6 @@ impl Delivery {
             inline: LeaseBudget::new(inline),
             absorbed: std::collections::HashMap::new(),
         }
-    }
-
-    /// A shard opened with these open intents (exactly-once).
-    pub fn shard_opened(&mut self, shard: &ShardId, intents: &[Intent]) {
-        self.inline.opened(shard, intents);
-    }
-
-    /// A checkpoint passed these intents of `shard`: returns the manifests to delete
-    /// (with [`Delivery::delete_manifest`]), with those they absorbed when this process
-    /// wrote them.
-    pub fn intents_passed(&mut self, shard: &ShardId, intents: &[Intent]) -> Vec<DoomedManifest> {
-        self.inline.passed(shard, intents);
-        let mut doomed = Vec::new();
-        let mut keys: Vec<String> =
-            intents.iter().filter(|i| manifest::is_manifest(i)).map(|i| i.target.clone()).collect();
-        while let Some(key) = keys.pop() {
-            let read = match self.absorbed.remove(&key) {
-                Some(absorbed) => {
-                    keys.extend(absorbed);
-                    false
-                }
-                None => true,
-            };
-            doomed.push(DoomedManifest { key, read });
-        }
-        doomed
     }
 
     /// The empty objects that claim keys.
@@ -504,241 +482,6 @@ impl Delivery {
         }
     }
 
-    pub(crate) fn key_for(&self, sealed: &Sealed, scratch: &mut String) -> Arc<str> {
-        self.key_into(&sealed.key, sealed.oldest_arrival, scratch);
-        Arc::from(scratch.as_str())
-    }
-
-    /// The key an object of route `route` whose oldest record arrived at `oldest` gets.
-    pub(crate) fn key_at(&self, route: &RouteKey, oldest: Timestamp) -> String {
-        let mut key = String::with_capacity(256);
-        self.key_into(route, oldest, &mut key);
-        key
-    }
-
-    /// [`Delivery::key_at`], written into `key` (cleared first).
-    fn key_into(&self, route: &RouteKey, oldest: Timestamp, key: &mut String) {
-        key.clear();
-        let empty = Default::default();
-        let (template, kind, naming) = match route.error_type() {
-            None => (&self.prefixes.data, "", &self.naming),
-            Some(t) => (&self.prefixes.error, t.as_str(), &self.error_naming),
-        };
-        let e = Evaluation {
-            oldest_arrival: oldest,
-            time_zone: self.time_zone,
-            partition_keys: &empty,
-            error_output_type: kind,
-        };
-        let local = local_time(oldest, self.time_zone);
-        let why = match template.evaluate_into(&e, &local, |name| route.value(name), key) {
-            Err(err) => err.to_string(),
-            Ok(()) => {
-                naming.push_name_local(key, &local);
-                match weir_core::ports::validate_key(key) {
-                    Ok(()) => return,
-                    Err(err) => err.to_string(),
-                }
-            }
-        };
-        // Values were checked when the records were routed; only the length can still
-        // differ (another timestamp, or 512 characters of multi-byte text past the
-        // stores' 1,024 bytes). A key no store accepts would be retried forever: fall
-        // back to the error prefix.
-        tracing::error!(error = %why, "no valid key for a sealed object; using the error prefix");
-        key.clear();
-        let e = Evaluation { error_output_type: "prefix-evaluation-failed", ..e };
-        if self.prefixes.error.evaluate_into(&e, &local, |_| None, key).is_err() {
-            key.clear();
-        }
-        self.error_naming.push_name_local(key, &local);
-    }
-
-    /// Chooses keys and (exactly-once) stores intents for objects that have none.
-    async fn record_intents(
-        &mut self,
-        ready: &mut Vec<Pending>,
-        acks: &dyn Acks,
-        deflater: &mut Deflater,
-    ) -> Result<(), IntentStep> {
-        let mut scratch = String::with_capacity(256);
-        for p in ready.iter_mut().filter(|p| p.key.is_none()) {
-            p.key = Some(self.key_for(&p.sealed, &mut scratch));
-        }
-        if self.mode == DeliveryMode::Firehose {
-            return Ok(());
-        }
-        let Some(log) = acks.intents() else {
-            let rest = std::mem::take(ready);
-            return Err(IntentStep::Fail(IntentFailure::NoIntentLog, rest));
-        };
-        // Intents are (re)written for objects whose key is new in this round.
-        let fresh: Vec<usize> = (0..ready.len()).filter(|i| !ready[*i].intents_stored).collect();
-        if fresh.is_empty() {
-            return Ok(());
-        }
-        // Per shard, the intents of this round's new objects: inline when few, else
-        // one manifest.
-        let scopes: Vec<String> = fresh.iter().map(|&i| ready[i].sealed.key.scope()).collect();
-        // Error outputs name their records exactly (which records an error output gets
-        // can differ between owners); data partitions by range and partition, or
-        // exactly too behind a transform that can change its mind (`exact_data`).
-        let runs: Vec<Vec<Vec<weir_core::PartRun>>> = fresh
-            .iter()
-            .map(|&i| ready[i].sealed.spans().map(|(shard, _)| ready[i].sealed.runs(shard)).collect())
-            .collect();
-        let mut per_shard: BTreeMap<&ShardId, Vec<IntentRef<'_>>> = BTreeMap::new();
-        for ((&i, scope), runs) in fresh.iter().zip(&scopes).zip(&runs) {
-            let p = &ready[i];
-            let target = p.key.as_deref().unwrap_or_default();
-            for ((shard, span), parts) in p.sealed.spans().zip(runs) {
-                per_shard.entry(shard).or_default().push(IntentRef {
-                    target,
-                    scope,
-                    first: &span.first,
-                    last: &span.last,
-                    parts,
-                    except: p.sealed.except(shard),
-                });
-            }
-        }
-        let mut writes = Vec::new();
-        let mut inline = Vec::new();
-        let mut manifests: Vec<NewManifest> = Vec::new();
-        let mut unencodable = false;
-        for (shard, list) in per_shard {
-            match self.inline.place(shard, &list) {
-                Placement::Inline(bytes) => {
-                    inline.push((shard.clone(), list.len(), bytes));
-                    let add = list.iter().map(IntentRef::to_intent).collect();
-                    writes.push(IntentWrite { shard: shard.clone(), add, replacing: Vec::new() });
-                }
-                Placement::Manifest { absorbing } => {
-                    let key = manifest::key(&self.consumer, shard);
-                    let Some((body, intent)) = manifest::write(&key, shard, &list, &absorbing) else {
-                        unencodable = true;
-                        break;
-                    };
-                    let replacing = absorbing.iter().map(|a| a.target.clone()).collect();
-                    writes.push(IntentWrite { shard: shard.clone(), add: vec![intent.clone()], replacing });
-                    manifests.push(NewManifest { shard: shard.clone(), key, body, intent, absorbing });
-                }
-            }
-        }
-        drop((scopes, runs));
-        if unencodable {
-            for &i in fresh.iter().rev() {
-                ready[i].key = None;
-            }
-            return Err(IntentStep::Fail(IntentFailure::Unencodable, std::mem::take(ready)));
-        }
-        if let Err(why) = self.put_manifests(&manifests).await {
-            for &i in fresh.iter().rev() {
-                ready[i].key = None;
-            }
-            return Err(IntentStep::Fail(why, std::mem::take(ready)));
-        }
-        match log.record(writes).await {
-            Ok(()) => {
-                for &i in &fresh {
-                    ready[i].intents_stored = true;
-                }
-                for (shard, n, bytes) in inline {
-                    self.inline.recorded_inline(&shard, n, bytes);
-                }
-                for m in manifests {
-                    self.inline.recorded_manifest(&m.shard, m.intent, &m.absorbing);
-                    self.absorbed.insert(m.key, m.absorbing.into_iter().map(|a| a.target).collect());
-                }
-                Ok(())
-            }
-            Err(IntentError::NotHeld(lost)) => {
-                let lost: BTreeSet<ShardId> = lost.into_iter().collect();
-                // The lost shards' new manifests stay: a write that timed out with the
-                // lease's validity may have landed, and the lease then names them (a
-                // leftover is found and deleted when the shard opens next).
-                tracing::warn!(?lost, "leases lost before objects were written; rebuilding them without those shards");
-                // Only this round's new objects: some of their intents may be stored and
-                // some not, so they take new keys (none of them was put). Objects whose
-                // intents were stored in an earlier round keep their keys: their puts may
-                // have landed (see `forget_shard`).
-                let mut rest = Vec::new();
-                let fresh: BTreeSet<usize> = fresh.into_iter().collect();
-                for (i, p) in ready.drain(..).enumerate() {
-                    if !fresh.contains(&i) {
-                        rest.push(p);
-                        continue;
-                    }
-                    match p.sealed.without(&lost, deflater) {
-                        Ok(Some(s)) => rest.push(Pending::new(s)),
-                        Ok(None) => {}
-                        Err(e) => {
-                            tracing::error!(error = %e, "cannot rebuild an object");
-                        }
-                    }
-                }
-                Err(IntentStep::Retry(rest))
-            }
-            Err(IntentError::Store(msg)) => {
-                for &i in fresh.iter().rev() {
-                    ready[i].key = None;
-                }
-                Err(IntentStep::Fail(IntentFailure::Store(msg), std::mem::take(ready)))
-            }
-        }
-    }
-
-    /// Writes intent manifests, create-only, before the intents naming them.
-    async fn put_manifests(&self, manifests: &[NewManifest]) -> Result<(), IntentFailure> {
-        let options = PutOptions { content_type: Some("application/octet-stream".into()), ..PutOptions::default() };
-        let puts: Vec<_> = manifests
-            .iter()
-            .map(|m| {
-                let (sink, options, key, body) = (self.sink.clone(), options.clone(), m.key.clone(), m.body.clone());
-                async move {
-                    let r = sink.put_if_absent(&key, body, &options).await;
-                    (key, r)
-                }
-            })
-            .collect();
-        let results: Vec<(String, Result<PutOutcome, SinkError>)> =
-            futures::stream::iter(puts).buffer_unordered(self.concurrency).collect().await;
-        for (key, r) in results {
-            match r {
-                Ok(PutOutcome::Created) => metrics::counter!(m::MANIFESTS).increment(1),
-                Ok(PutOutcome::AlreadyExists) => return Err(IntentFailure::ManifestExists(key)),
-                Err(source) => return Err(IntentFailure::Manifest { key, source }),
-            }
-        }
-        Ok(())
-    }
-
-    /// Deletes a manifest no lease names, and (when it was written by another process)
-    /// the manifests it says it absorbed (best effort: a leftover is only clutter).
-    pub async fn delete_manifest(&self, doomed: DoomedManifest) {
-        let mut doomed = vec![doomed];
-        while let Some(DoomedManifest { key, read }) = doomed.pop() {
-            if read {
-                let absorbed = match self.absorbed.get(&key) {
-                    Some(known) => known.clone(),
-                    None => match self.sink.get(&key).await {
-                        Ok(Some(body)) => manifest::absorbed_by(&body),
-                        _ => Vec::new(),
-                    },
-                };
-                doomed.extend(absorbed.into_iter().map(|key| DoomedManifest { key, read: true }));
-            }
-            self.delete_one(&key).await;
-        }
-    }
-
-    async fn delete_one(&self, key: &str) {
-        match self.sink.delete(key).await {
-            Ok(()) => metrics::counter!(m::MANIFESTS_DELETED).increment(1),
-            Err(e) => tracing::warn!(key, error = %e, "cannot delete an intent manifest; it stays as clutter"),
-        }
-    }
-
     async fn put(&self, p: Pending) -> (Pending, PutResult) {
         let outcome = self.put_one(&p).await;
         (p, outcome)
@@ -775,25 +518,13 @@ impl Delivery {
     }
 }
 
-/// A manifest a round writes.
-struct NewManifest {
-    shard: ShardId,
-    key: String,
-    body: Bytes,
-    /// Its intent in the lease.
-    intent: Intent,
-    /// The manifest intents it absorbs (and replaces in the lease).
-    absorbing: Vec<Intent>,
-}
-
-enum IntentStep {
-    Retry(Vec<Pending>),
-    Fail(IntentFailure, Vec<Pending>),
-}
-
+/// How one object's put ended.
 enum PutResult {
+    /// The object is there (put now, or found its own at the key).
     Durable,
+    /// A new owner claimed the key first.
     Claimed,
+    /// The store failed: retried under the same key.
     Failed(SinkError),
 }
 
