@@ -9,25 +9,31 @@
 //! ([`FunctionInvoker`]); the metric names ([`metrics`]).
 //!
 //! # Map
-//! A record travels through three folders:
+//! A record travels through four rooms:
 //! - `pipeline/` — the reference path, readable top to bottom: split
 //!   (`RecordDeAggregation`) → transform (none, `mcp-normalize`, a plugin, a Lambda with
 //!   Firehose's contract) → partition keys (jq by jaq) → route (values checked so that
 //!   they cannot leave their place in the key; failures to the error output as Firehose
-//!   error records) → line (delimiter).
+//!   error records) → line (delimiter). `pipeline/batch.rs` runs a batch through it and
+//!   is the one place that chooses the fast path instead.
 //! - `fast/` — one entry point, `FastPath::route`, that gives the reference's answer
 //!   for the common configurations in one pass over the bytes, or "not sure" (then the
 //!   reference decides). A property test holds the two together as wholes.
+//! - `intake.rs` — where lines enter the buffers: the Parquet check (a data line that
+//!   does not fit the table goes to the error output), the skip list of an earlier
+//!   owner's written objects, the partition cap, and the parts sent elsewhere that data
+//!   objects name as exceptions.
 //! - `delivery/` — buffers per route within one memory budget (compress early, spill to
 //!   disk, seal the largest), gzip bodies built as they fill, object names and prefixes,
 //!   the exactly-once protocol (intents, manifests, claims, resolution on takeover),
 //!   create-only puts with retries, and the ledger of durable positions.
 //!
-//! `archiver.rs` drives them per batch and tick; `options.rs` builds an archiver from
-//! the destination `weir-firehose` read and validated, `preview.rs` says where a record
-//! would go without writing it (`weir prefix eval`), `metrics.rs` names the metrics,
-//! and `fuzzing.rs` (feature `fuzzing` only) holds the entry points of the fuzz targets
-//! under `fuzz/`.
+//! `archiver/` is the consumer's lifecycle (open, batch, tick, close) over them, with
+//! the takeover of a shard in `archiver/takeover.rs`; `options.rs` builds an archiver
+//! from the destination `weir-firehose` read and validated, `preview.rs` says where a
+//! record would go without writing it (`weir prefix eval`), `metrics.rs` names the
+//! metrics, and `fuzzing.rs` (feature `fuzzing` only) holds the entry points of the
+//! fuzz targets under `fuzz/`.
 //!
 //! # Guarantees
 //! Every input record ends in exactly one data object, one error object, or is counted
@@ -108,6 +114,7 @@ mod fast;
 #[doc(hidden)]
 pub mod fuzzing;
 mod hashing;
+mod intake;
 pub mod metrics;
 mod options;
 mod pipeline;

@@ -33,18 +33,18 @@ impl Archiver {
     /// Where `record` would go, part by part, without writing anything.
     pub async fn preview(&self, shard: &ShardId, record: &Record) -> Vec<Preview> {
         let now = self.clock.now();
-        let parts = match self.pipeline.split(record) {
+        let parts = match self.router.pipeline().split(record) {
             Ok(parts) => parts,
             Err(reason) => {
                 return vec![self.preview_of(split_failure(record, now, &reason), record.approximate_arrival)];
             }
         };
-        let outcomes = self.pipeline.transform(shard, &parts).await;
+        let outcomes = self.router.pipeline().transform(shard, &parts).await;
         parts
             .iter()
             .zip(outcomes)
             .map(|(p, o)| {
-                let routed = self.pipeline.route(o, p.data(), record.approximate_arrival, now);
+                let routed = self.router.pipeline().route(o, p.data(), record.approximate_arrival, now);
                 self.preview_of(routed, record.approximate_arrival)
             })
             .collect()

@@ -15,7 +15,11 @@
 //!    leave its place in the object key; the data partition they name, or the error
 //!    output ([`error_records`]) with Firehose's error record and the reason.
 //! 5. **Line**: the delimiter appended (`AppendDelimiterToRecord`).
+//!
+//! [`batch`] runs a whole batch: the fast path where it is sure, these steps otherwise,
+//! every line handed in record order to the archiver's intake.
 
+pub mod batch;
 pub mod cloudwatch_logs;
 pub mod error_records;
 pub mod keys;
