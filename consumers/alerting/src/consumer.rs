@@ -17,7 +17,9 @@ use weir_core::{Acks, Clock, CloseReason, Consumer, ConsumerError, RecordBatch, 
 use crate::engine::{Alert, Engine, EngineStats};
 use crate::event::read;
 use crate::rule::{Rule, RuleConfig, RuleError};
-use crate::sink::{AlertSink, LogSink, Outlet, Publisher, SnsSink, StdoutSink, WebhookSink};
+use weir_core::ports::Publisher;
+
+use crate::sink::{AlertSink, LogSink, Outlet, SnsSink, StdoutSink, WebhookSink};
 
 /// Metric: records that are not events (label `reason`).
 pub const MALFORMED: &str = "weir_alerting_malformed_total";

@@ -1,5 +1,5 @@
 //! Where alerts go: a structured log line, stdout JSON, an HTTP webhook, or an SNS
-//! topic through the [`Publisher`] port. Each sink has a bounded queue and its own
+//! topic through the `weir_core::ports::Publisher` port. Each sink has a bounded queue and its own
 //! task that delivers with retries and backoff; a full queue drops the alert and
 //! counts it. A failing sink never blocks the stream.
 
@@ -10,6 +10,7 @@ use async_trait::async_trait;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use weir_core::ports::Publisher;
 use weir_core::redact;
 
 use crate::engine::Alert;
@@ -39,13 +40,6 @@ pub trait AlertSink: Send + Sync {
     fn name(&self) -> &str;
     /// Delivers the alert.
     async fn send(&self, alert: &Alert) -> Result<(), SendError>;
-}
-
-/// Publishes a message to a topic (weir's binary implements it with aws-sdk-sns).
-#[async_trait]
-pub trait Publisher: Send + Sync {
-    /// Publishes `message` with `subject` to `topic`.
-    async fn publish(&self, topic: &str, subject: &str, message: &str) -> Result<(), SendError>;
 }
 
 /// A structured log line per alert.
@@ -117,7 +111,8 @@ impl AlertSink for WebhookSink {
     }
 }
 
-/// Publishes to an SNS topic through a [`Publisher`].
+/// Publishes to an SNS topic through a [`Publisher`] (weir-aws implements it with
+/// aws-sdk-sns).
 pub struct SnsSink {
     topic: String,
     publisher: Arc<dyn Publisher>,
@@ -138,10 +133,10 @@ impl AlertSink for SnsSink {
     async fn send(&self, a: &Alert) -> Result<(), SendError> {
         let body = serde_json::to_string(a).map_err(SendError::permanent)?;
         let subject: String = format!("[{}] {}", a.state, a.rule).chars().take(100).collect();
-        self.publisher
-            .publish(&self.topic, &subject, &body)
-            .await
-            .map_err(|e| SendError { message: redact::scrub(&e.message, &self.topic, &redact::arn(&self.topic)), ..e })
+        self.publisher.publish(&self.topic, &subject, &body).await.map_err(|e| SendError {
+            message: redact::scrub(&e.message, &self.topic, &redact::arn(&self.topic)),
+            retryable: e.retryable,
+        })
     }
 }
 

@@ -157,10 +157,10 @@ struct FakeSns {
 }
 
 #[async_trait]
-impl weir_alerting::sink::Publisher for FakeSns {
-    async fn publish(&self, topic: &str, subject: &str, message: &str) -> Result<(), SendError> {
+impl weir_core::ports::Publisher for FakeSns {
+    async fn publish(&self, topic: &str, subject: &str, message: &str) -> Result<(), weir_core::ports::PublishError> {
         if self.calls.fetch_add(1, Ordering::SeqCst) < 2 {
-            return Err(SendError { message: "Throttling".into(), retryable: true });
+            return Err(weir_core::ports::PublishError { message: "Throttling".into(), retryable: true });
         }
         let _ = self.got.send((topic.into(), subject.into(), message.into()));
         Ok(())

@@ -26,7 +26,8 @@ use std::time::Instant;
 use async_trait::async_trait;
 use bytes::Bytes;
 use weir_archiver::{Archiver, ArchiverOptions};
-use weir_archiver::{FunctionInvoker, InvokeError, LambdaTransform, Transformer};
+use weir_archiver::{LambdaTransform, Transformer};
+use weir_core::ports::{FunctionInvoker, InvokeError};
 use weir_core::ports::{ObjectMeta, ObjectSink, PutOptions, PutOutcome, SinkError};
 use weir_core::{
     Clock, CloseReason, Consumer, ExtendedSequenceNumber, Record, RecordBatch, SequenceNumber, ShardId, Timestamp,

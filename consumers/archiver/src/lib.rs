@@ -6,7 +6,8 @@
 //! [`Archiver`] (a `weir_core::Consumer`) built from [`ArchiverOptions`], which hold
 //! the Firehose destination read and validated by the `weir-firehose` crate; the transform
 //! stage a plugin implements ([`RecordTransform`], [`Outcome`]) or a Lambda
-//! ([`FunctionInvoker`]); the metric names ([`metrics`]).
+//! ([`LambdaTransform`] over `weir_core::ports::FunctionInvoker`); the metric names
+//! ([`metrics`]).
 //!
 //! # Map
 //! A record travels through four rooms:
@@ -126,7 +127,7 @@ pub use delivery::buffers::Overflow;
 pub use delivery::deliver::{Backlog, DeliveryMode};
 pub use options::{ArchiverOptions, BuildError, DEFAULT_BUFFER_MEMORY};
 pub use pipeline::keys::QueryError;
-pub use pipeline::lambda::{FunctionInvoker, InvokeError, LambdaTransform, OtfMetadata};
+pub use pipeline::lambda::{LambdaTransform, OtfMetadata};
 pub use pipeline::transform::{
     Failure, MCP_NORMALIZE_FAILED, McpNormalize, Outcome, Part, RecordTransform, Transformer, mcp_normalize_columns,
 };

@@ -4,13 +4,12 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use anyhow::Result;
 use clap::{CommandFactory, FromArgMatches};
 
-use crate::cli::{Cli, Command, ConfigCommand, PrefixCommand};
+use crate::cli::{Cli, Command};
 use crate::lossy::{LossyLines, Output};
 use crate::plugin::{Plugin, Registry};
-use crate::{config, demo, firehose_check, health, prefix_eval, put, replay, run, telemetry};
+use crate::telemetry;
 
 /// The whole `weir` command line (`run`, `replay`, `demo`, `config check`,
 /// `prefix eval`, `put`, `health`, `multilang`) over the registered consumer kinds.
@@ -100,7 +99,7 @@ impl App {
             }
         };
         let registry = Arc::new(registry);
-        match runtime.block_on(dispatch(cli.command, registry)) {
+        match runtime.block_on(crate::commands::dispatch(cli.command, registry)) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 stderr.line(&format!("error: {e:#}"));
@@ -112,46 +111,3 @@ impl App {
 
 /// How long the process waits at exit for its last lines to reach stderr.
 const FINAL_FLUSH: std::time::Duration = std::time::Duration::from_secs(2);
-
-async fn dispatch(command: Command, registry: Arc<Registry>) -> Result<()> {
-    match command {
-        Command::Demo(args) => demo::run(args, &registry).await,
-        Command::Put(args) => put::run(args).await,
-        Command::Replay(args) => replay::run(args, &registry).await,
-        Command::Health(args) => health::run(args).await,
-        Command::Multilang(args) => crate::multilang::command::run(args, &registry).await,
-        Command::Leases(args) => crate::leases::run(args, &registry).await,
-        Command::Efo(args) => crate::efo::run(args, &registry).await,
-        Command::ImportKcl(args) => crate::import_kcl::run(args, &registry).await,
-        Command::Doctor(args) => crate::doctor::run(args, &registry).await,
-        Command::Run { config: Some(path), until_caught_up, .. } => {
-            run::run(config::load(&path, &registry)?, until_caught_up, &registry).await
-        }
-        Command::Run { config_toml, until_caught_up, .. } => {
-            let config = config::load_text(&config_toml.unwrap_or_default(), &registry)?;
-            run::run(config, until_caught_up, &registry).await
-        }
-        Command::Config(ConfigCommand::Check { file, firehose: true, resource }) => {
-            firehose_check::run(&file, resource.as_deref())
-        }
-        Command::Config(ConfigCommand::Check { file, .. }) => {
-            let (c, warnings) = config::check(&file, &registry)?;
-            println!(
-                "{}: ok ({} consumers: {}; reading {}; leases in {})",
-                file.display(),
-                c.consumers.len(),
-                c.consumers.iter().map(|c| format!("{} ({})", c.name, c.kind)).collect::<Vec<_>>().join(", "),
-                c.describe_stream(true),
-                c.leases.describe()
-            );
-            for w in warnings {
-                println!("warning: {w}");
-            }
-            println!("consumer kinds: {}", registry.names().join(", "));
-            Ok(())
-        }
-        Command::Prefix(PrefixCommand::Eval { config, record, consumer, arrival }) => {
-            prefix_eval::run(&config, &registry, consumer.as_deref(), &record, arrival.as_deref()).await
-        }
-    }
-}

@@ -4,7 +4,8 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
-use crate::{demo, health, put, replay, telemetry};
+use crate::commands::{demo, health, put, replay};
+use crate::telemetry;
 
 /// weir: Kinesis consumers with leases, per-consumer checkpoints and Firehose-style archiving.
 #[derive(Debug, Parser)]
@@ -64,16 +65,16 @@ pub(crate) enum Command {
     Multilang(crate::multilang::command::MultilangArgs),
     /// Look at the lease table: every lease with its owner, state, checkpoints and
     /// open intents (`list`), or one in full (`show`).
-    Leases(crate::leases::LeasesArgs),
+    Leases(crate::commands::leases::LeasesArgs),
     /// The enhanced fan-out consumers of the config's stream(s): `list`, `deregister`
     /// (a registered consumer is billed until it is deregistered).
-    Efo(crate::efo::EfoArgs),
+    Efo(crate::commands::efo::EfoArgs),
     /// Explain why shards are not moving (watches the lease table for --observe);
     /// exit 1 when one is stuck.
-    Doctor(crate::doctor::DoctorArgs),
+    Doctor(crate::commands::doctor::DoctorArgs),
     /// Take over a stopped KCL application in place: write weir leases and
     /// checkpoints from its DynamoDB lease table, so weir continues where it stopped.
-    ImportKcl(crate::import_kcl::ImportKclArgs),
+    ImportKcl(crate::commands::import_kcl::ImportKclArgs),
     /// Configuration tools.
     #[command(subcommand)]
     Config(ConfigCommand),

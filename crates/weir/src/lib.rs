@@ -14,37 +14,22 @@
 #![allow(clippy::print_stdout)]
 
 mod app;
-mod aws_clients;
 mod builtin;
 mod catch_up;
 mod cli;
 mod cloudwatch;
+mod commands;
 pub mod config;
 mod consumers;
-mod demo;
-mod doctor;
-mod efo;
-mod firehose_check;
-mod health;
 mod http;
-mod import_kcl;
-mod lambda;
-mod leases;
 mod live_gauges;
 mod lossy;
 mod multilang;
 mod namespace;
-mod prefix_eval;
-mod put;
-mod replay;
-mod replay_job;
-mod replay_progress;
-mod replay_source;
-mod run;
-mod sns;
 mod status;
 mod summary;
 mod telemetry;
+mod wiring;
 
 pub mod plugin;
 

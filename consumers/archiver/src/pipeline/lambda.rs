@@ -13,12 +13,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use weir_core::ShardId;
+use weir_core::ports::FunctionInvoker;
 
 use crate::pipeline::transform::{Failure, Outcome, Part};
 use weir_firehose::LambdaSettings;
@@ -220,25 +220,6 @@ pub fn check_response(input: &TransformEvent, response: &TransformResponse) -> V
             }
         })
         .collect()
-}
-
-/// A failed invocation.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("{code}: {message}")]
-pub struct InvokeError {
-    /// Error code for the error output (`Lambda.FunctionError`, `Lambda.InvokeFailed`, ...).
-    pub code: &'static str,
-    /// What went wrong.
-    pub message: String,
-    /// Whether another attempt may succeed.
-    pub retryable: bool,
-}
-
-/// Invokes a function synchronously with a JSON payload and returns its JSON result.
-#[async_trait]
-pub trait FunctionInvoker: Send + Sync {
-    /// Invokes `function` (name or ARN).
-    async fn invoke(&self, function: &str, payload: Bytes) -> Result<Bytes, InvokeError>;
 }
 
 /// A Lambda transform: invoker plus Firehose's processor settings.

@@ -20,7 +20,7 @@ impl Plugin for Alerting {
         c.name = ctx.name().to_owned();
         let publisher = if c.sinks.iter().any(|s| matches!(s, SinkConfig::Sns { .. })) {
             let client = ctx.aws().sns().await;
-            Some(Arc::new(crate::sns::SnsPublisher::new(client)) as Arc<dyn weir_alerting::sink::Publisher>)
+            Some(Arc::new(weir_aws::SnsPublisher::new(client)) as Arc<dyn weir_core::ports::Publisher>)
         } else {
             None
         };

@@ -9,8 +9,9 @@ use weir_archiver::DeliveryMode;
 use weir_archiver::Overflow;
 use weir_archiver::parquet::{Column, ColumnType};
 use weir_archiver::{Archiver, ArchiverOptions};
-use weir_archiver::{FunctionInvoker, LambdaTransform, Transformer};
+use weir_archiver::{LambdaTransform, Transformer};
 use weir_core::Clock;
+use weir_core::ports::FunctionInvoker;
 use weir_core::ports::{ObjectSink, StoreLocation};
 use weir_firehose::{
     ArchiverSettings, ExtendedS3Destination, from_cloudformation_yaml, from_json, from_toml, validate,
@@ -394,7 +395,7 @@ impl Plugin for Archiver {
         a.glue_columns = glue_columns(&a, ctx).await?;
         let sink = ctx.object_sink(ctx.at(), &a.store()?).await?;
         let (lambda, region, arn) = if a.transform == TransformKind::Lambda {
-            let invoker = Arc::new(crate::lambda::LambdaInvoker::new(ctx.aws().lambda().await));
+            let invoker = Arc::new(weir_aws::LambdaInvoker::new(ctx.aws().lambda().await));
             (Some(invoker as Arc<dyn FunctionInvoker>), ctx.aws().region().await, ctx.stream_arn().await)
         } else {
             (None, String::new(), String::new())

@@ -171,7 +171,7 @@ impl Plugin for IcebergConsumer {
         };
         let mut consumer = IcebergConsumer::new(ctx.name(), tables, errors, e.prefix.clone(), c.hints);
         if let Some(l) = &c.lambda {
-            let invoker = Arc::new(crate::lambda::LambdaInvoker::new(ctx.aws().lambda().await));
+            let invoker = Arc::new(weir_aws::LambdaInvoker::new(ctx.aws().lambda().await));
             let transform = LambdaTransform {
                 invoker,
                 settings: LambdaSettings {

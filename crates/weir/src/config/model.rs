@@ -61,6 +61,25 @@ pub struct AwsSection {
     pub s3_force_path_style: bool,
 }
 
+impl AwsSection {
+    /// The endpoints weir-aws builds its clients with.
+    pub fn endpoints(&self) -> weir_aws::clients::Endpoints {
+        weir_aws::clients::Endpoints {
+            region: self.region.clone(),
+            profile: self.profile.clone(),
+            endpoint_url: self.endpoint_url.clone(),
+            kinesis: self.kinesis_endpoint_url.clone(),
+            dynamodb: self.dynamodb_endpoint_url.clone(),
+            s3: self.s3_endpoint_url.clone(),
+            lambda: self.lambda_endpoint_url.clone(),
+            sns: self.sns_endpoint_url.clone(),
+            glue: self.glue_endpoint_url.clone(),
+            s3tables: self.s3tables_endpoint_url.clone(),
+            s3_force_path_style: self.s3_force_path_style,
+        }
+    }
+}
+
 /// `[worker]`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]

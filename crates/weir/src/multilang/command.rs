@@ -46,5 +46,5 @@ pub async fn run(args: MultilangArgs, registry: &Registry) -> Result<()> {
     }
     let config = crate::config::load_text(&translated.toml, registry)
         .with_context(|| format!("the config translated from {}", args.properties.display()))?;
-    crate::run::run(config, args.until_caught_up, registry).await
+    crate::commands::run::run(config, args.until_caught_up, registry).await
 }

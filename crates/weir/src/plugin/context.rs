@@ -19,7 +19,7 @@ pub type StatusLine = Arc<dyn Fn() -> String + Send + Sync>;
 /// consumer asks for it (a config that names no AWS service never loads AWS settings).
 #[derive(Default)]
 pub struct Aws {
-    section: AwsSection,
+    endpoints: weir_aws::clients::Endpoints,
     s3: OnceCell<aws_sdk_s3::Client>,
     kinesis: OnceCell<aws_sdk_kinesis::Client>,
     lambda: OnceCell<aws_sdk_lambda::Client>,
@@ -30,32 +30,36 @@ pub struct Aws {
 impl Aws {
     /// Clients for `section`.
     pub fn new(section: AwsSection) -> Self {
-        Self { section, ..Self::default() }
+        Self { endpoints: section.endpoints(), ..Self::default() }
     }
 
     /// S3, with `s3_endpoint_url` and `s3_force_path_style`.
     pub async fn s3(&self) -> aws_sdk_s3::Client {
-        self.s3.get_or_init(|| crate::aws_clients::s3(&self.section)).await.clone()
+        self.s3.get_or_init(|| weir_aws::clients::s3(&self.endpoints)).await.clone()
     }
 
     /// Kinesis, with `kinesis_endpoint_url`.
     pub async fn kinesis(&self) -> aws_sdk_kinesis::Client {
-        let a = &self.section;
-        self.kinesis.get_or_init(|| crate::aws_clients::kinesis(a)).await.clone()
+        let a = &self.endpoints;
+        self.kinesis.get_or_init(|| weir_aws::clients::kinesis(a)).await.clone()
     }
 
     /// Lambda, with `lambda_endpoint_url`.
     pub async fn lambda(&self) -> aws_sdk_lambda::Client {
-        let a = &self.section;
-        self.lambda.get_or_init(|| crate::aws_clients::lambda(a)).await.clone()
+        let a = &self.endpoints;
+        self.lambda.get_or_init(|| weir_aws::clients::lambda(a)).await.clone()
     }
 
     /// The region: `[aws] region`, else the environment's or profile's (empty if none).
     pub async fn region(&self) -> String {
-        let a = &self.section;
+        let a = &self.endpoints;
         self.region
             .get_or_init(|| async {
-                crate::run::sdk(a, weir_aws::Service::Sns).await.region().map(|r| r.to_string()).unwrap_or_default()
+                weir_aws::clients::sdk(a, weir_aws::Service::Sns)
+                    .await
+                    .region()
+                    .map(|r| r.to_string())
+                    .unwrap_or_default()
             })
             .await
             .clone()
@@ -64,20 +68,20 @@ impl Aws {
     /// Glue, with `glue_endpoint_url`, in `region` when given (made for each call: an
     /// archiver reads its table once).
     pub async fn glue(&self, region: Option<&str>) -> aws_sdk_glue::Client {
-        crate::aws_clients::glue(&self.section, region).await
+        weir_aws::clients::glue(&self.endpoints, region).await
     }
 
     /// Iceberg tables of a Glue Data Catalog (`catalog_id`: its account, default the
     /// caller's), in `region` when given; table files through S3 with the same
     /// credentials and `s3_endpoint_url`.
     pub async fn iceberg_glue(&self, catalog_id: Option<String>, region: Option<&str>) -> Arc<dyn iceberg::Catalog> {
-        crate::aws_clients::iceberg_glue(&self.section, catalog_id, region).await
+        weir_aws::clients::iceberg_glue(&self.endpoints, catalog_id, region).await
     }
 
     /// Iceberg tables of the S3 table bucket `bucket_arn` in `region`; table files
     /// through S3 with the same credentials and `s3_endpoint_url`.
     pub async fn iceberg_s3tables(&self, bucket_arn: &str, region: &str) -> Arc<dyn iceberg::Catalog> {
-        crate::aws_clients::iceberg_s3tables(&self.section, bucket_arn, region).await
+        weir_aws::clients::iceberg_s3tables(&self.endpoints, bucket_arn, region).await
     }
 
     /// Iceberg tables of the REST catalog `settings` describes; table files on S3
@@ -86,13 +90,13 @@ impl Aws {
         &self,
         settings: weir_aws::iceberg_rest::RestSettings,
     ) -> iceberg::Result<Arc<dyn iceberg::Catalog>> {
-        crate::aws_clients::iceberg_rest(&self.section, settings).await
+        weir_aws::clients::iceberg_rest(&self.endpoints, settings).await
     }
 
     /// SNS, with `sns_endpoint_url`.
     pub async fn sns(&self) -> aws_sdk_sns::Client {
-        let a = &self.section;
-        self.sns.get_or_init(|| crate::aws_clients::sns(a)).await.clone()
+        let a = &self.endpoints;
+        self.sns.get_or_init(|| weir_aws::clients::sns(a)).await.clone()
     }
 }
 

@@ -1,24 +1,26 @@
-//! `weir run`: one worker wired from the config file.
+//! Wiring a worker from its config: the stream, the lease table, the SDK settings of
+//! each service, and what consumers are built with. `weir run`, `weir replay`, `weir
+//! demo` and the lease commands share it.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 use tokio_util::sync::CancellationToken;
-use weir_aws::{AwsSettings, DynamoDbLeaseTable, KinesisOptions, KinesisStream, Service, load_sdk_config};
+use weir_aws::{DynamoDbLeaseTable, KinesisOptions, KinesisStream};
 use weir_core::Clock;
 use weir_core::ports::{LeaseTable, ShardReader, StreamCatalog};
 use weir_local::{GeneratorConfig, McpEventGenerator, MemoryStream, SqliteLeaseTable, StreamOptions};
+use weir_runtime::TokioClock;
 use weir_runtime::consumers::OnlyStreams;
 use weir_runtime::streams::{StreamPart, Streams};
-use weir_runtime::{TokioClock, Worker};
 
-use crate::config::{AwsSection, Config, LeasesKind, StreamKind};
-use crate::plugin::{Aws, BuildEnv, Registry};
+use crate::config::{Config, LeasesKind, StreamKind};
+use crate::plugin::{Aws, BuildEnv};
 
 /// Wraps the consumers whose config entry names `streams` so they get only those
 /// streams' records.
-fn only_their_streams(
+pub(crate) fn only_their_streams(
     consumers: Vec<Box<dyn weir_core::Consumer>>,
     config: &Config,
     streams: &Streams,
@@ -122,31 +124,9 @@ pub(crate) struct Wired {
     pub reader: Arc<dyn ShardReader>,
     pub catalog: Arc<dyn StreamCatalog>,
     /// The in-process streams the config uses (each gets a generator).
-    memory: Vec<MemoryStream>,
+    pub memory: Vec<MemoryStream>,
     /// With several streams, the joined streams (to give consumers only theirs).
     pub streams: Option<Streams>,
-}
-
-/// The SDK configuration for `service`: the config's region and profile, the
-/// service's endpoint (its own, else `aws.endpoint_url`), and its request timeouts.
-pub(crate) async fn sdk(aws: &AwsSection, service: Service) -> aws_config::SdkConfig {
-    let endpoint = match service {
-        Service::Kinesis => &aws.kinesis_endpoint_url,
-        Service::DynamoDb => &aws.dynamodb_endpoint_url,
-        Service::S3 => &aws.s3_endpoint_url,
-        Service::Lambda => &aws.lambda_endpoint_url,
-        Service::Sns => &aws.sns_endpoint_url,
-        Service::Glue => &aws.glue_endpoint_url,
-        Service::S3Tables => &aws.s3tables_endpoint_url,
-    };
-    let settings = AwsSettings {
-        region: aws.region.clone(),
-        profile: aws.profile.clone(),
-        endpoint_url: endpoint.clone().or_else(|| aws.endpoint_url.clone()),
-        static_credentials: None,
-        timeouts: Some(service.timeouts()),
-    };
-    load_sdk_config(&settings).await
 }
 
 /// Reader, catalog and (for the in-process stream) the stream itself.
@@ -176,7 +156,7 @@ pub(crate) async fn wire_stream(config: &Config, clock: Arc<TokioClock>) -> Resu
 /// The Kinesis stream the config names, read with `options`.
 async fn open_kinesis(config: &Config, options: KinesisOptions) -> Result<KinesisStream> {
     let aws = &config.aws;
-    let client = crate::aws_clients::kinesis(aws).await;
+    let client = weir_aws::clients::kinesis(&aws.endpoints()).await;
     KinesisStream::open(client, &config.stream.name, options)
         .await
         .map_err(|e| anyhow::anyhow!("stream {}: {e}", config.stream.name))
@@ -253,7 +233,7 @@ pub(crate) async fn lease_table(config: &Config) -> Result<Arc<dyn LeaseTable>> 
             )
         }
         LeasesKind::Dynamodb => {
-            let client = crate::aws_clients::dynamodb(aws).await;
+            let client = weir_aws::clients::dynamodb(&aws.endpoints()).await;
             let name = config.leases.table.clone().unwrap_or_default();
             Arc::new(
                 DynamoDbLeaseTable::open(client, &name, &config.leases.namespace, config.leases.create_table)
@@ -275,108 +255,4 @@ pub(crate) fn build_env(config: &Config, worker_id: &str, clock: Arc<dyn Clock>)
         archive_prefix: None,
         replay_job: None,
     }
-}
-
-pub async fn run(config: Config, until_caught_up: bool, registry: &Registry) -> Result<()> {
-    let worker_id = config.worker.id.clone().unwrap_or_else(default_worker_id);
-    let clock = Arc::new(TokioClock::new());
-    let config = if config.streams.len() == 1 { config.with_one_stream(None)? } else { config };
-    let wired = wire(&config, clock.clone()).await?;
-    let catch_up = until_caught_up.then(|| crate::catch_up::CatchUp {
-        table: wired.table.clone(),
-        catalog: wired.catalog.clone(),
-        me: weir_core::WorkerId::new(worker_id.as_str()),
-        consumers: config.consumers.iter().map(|c| weir_core::ConsumerName::new(c.name())).collect(),
-        started: tokio::time::Instant::now(),
-        started_at: clock.now(),
-    });
-    let built = registry.build(&config.consumers, &build_env(&config, &worker_id, clock.clone())).await?;
-    let status = built.status.clone();
-    let consumers = match &wired.streams {
-        None => built.consumers,
-        Some(streams) => only_their_streams(built.consumers, &config, streams),
-    };
-    let worker = Worker::new(config.runtime(&worker_id), wired.table, wired.reader, wired.catalog, consumers, clock)?;
-    let shutdown = CancellationToken::new();
-    cancel_on_signal(shutdown.clone());
-    // The CloudWatch writer stops after the worker, so its last line has the final values.
-    let metrics_stop = CancellationToken::new();
-    let view = crate::status::WorkerView {
-        id: worker_id.clone(),
-        read: config.read_kind().to_owned(),
-        stats: worker.stats(),
-        unhealthy_after: config.worker.unhealthy_after,
-    };
-    let (metrics, cloudwatch) = if config.metrics.cloudwatch {
-        let recorder = crate::cloudwatch::EmfRecorder::default();
-        let writer = crate::cloudwatch::EmfWriter::new(
-            recorder.clone(),
-            &config.metrics.namespace,
-            &config.leases.namespace,
-            &worker_id,
-        )
-        .with_workers(vec![view.clone()]);
-        let metrics = crate::http::install_recorders(recorder)?;
-        (Some(metrics), Some(crate::cloudwatch::spawn(writer, config.metrics.interval, metrics_stop.clone())))
-    } else if config.http.listen.is_some() {
-        (Some(crate::http::install_recorder()?), None)
-    } else {
-        (None, None)
-    };
-    let http = match (config.http.listen, metrics) {
-        (Some(addr), Some(metrics)) => {
-            Some(crate::http::serve(addr, metrics, vec![view], status, shutdown.clone()).await?)
-        }
-        _ => None,
-    };
-    let producers: Vec<_> = wired
-        .memory
-        .into_iter()
-        .map(|stream| {
-            let generator = GeneratorConfig {
-                tenants: config.generator.tenants,
-                error_rate: config.generator.error_rate,
-                malformed_rate: config.generator.malformed_rate,
-                ..GeneratorConfig::default()
-            };
-            spawn_generator(stream, generator, config.generator.rate, None, None, shutdown.clone())
-        })
-        .collect();
-    tracing::info!(
-        worker = %worker_id,
-        reading = %config.describe_stream(true),
-        leases = %config.leases.describe(),
-        consumers = %config.consumers.iter().map(|c| c.name()).collect::<Vec<_>>().join(", "),
-        "weir running; SIGTERM or Ctrl-C to stop"
-    );
-    let caught_up = catch_up.map(|c| tokio::spawn(c.stop_when_done(worker.stats(), shutdown.clone())));
-    worker.run(shutdown).await?;
-    // The worker stopped, so `shutdown` is cancelled and the watcher has returned.
-    if let Some(c) = caught_up
-        && let Ok(Some(records)) = c.await
-    {
-        // A closed stdout (`| head`) is no failure: the work is done.
-        use std::io::Write;
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(
-            out,
-            "caught up: every shard read to the start ({records} records processed), checkpoints written"
-        );
-        if let Some(requests) = crate::aws_clients::summary() {
-            let _ = writeln!(out, "{requests}");
-        }
-    }
-    for p in producers {
-        let sent = p.await.unwrap_or(0);
-        tracing::info!(records_generated = sent, "generator stopped");
-    }
-    if let Some(h) = http {
-        let _ = h.await;
-    }
-    metrics_stop.cancel();
-    if let Some(c) = cloudwatch {
-        let _ = c.await;
-    }
-    tracing::info!("stopped");
-    Ok(())
 }

@@ -8,7 +8,7 @@ use weir_core::ports::{ReadMode, ShardReader};
 use weir_core::{Checkpoint, ConsumerName, ExtendedSequenceNumber, Lease, ShardId, StartingPosition, Timestamp};
 
 use super::Finding;
-use crate::leases::checkpoint_text;
+use crate::commands::leases::checkpoint_text;
 
 /// What a shard still retains: its oldest record, or an error reading it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -133,7 +133,7 @@ pub(crate) async fn run(args: LeasesArgs, registry: &Registry) -> Result<()> {
                 "{}",
                 if json { list_json(&leases, &scope)? } else { list_table(&leases, consumer.as_ref(), &scope) }
             );
-            if !json && let Some(requests) = crate::aws_clients::summary() {
+            if !json && let Some(requests) = weir_aws::clients::summary() {
                 println!("{requests}");
             }
             Ok(())
@@ -215,7 +215,7 @@ pub(crate) async fn run(args: LeasesArgs, registry: &Registry) -> Result<()> {
         }
         LeasesCommand::DeleteEnded { config, dry_run } => {
             let (config, table) = open_table(&config, registry).await?;
-            let catalog = crate::run::fleet_streams(&config, table.as_ref()).await?;
+            let catalog = crate::wiring::fleet_streams(&config, table.as_ref()).await?;
             let listed =
                 catalog.list_shards().await.map_err(|e| anyhow::anyhow!("cannot list the stream's shards: {e}"))?;
             let listed = listed.into_iter().map(|s| s.id).collect();
@@ -267,7 +267,7 @@ pub(crate) async fn run(args: LeasesArgs, registry: &Registry) -> Result<()> {
 /// The config at `path` and the lease table it names.
 pub(crate) async fn open_table(path: &Path, registry: &Registry) -> Result<(Config, Arc<dyn LeaseTable>)> {
     let config = crate::config::load(path, registry)?;
-    let table = crate::run::lease_table(&config).await?;
+    let table = crate::wiring::lease_table(&config).await?;
     Ok((config, table))
 }
 

@@ -1,13 +1,15 @@
-//! The alerting consumer's SNS port, implemented with aws-sdk-sns.
+//! [`Publisher`] (the alerting consumer's `sns` sink) on aws-sdk-sns.
 
 use async_trait::async_trait;
-use weir_alerting::sink::{Publisher, SendError};
+use weir_core::ports::{PublishError, Publisher};
 
+/// Publishes to SNS topics.
 pub struct SnsPublisher {
     client: aws_sdk_sns::Client,
 }
 
 impl SnsPublisher {
+    /// A publisher using `client` (see [`crate::clients::sns`]).
     pub fn new(client: aws_sdk_sns::Client) -> Self {
         Self { client }
     }
@@ -15,11 +17,11 @@ impl SnsPublisher {
 
 #[async_trait]
 impl Publisher for SnsPublisher {
-    async fn publish(&self, topic: &str, subject: &str, message: &str) -> Result<(), SendError> {
+    async fn publish(&self, topic: &str, subject: &str, message: &str) -> Result<(), PublishError> {
         self.client.publish().topic_arn(topic).subject(subject).message(message).send().await.map(|_| ()).map_err(|e| {
             let retryable =
                 !matches!(&e, aws_sdk_sns::error::SdkError::ServiceError(s) if s.raw().status().is_client_error());
-            SendError { message: aws_sdk_sns::error::DisplayErrorContext(&e).to_string(), retryable }
+            PublishError { message: aws_sdk_sns::error::DisplayErrorContext(&e).to_string(), retryable }
         })
     }
 }

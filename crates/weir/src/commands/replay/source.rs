@@ -27,7 +27,7 @@ pub async fn open(
             if bucket.is_empty() {
                 bail!("--from-archive {location:?}: no bucket (s3://bucket/prefix)");
             }
-            let client = crate::aws_clients::s3(&config.aws).await;
+            let client = weir_aws::clients::s3(&config.aws.endpoints()).await;
             (Arc::new(S3ObjectSink::new(client, bucket, S3Options::default())), prefix.to_owned())
         }
         None => {

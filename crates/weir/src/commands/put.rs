@@ -114,7 +114,7 @@ pub async fn run(args: PutArgs) -> Result<()> {
         }
     }
     let sdk = load_sdk_config(&args.aws.settings()).await;
-    let producer = Producer::new(crate::aws_clients::kinesis_from(&sdk), &args.stream);
+    let producer = Producer::new(weir_aws::clients::kinesis_from(&sdk), &args.stream);
     let total = records.len();
     let report = producer.put_all(records).await;
     for (line, reason) in &rejected {

@@ -1,10 +1,11 @@
-//! The archiver's Lambda transform port, implemented with aws-sdk-lambda.
+//! [`FunctionInvoker`] (the archiver's and the Iceberg destination's Lambda transform)
+//! on aws-sdk-lambda.
 
 use async_trait::async_trait;
 use aws_sdk_lambda::error::SdkError;
 use aws_sdk_lambda::primitives::Blob;
 use bytes::Bytes;
-use weir_archiver::{FunctionInvoker, InvokeError};
+use weir_core::ports::{FunctionInvoker, InvokeError};
 
 /// Synchronous (`RequestResponse`) invocations.
 pub struct LambdaInvoker {
@@ -12,6 +13,7 @@ pub struct LambdaInvoker {
 }
 
 impl LambdaInvoker {
+    /// An invoker using `client` (see [`crate::clients::lambda`]).
     pub fn new(client: aws_sdk_lambda::Client) -> Self {
         Self { client }
     }

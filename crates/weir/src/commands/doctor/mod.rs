@@ -61,13 +61,13 @@ pub(crate) struct Finding {
 
 /// Runs `weir doctor`.
 pub(crate) async fn run(args: DoctorArgs, registry: &Registry) -> Result<()> {
-    let (config, table) = crate::leases::open_table(&args.config, registry).await?;
-    let before = crate::leases::list(table.as_ref()).await?;
+    let (config, table) = crate::commands::leases::open_table(&args.config, registry).await?;
+    let before = crate::commands::leases::list(table.as_ref()).await?;
     println!("{} leases in {}; watching {:?}", before.len(), config.leases.describe(), args.observe);
     tokio::time::sleep(args.observe).await;
-    let after = crate::leases::list(table.as_ref()).await?;
+    let after = crate::commands::leases::list(table.as_ref()).await?;
     // Leases of streams this config does not read are left alone by its workers.
-    let scope = crate::leases::Scope::of(&config, table.as_ref()).await?;
+    let scope = crate::commands::leases::Scope::of(&config, table.as_ref()).await?;
     let others = after.iter().filter(|l| !l.ended && !scope.covers(l)).count();
     if others > 0 {
         println!("note  {others} leases of streams not in this config are left alone (weir leases list shows them)");
@@ -92,7 +92,7 @@ pub(crate) async fn run(args: DoctorArgs, registry: &Registry) -> Result<()> {
 
     if args.no_stream {
     } else if config.stream_list().iter().all(|s| s.kind == StreamKind::Kinesis) {
-        let streams = crate::run::fleet_streams(&config, table.as_ref()).await?;
+        let streams = crate::wiring::fleet_streams(&config, table.as_ref()).await?;
         let oldest = retention::oldest_retained(&streams, &after, Duration::from_secs(10)).await;
         findings.extend(retention::diagnose(&after, &oldest, &consumers));
     } else {

@@ -49,7 +49,7 @@ pub(crate) async fn run(args: EfoArgs, registry: &Registry) -> Result<()> {
     match args.command {
         EfoCommand::List { config } => {
             let config = crate::config::load(&config, registry)?;
-            let client = crate::aws_clients::kinesis(&config.aws).await;
+            let client = weir_aws::clients::kinesis(&config.aws.endpoints()).await;
             for section in kinesis_streams(&config)? {
                 let own = section.efo_consumer_name(&config.leases.namespace);
                 let consumers = weir_aws::kinesis::list_efo_consumers(&client, &section.name).await?;
@@ -77,7 +77,7 @@ pub(crate) async fn run(args: EfoArgs, registry: &Registry) -> Result<()> {
                     config.stream.name
                 );
             };
-            let client = crate::aws_clients::kinesis(&config.aws).await;
+            let client = weir_aws::clients::kinesis(&config.aws.endpoints()).await;
             if weir_aws::kinesis::deregister_efo_consumer(&client, &config.stream.name, &name).await? {
                 println!("{}: deregistered enhanced fan-out consumer {name}", config.stream.name);
             } else {

@@ -5,6 +5,10 @@
 //! command, reading by polling unless `--efo`; `--status` and `--cancel` act on a job
 //! from anywhere.
 
+pub(crate) mod job;
+pub(crate) mod progress;
+pub(crate) mod source;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,8 +21,8 @@ use weir_runtime::{TokioClock, WindowReader, Worker};
 
 use crate::config::{Config, StreamKind, load};
 use crate::plugin::Registry;
-use crate::replay_job::{self, JobState};
-use crate::replay_progress::{Measure, Progress, Snapshot};
+use job::JobState;
+use progress::{Measure, Progress, Snapshot};
 
 #[derive(Debug, clap::Args)]
 pub struct ReplayArgs {
@@ -165,13 +169,13 @@ pub async fn run(mut args: ReplayArgs, registry: &Registry) -> Result<()> {
     };
     config.leases.namespace = format!("{}-replay-{job}", config.leases.namespace);
     if args.status || args.cancel {
-        let table = crate::run::lease_table(&config).await?;
+        let table = crate::wiring::lease_table(&config).await?;
         if args.cancel {
-            replay_job::cancel(table.as_ref()).await?;
+            job::cancel(table.as_ref()).await?;
             println!("job {job}: cancelled; workers running it drain and stop");
             return Ok(());
         }
-        print_status(&job, &replay_job::read(table.as_ref()).await?);
+        print_status(&job, &job::read(table.as_ref()).await?);
         return Ok(());
     }
     let (from, to) = window(&args)?;
@@ -182,8 +186,8 @@ pub async fn run(mut args: ReplayArgs, registry: &Registry) -> Result<()> {
         );
     }
     let clock = Arc::new(TokioClock::new());
-    let table = crate::run::lease_table(&config).await?;
-    let started = replay_job::read(table.as_ref()).await?;
+    let table = crate::wiring::lease_table(&config).await?;
+    let started = job::read(table.as_ref()).await?;
     if started.cancelled {
         bail!("job {job} was cancelled; start the window again under another --job name");
     }
@@ -191,7 +195,7 @@ pub async fn run(mut args: ReplayArgs, registry: &Registry) -> Result<()> {
         .from_archive
     {
         Some(location) => {
-            let source = crate::replay_source::open(&config, location, &args.archive_time_zone, from, to).await?;
+            let source = source::open(&config, location, &args.archive_time_zone, from, to).await?;
             tracing::info!(
                 objects = source.objects().len(),
                 shards = source.groups().len(),
@@ -202,7 +206,7 @@ pub async fn run(mut args: ReplayArgs, registry: &Registry) -> Result<()> {
             (source.clone(), source, Measure::Objects, Checkpoint::TrimHorizon)
         }
         None => {
-            let (reader, catalog, _) = crate::run::wire_stream(&config, clock.clone()).await?;
+            let (reader, catalog, _) = crate::wiring::wire_stream(&config, clock.clone()).await?;
             if let Some(start) = retention_start(&config).await?
                 && from < start
             {
@@ -215,8 +219,8 @@ pub async fn run(mut args: ReplayArgs, registry: &Registry) -> Result<()> {
             (reader, catalog, Measure::Window { from, to }, Checkpoint::AtTimestamp(from))
         }
     };
-    let worker_id = config.worker.id.clone().unwrap_or_else(crate::run::default_worker_id);
-    let mut env = crate::run::build_env(&config, &worker_id, clock.clone());
+    let worker_id = config.worker.id.clone().unwrap_or_else(crate::wiring::default_worker_id);
+    let mut env = crate::wiring::build_env(&config, &worker_id, clock.clone());
     env.archive_prefix = args.archive_prefix.clone();
     env.replay_job = Some(job.clone());
     let built = registry.build(&config.consumers, &env).await?;
@@ -241,7 +245,7 @@ pub async fn run(mut args: ReplayArgs, registry: &Registry) -> Result<()> {
     let worker = Worker::new(runtime, table.clone(), reader, catalog.clone(), built.consumers, clock)?;
     let stats = worker.stats();
     let stop = CancellationToken::new();
-    crate::run::cancel_on_signal(stop.clone());
+    crate::wiring::cancel_on_signal(stop.clone());
     let http = match args.listen {
         Some(addr) => Some(
             crate::http::serve(
@@ -270,7 +274,7 @@ pub async fn run(mut args: ReplayArgs, registry: &Registry) -> Result<()> {
             _ = stop.cancelled() => break,
             _ = tokio::time::sleep(Duration::from_millis(500)) => {}
         }
-        let state = replay_job::read(table.as_ref()).await?;
+        let state = job::read(table.as_ref()).await?;
         if state.cancelled {
             tracing::warn!(job = %job, "job cancelled; draining");
             cancelled = true;
@@ -301,7 +305,7 @@ pub async fn run(mut args: ReplayArgs, registry: &Registry) -> Result<()> {
     if let Some(h) = http {
         let _ = h.await;
     }
-    let state = replay_job::read(table.as_ref()).await?;
+    let state = job::read(table.as_ref()).await?;
     let reads = stats.reads();
     println!(
         "replay {job}: {}{} of {} shards done; this worker read {} records ({} bytes)",
@@ -316,7 +320,7 @@ pub async fn run(mut args: ReplayArgs, registry: &Registry) -> Result<()> {
     if let Some(name) = replay_consumer
         && (complete || cancelled)
     {
-        let client = crate::aws_clients::kinesis(&config.aws).await;
+        let client = weir_aws::clients::kinesis(&config.aws.endpoints()).await;
         match weir_aws::kinesis::deregister_efo_consumer(&client, &config.stream.name, &name).await {
             Ok(true) => println!("deregistered enhanced fan-out consumer {name}"),
             Ok(false) => {}
@@ -365,7 +369,7 @@ async fn retention_start(config: &Config) -> Result<Option<Timestamp>> {
     if config.stream.kind != StreamKind::Kinesis {
         return Ok(None);
     }
-    let client = crate::aws_clients::kinesis(&config.aws).await;
+    let client = weir_aws::clients::kinesis(&config.aws.endpoints()).await;
     let out = client.describe_stream_summary().stream_name(&config.stream.name).send().await;
     let hours = match out {
         Ok(o) => o.stream_description_summary().map(|d| d.retention_period_hours()).unwrap_or(24),

@@ -11,7 +11,7 @@ use clap::Args;
 use weir_core::kcl::{plan, renewed};
 use weir_core::{ConsumerName, LeaseChange, LeaseMutation, NewLease};
 
-use crate::leases::checkpoint_text;
+use crate::commands::leases::checkpoint_text;
 use crate::plugin::Registry;
 
 /// `weir import-kcl …`.
@@ -43,7 +43,7 @@ pub(crate) struct ImportKclArgs {
 /// Runs `weir import-kcl`.
 pub(crate) async fn run(args: ImportKclArgs, registry: &Registry) -> Result<()> {
     let config = crate::config::load(&args.config, registry)?;
-    let client = crate::aws_clients::dynamodb(&config.aws).await;
+    let client = weir_aws::clients::dynamodb(&config.aws.endpoints()).await;
     let at_timestamp = args
         .at_timestamp
         .as_deref()
@@ -83,7 +83,7 @@ pub(crate) async fn run(args: ImportKclArgs, registry: &Registry) -> Result<()> 
         }
         args.consumer.iter().map(|c| ConsumerName::new(c.as_str())).collect()
     };
-    let table = crate::run::lease_table(&config).await?;
+    let table = crate::wiring::lease_table(&config).await?;
     let mut refused = 0;
     for p in &plan.leases {
         let names: Vec<String> = consumers.iter().map(ToString::to_string).collect();

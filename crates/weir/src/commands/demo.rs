@@ -20,7 +20,7 @@ use weir_core::ports::LeaseTable;
 use weir_local::{GeneratorConfig, MemoryStream, SqliteLeaseTable, StreamOptions};
 use weir_runtime::{TokioClock, Worker};
 
-use crate::run::{cancel_on_signal, spawn_generator};
+use crate::wiring::{cancel_on_signal, spawn_generator};
 
 /// Options of `weir demo`.
 #[derive(Debug, clap::Args)]

@@ -8,7 +8,7 @@ use std::time::Duration;
 use weir_core::{Checkpoint, ConsumerName, Lease};
 
 use super::Finding;
-use crate::leases::checkpoint_text;
+use crate::commands::leases::checkpoint_text;
 
 /// The findings for the table as read `observed` apart (`before`, then `after`).
 pub(crate) fn diagnose(
