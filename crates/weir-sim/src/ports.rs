@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use base64::Engine;
 use bytes::Bytes;
 use rand::Rng;
-use weir_archiver::{FunctionInvoker, InvokeError};
+use weir_core::ports::{FunctionInvoker, InvokeError};
 use weir_core::ports::{
     LeaseTable, NamespaceMeta, ObjectMeta, ObjectSink, PutOptions, PutOutcome, ReadError, ReadMode, ShardInfo,
     ShardReader, ShardSubscription, SinkError, StreamCatalog, WorkerHeartbeat, WorkerLoad,
