@@ -6,6 +6,7 @@
 use std::sync::{Arc, OnceLock};
 
 use aws_config::SdkConfig;
+use tokio::sync::OnceCell;
 
 use crate::{AwsSettings, RequestCounter, RequestLedger, Service, load_sdk_config};
 
@@ -49,6 +50,85 @@ impl Endpoints {
             Service::S3Tables => &self.s3tables,
         };
         own.clone().or_else(|| self.endpoint_url.clone())
+    }
+}
+
+/// Clients of [`Endpoints`], each created the first time it is asked for (a worker
+/// that uses no AWS service never loads AWS settings).
+#[derive(Default)]
+pub struct Clients {
+    endpoints: Endpoints,
+    s3: OnceCell<aws_sdk_s3::Client>,
+    kinesis: OnceCell<aws_sdk_kinesis::Client>,
+    lambda: OnceCell<aws_sdk_lambda::Client>,
+    region: OnceCell<String>,
+    sns: OnceCell<aws_sdk_sns::Client>,
+}
+
+impl Clients {
+    /// Clients for `endpoints`.
+    pub fn new(endpoints: Endpoints) -> Self {
+        Self { endpoints, ..Self::default() }
+    }
+
+    /// S3, with `s3_endpoint_url` and `s3_force_path_style`.
+    pub async fn s3(&self) -> aws_sdk_s3::Client {
+        self.s3.get_or_init(|| s3(&self.endpoints)).await.clone()
+    }
+
+    /// Kinesis, with `kinesis_endpoint_url`.
+    pub async fn kinesis(&self) -> aws_sdk_kinesis::Client {
+        let a = &self.endpoints;
+        self.kinesis.get_or_init(|| kinesis(a)).await.clone()
+    }
+
+    /// Lambda, with `lambda_endpoint_url`.
+    pub async fn lambda(&self) -> aws_sdk_lambda::Client {
+        let a = &self.endpoints;
+        self.lambda.get_or_init(|| lambda(a)).await.clone()
+    }
+
+    /// The region: `[aws] region`, else the environment's or profile's (empty if none).
+    pub async fn region(&self) -> String {
+        let a = &self.endpoints;
+        self.region
+            .get_or_init(|| async { sdk(a, Service::Sns).await.region().map(|r| r.to_string()).unwrap_or_default() })
+            .await
+            .clone()
+    }
+
+    /// Glue, with `glue_endpoint_url`, in `region` when given (made for each call: an
+    /// archiver reads its table once).
+    pub async fn glue(&self, region: Option<&str>) -> aws_sdk_glue::Client {
+        glue(&self.endpoints, region).await
+    }
+
+    /// Iceberg tables of a Glue Data Catalog (`catalog_id`: its account, default the
+    /// caller's), in `region` when given; table files through S3 with the same
+    /// credentials and `s3_endpoint_url`.
+    pub async fn iceberg_glue(&self, catalog_id: Option<String>, region: Option<&str>) -> Arc<dyn iceberg::Catalog> {
+        iceberg_glue(&self.endpoints, catalog_id, region).await
+    }
+
+    /// Iceberg tables of the S3 table bucket `bucket_arn` in `region`; table files
+    /// through S3 with the same credentials and `s3_endpoint_url`.
+    pub async fn iceberg_s3tables(&self, bucket_arn: &str, region: &str) -> Arc<dyn iceberg::Catalog> {
+        iceberg_s3tables(&self.endpoints, bucket_arn, region).await
+    }
+
+    /// Iceberg tables of the REST catalog `settings` describes; table files on S3
+    /// through the same credentials and `s3_endpoint_url`.
+    pub async fn iceberg_rest(
+        &self,
+        settings: crate::iceberg_rest::RestSettings,
+    ) -> iceberg::Result<Arc<dyn iceberg::Catalog>> {
+        iceberg_rest(&self.endpoints, settings).await
+    }
+
+    /// SNS, with `sns_endpoint_url`.
+    pub async fn sns(&self) -> aws_sdk_sns::Client {
+        let a = &self.endpoints;
+        self.sns.get_or_init(|| sns(a)).await.clone()
     }
 }
 

@@ -41,9 +41,19 @@ impl App {
         self
     }
 
-    /// The registered kinds.
-    pub fn registry(&self) -> &Registry {
+    /// The registered kinds (the config loader's tests).
+    #[cfg(test)]
+    pub(crate) fn registry(&self) -> &Registry {
         &self.registry
+    }
+
+    /// Loads a config from `text` as `weir run --config` would (every consumer section
+    /// checked by its kind), and runs nothing: `Err` names every problem. Not part of
+    /// the plugin API's promise: `crates/weir/tests/docs.rs` checks the configs the docs
+    /// show with it, and a fuzz target feeds it arbitrary text.
+    #[doc(hidden)]
+    pub fn check_config(&self, text: &str) -> std::result::Result<(), String> {
+        crate::config::load_text(text, &self.registry).map(|_| ()).map_err(|e| format!("{e:#}"))
     }
 
     /// Parses a command line (the program's name first) as [`App::run`] would, and runs

@@ -12,6 +12,7 @@
 //! See [`Plugin`] for what a kind implements and what the API promises.
 // The command line: standard output is where its answers go.
 #![allow(clippy::print_stdout)]
+#![warn(missing_docs)]
 
 mod app;
 mod builtin;
@@ -19,7 +20,7 @@ mod catch_up;
 mod cli;
 mod cloudwatch;
 mod commands;
-pub mod config;
+mod config;
 mod consumers;
 mod http;
 mod live_gauges;
@@ -34,5 +35,5 @@ mod wiring;
 pub mod plugin;
 
 pub use app::App;
-pub use plugin::{Aws, Context, Plugin};
+pub use plugin::{Context, Plugin};
 pub use weir_core::{self, Acks, CloseReason, Consumer, ConsumerError, RecordBatch, ShardContext};

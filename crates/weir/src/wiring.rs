@@ -16,7 +16,7 @@ use weir_runtime::consumers::OnlyStreams;
 use weir_runtime::streams::{StreamPart, Streams};
 
 use crate::config::{Config, LeasesKind, StreamKind};
-use crate::plugin::{Aws, BuildEnv};
+use crate::plugin::BuildEnv;
 
 /// Wraps the consumers whose config entry names `streams` so they get only those
 /// streams' records.
@@ -250,7 +250,7 @@ pub(crate) fn build_env(config: &Config, worker_id: &str, clock: Arc<dyn Clock>)
     BuildEnv {
         worker_id: worker_id.to_owned(),
         clock,
-        aws: Arc::new(Aws::new(config.aws.clone())),
+        aws: Arc::new(weir_aws::clients::Clients::new(config.aws.endpoints())),
         stream_name: config.stream.name.clone(),
         archive_prefix: None,
         replay_job: None,

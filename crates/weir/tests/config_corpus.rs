@@ -18,9 +18,7 @@ fn every_input_of_the_config_fuzz_corpus_loads_or_is_refused() {
     for input in &inputs {
         let data = std::fs::read(input).unwrap();
         let Ok(text) = std::str::from_utf8(&data) else { continue };
-        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            weir::config::load_text(text, app.registry()).is_ok()
-        }));
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| app.check_config(text).is_ok()));
         match outcome {
             Ok(true) => loaded += 1,
             Ok(false) => refused += 1,

@@ -1,5 +1,5 @@
 //! README.md and docs/*.md kept honest against the code:
-//! - every ```toml block is a whole weir config that loads with `weir::config::load_text`
+//! - every ```toml block is a whole weir config that loads (`weir::App::check_config`)
 //!   (the built-in kinds registered, every cross-field check run); a block fenced
 //!   ```toml fragment (a piece of a config, `# ...` left out) must at least be TOML;
 //! - every `weir ...` command in ```sh, ```bash and ```console blocks (in console
@@ -90,7 +90,7 @@ fn toml_blocks_are_configs_weir_loads() {
                 }
             } else {
                 whole += 1;
-                if let Err(e) = weir::config::load_text(&body, app.registry()) {
+                if let Err(e) = app.check_config(&body) {
                     problems.push(format!(
                         "{at}: weir does not load this config (fence it ```toml fragment if it is a piece of one): {e:#}"
                     ));

@@ -7,6 +7,6 @@ use libfuzzer_sys::fuzz_target;
 fuzz_target!(|data: &[u8]| {
     if let Ok(text) = std::str::from_utf8(data) {
         let app = weir::App::new();
-        let _ = weir::config::load_text(text, app.registry());
+        let _ = app.check_config(text);
     }
 });

@@ -35,6 +35,15 @@ pub(super) async fn stream_arn(client: &Client, stream: &str) -> Result<String, 
         .ok_or_else(|| ReadError::Fatal(format!("kinesis stream {stream}: no ARN in DescribeStreamSummary")))
 }
 
+/// How many hours `stream` keeps records (DescribeStreamSummary; 24 when it does not
+/// say).
+pub async fn retention_hours(client: &Client, stream: &str) -> Result<i32, ReadError> {
+    let out = client.describe_stream_summary().stream_name(stream).send().await.map_err(|e| {
+        ReadError::Fatal(format!("stream {stream}: {} (needs kinesis:DescribeStreamSummary)", describe(&e)))
+    })?;
+    Ok(out.stream_description_summary().map(|d| d.retention_period_hours()).unwrap_or(24))
+}
+
 /// Every enhanced fan-out consumer registered on `stream`, by name.
 pub async fn list_efo_consumers(client: &Client, stream: &str) -> Result<Vec<EfoConsumerInfo>, ReadError> {
     let arn = stream_arn(client, stream).await?;

@@ -19,7 +19,7 @@ use aws_sdk_kinesis::Client;
 use weir_core::ports::{ReadError, ReadMode, ShardInfo, ShardReader, ShardSubscription, StreamCatalog};
 use weir_core::{ShardId, StartingPosition};
 
-pub use consumers::{EfoConsumerInfo, deregister_efo_consumer, list_efo_consumers};
+pub use consumers::{EfoConsumerInfo, deregister_efo_consumer, list_efo_consumers, retention_hours};
 pub use efo::{EfoApi, EfoEvent, EfoEvents, EfoOptions, EfoSubscription, SdkEfo};
 
 /// How a [`KinesisStream`] reads.

@@ -1,7 +1,5 @@
 //! `type = "alerting"`: windowed alert rules (fields: `weir_alerting::AlertingConfig`).
 
-use std::sync::Arc;
-
 use anyhow::Result;
 use weir_alerting::{Alerting, AlertingConfig, SinkConfig};
 
@@ -19,8 +17,7 @@ impl Plugin for Alerting {
     async fn build(mut c: AlertingConfig, ctx: &Context) -> Result<Self> {
         c.name = ctx.name().to_owned();
         let publisher = if c.sinks.iter().any(|s| matches!(s, SinkConfig::Sns { .. })) {
-            let client = ctx.aws().sns().await;
-            Some(Arc::new(weir_aws::SnsPublisher::new(client)) as Arc<dyn weir_core::ports::Publisher>)
+            Some(ctx.publisher().await)
         } else {
             None
         };

@@ -327,7 +327,7 @@ async fn glue_columns(a: &ArchiverSection, ctx: &Context) -> Result<Option<Vec<C
         table: table.to_owned(),
         version_id: c.table.version_id.clone(),
     };
-    let client = ctx.aws().glue(c.table.region.as_deref()).await;
+    let client = ctx.aws_clients().glue(c.table.region.as_deref()).await;
     let pairs = weir_aws::glue::table_columns(&client, &t)
         .await
         .with_context(|| format!("field `{}`: the table of DataFormatConversionConfiguration", ctx.at()))?;
@@ -395,8 +395,7 @@ impl Plugin for Archiver {
         a.glue_columns = glue_columns(&a, ctx).await?;
         let sink = ctx.object_sink(ctx.at(), &a.store()?).await?;
         let (lambda, region, arn) = if a.transform == TransformKind::Lambda {
-            let invoker = Arc::new(weir_aws::LambdaInvoker::new(ctx.aws().lambda().await));
-            (Some(invoker as Arc<dyn FunctionInvoker>), ctx.aws().region().await, ctx.stream_arn().await)
+            (Some(ctx.function_invoker().await), ctx.region().await, ctx.stream_arn().await)
         } else {
             (None, String::new(), String::new())
         };

@@ -90,12 +90,12 @@ impl Plugin for IcebergConsumer {
                     Some(a) => (Some(a.account().to_owned()), Some(a.region())),
                     None => (None, None),
                 };
-                ctx.aws().iceberg_glue(account, region).await
+                ctx.aws_clients().iceberg_glue(account, region).await
             }
             CatalogConfig::S3tables { table_bucket_arn } => {
                 let (region, _) = weir_iceberg::firehose::table_bucket(table_bucket_arn)
                     .map_err(|why| anyhow::anyhow!("field `{at}.catalog.table_bucket_arn`: {why}"))?;
-                ctx.aws().iceberg_s3tables(table_bucket_arn, &region).await
+                ctx.aws_clients().iceberg_s3tables(table_bucket_arn, &region).await
             }
             CatalogConfig::Rest { uri, warehouse, credential_env, token_env, properties } => {
                 let secret = |field: &str, var: &Option<String>| match var {
@@ -111,7 +111,7 @@ impl Plugin for IcebergConsumer {
                     token: secret("token_env", token_env)?,
                     properties: properties.clone().into_iter().collect(),
                 };
-                ctx.aws().iceberg_rest(settings).await.with_context(|| format!("field `{at}.catalog`"))?
+                ctx.aws_clients().iceberg_rest(settings).await.with_context(|| format!("field `{at}.catalog`"))?
             }
         };
         // The configured table (a routed consumer's default) must exist and be
@@ -171,7 +171,7 @@ impl Plugin for IcebergConsumer {
         };
         let mut consumer = IcebergConsumer::new(ctx.name(), tables, errors, e.prefix.clone(), c.hints);
         if let Some(l) = &c.lambda {
-            let invoker = Arc::new(weir_aws::LambdaInvoker::new(ctx.aws().lambda().await));
+            let invoker = ctx.function_invoker().await;
             let transform = LambdaTransform {
                 invoker,
                 settings: LambdaSettings {
@@ -182,7 +182,7 @@ impl Plugin for IcebergConsumer {
                 },
                 delivery_arn: format!("arn:weir:iceberg:{}", ctx.name()),
                 source_arn: ctx.stream_arn().await,
-                region: ctx.aws().region().await,
+                region: ctx.region().await,
             };
             consumer = consumer.with_transform(Arc::new(Lambda(transform)));
         }

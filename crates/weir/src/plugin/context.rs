@@ -1,104 +1,19 @@
-//! What a plugin's factory gets: its name, the clock, the worker, object stores and AWS
-//! clients (created on first use from the config's `[aws]` section), and a `/readyz`
-//! line.
+//! What a plugin's factory gets: its name, the clock, the worker, and weir's own ports
+//! on whatever the config names (object stores, a Kinesis writer, a Lambda, an SNS
+//! publisher), created on first use from the config's `[aws]` section, and a `/readyz`
+//! line. Raw AWS SDK clients are an opt-in extension (feature `aws-sdk`), outside the
+//! API's semver promise.
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use anyhow::{Context as _, Result};
-use tokio::sync::OnceCell;
+use weir_aws::clients::Clients;
 use weir_core::Clock;
-use weir_core::ports::{ObjectSink, StoreLocation, StreamWriter};
-
-use crate::config::AwsSection;
+use weir_core::ports::{FunctionInvoker, ObjectSink, Publisher, StoreLocation, StreamWriter};
 
 /// A line of `/readyz`'s body, computed when the endpoint is asked.
 pub type StatusLine = Arc<dyn Fn() -> String + Send + Sync>;
-
-/// AWS clients from the config's `[aws]` section, each created the first time a
-/// consumer asks for it (a config that names no AWS service never loads AWS settings).
-#[derive(Default)]
-pub struct Aws {
-    endpoints: weir_aws::clients::Endpoints,
-    s3: OnceCell<aws_sdk_s3::Client>,
-    kinesis: OnceCell<aws_sdk_kinesis::Client>,
-    lambda: OnceCell<aws_sdk_lambda::Client>,
-    region: OnceCell<String>,
-    sns: OnceCell<aws_sdk_sns::Client>,
-}
-
-impl Aws {
-    /// Clients for `section`.
-    pub fn new(section: AwsSection) -> Self {
-        Self { endpoints: section.endpoints(), ..Self::default() }
-    }
-
-    /// S3, with `s3_endpoint_url` and `s3_force_path_style`.
-    pub async fn s3(&self) -> aws_sdk_s3::Client {
-        self.s3.get_or_init(|| weir_aws::clients::s3(&self.endpoints)).await.clone()
-    }
-
-    /// Kinesis, with `kinesis_endpoint_url`.
-    pub async fn kinesis(&self) -> aws_sdk_kinesis::Client {
-        let a = &self.endpoints;
-        self.kinesis.get_or_init(|| weir_aws::clients::kinesis(a)).await.clone()
-    }
-
-    /// Lambda, with `lambda_endpoint_url`.
-    pub async fn lambda(&self) -> aws_sdk_lambda::Client {
-        let a = &self.endpoints;
-        self.lambda.get_or_init(|| weir_aws::clients::lambda(a)).await.clone()
-    }
-
-    /// The region: `[aws] region`, else the environment's or profile's (empty if none).
-    pub async fn region(&self) -> String {
-        let a = &self.endpoints;
-        self.region
-            .get_or_init(|| async {
-                weir_aws::clients::sdk(a, weir_aws::Service::Sns)
-                    .await
-                    .region()
-                    .map(|r| r.to_string())
-                    .unwrap_or_default()
-            })
-            .await
-            .clone()
-    }
-
-    /// Glue, with `glue_endpoint_url`, in `region` when given (made for each call: an
-    /// archiver reads its table once).
-    pub async fn glue(&self, region: Option<&str>) -> aws_sdk_glue::Client {
-        weir_aws::clients::glue(&self.endpoints, region).await
-    }
-
-    /// Iceberg tables of a Glue Data Catalog (`catalog_id`: its account, default the
-    /// caller's), in `region` when given; table files through S3 with the same
-    /// credentials and `s3_endpoint_url`.
-    pub async fn iceberg_glue(&self, catalog_id: Option<String>, region: Option<&str>) -> Arc<dyn iceberg::Catalog> {
-        weir_aws::clients::iceberg_glue(&self.endpoints, catalog_id, region).await
-    }
-
-    /// Iceberg tables of the S3 table bucket `bucket_arn` in `region`; table files
-    /// through S3 with the same credentials and `s3_endpoint_url`.
-    pub async fn iceberg_s3tables(&self, bucket_arn: &str, region: &str) -> Arc<dyn iceberg::Catalog> {
-        weir_aws::clients::iceberg_s3tables(&self.endpoints, bucket_arn, region).await
-    }
-
-    /// Iceberg tables of the REST catalog `settings` describes; table files on S3
-    /// through the same credentials and `s3_endpoint_url`.
-    pub async fn iceberg_rest(
-        &self,
-        settings: weir_aws::iceberg_rest::RestSettings,
-    ) -> iceberg::Result<Arc<dyn iceberg::Catalog>> {
-        weir_aws::clients::iceberg_rest(&self.endpoints, settings).await
-    }
-
-    /// SNS, with `sns_endpoint_url`.
-    pub async fn sns(&self) -> aws_sdk_sns::Client {
-        let a = &self.endpoints;
-        self.sns.get_or_init(|| weir_aws::clients::sns(a)).await.clone()
-    }
-}
 
 /// The factory's view of the worker it builds a consumer for.
 pub struct Context {
@@ -106,7 +21,7 @@ pub struct Context {
     pub(crate) at: String,
     pub(crate) worker_id: String,
     pub(crate) clock: Arc<dyn Clock>,
-    pub(crate) aws: Arc<Aws>,
+    pub(crate) aws: Arc<Clients>,
     pub(crate) stream_name: String,
     pub(crate) archive_prefix: Option<String>,
     pub(crate) replay_job: Option<String>,
@@ -144,8 +59,34 @@ impl Context {
         format!("arn:aws:kinesis:{}::stream/{}", self.aws.region().await, self.stream_name)
     }
 
-    /// AWS clients from the config's `[aws]` section.
-    pub fn aws(&self) -> &Aws {
+    /// The AWS region: `[aws] region`, else the environment's or profile's (empty if
+    /// none).
+    pub async fn region(&self) -> String {
+        self.aws.region().await
+    }
+
+    /// Invokes Lambda functions (by name or ARN) with `[aws]`'s settings and
+    /// `lambda_endpoint_url`.
+    pub async fn function_invoker(&self) -> Arc<dyn FunctionInvoker> {
+        Arc::new(weir_aws::LambdaInvoker::new(self.aws.lambda().await))
+    }
+
+    /// Publishes to SNS topics with `[aws]`'s settings and `sns_endpoint_url`.
+    pub async fn publisher(&self) -> Arc<dyn Publisher> {
+        Arc::new(weir_aws::SnsPublisher::new(self.aws.sns().await))
+    }
+
+    /// The AWS SDK clients of the config's `[aws]` section, each created on first use.
+    /// An opt-in extension (the `aws-sdk` feature of the `weir` crate), outside the
+    /// plugin API's semver promise: its types are the `aws-sdk-*` crates', which weir
+    /// upgrades as it needs. Prefer the ports above.
+    #[cfg(feature = "aws-sdk")]
+    pub fn aws(&self) -> &Clients {
+        &self.aws
+    }
+
+    /// The clients, for the built-in kinds.
+    pub(crate) fn aws_clients(&self) -> &Clients {
         &self.aws
     }
 

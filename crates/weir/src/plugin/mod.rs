@@ -3,10 +3,13 @@
 //! kinds (`count`, `log`, `files`, `archiver`, `alerting`, `enrichment`, `iceberg`, `multilang`)
 //! are registered through this same API.
 //!
-//! What the API promises (semver): the [`Plugin`] trait, [`Context`] and its methods,
-//! [`App`](crate::App)'s builder methods, and, from `weir-core`, [`Consumer`],
-//! [`Acks`](weir_core::Acks), [`RecordBatch`](weir_core::RecordBatch) and the types
-//! they name. Everything else in this crate may change in any release.
+//! What the API promises (semver): the [`Plugin`] trait, [`Context`] and its methods
+//! (weir's own ports: object stores, a stream writer, a Lambda invoker, an SNS
+//! publisher, the clock), [`App`](crate::App)'s builder methods, and, from
+//! `weir-core`, [`Consumer`], [`Acks`](weir_core::Acks),
+//! [`RecordBatch`](weir_core::RecordBatch) and the types they name. `Context::aws`
+//! (raw AWS SDK clients, feature `aws-sdk`) is an opt-in extension outside the promise.
+//! Everything else in this crate may change in any release.
 
 mod context;
 mod registry;
@@ -16,13 +19,16 @@ use std::future::Future;
 use serde::de::DeserializeOwned;
 use weir_core::Consumer;
 
-pub use context::{Aws, Context, StatusLine};
-pub use registry::{BuildEnv, Built, Registry, parse};
+mod named;
+
+pub use context::{Context, StatusLine};
+pub(crate) use registry::{BuildEnv, Registry, parse};
 
 /// A consumer kind: its `[[consumers]]` section and how to build one from it.
 ///
 /// A section is the TOML table of one `[[consumers]]` entry without `type` (which
-/// picked the kind) and `name` (which keys checkpoints: [`Context::name`]). It is
+/// picked the kind) and `name` (which keys checkpoints: [`Context::name`]). The built
+/// consumer is known by that name whatever its own [`Consumer::name`] says. It is
 /// deserialised into [`Plugin::Config`] with serde; use `#[serde(deny_unknown_fields)]`
 /// so that typos are errors, which then name the field (`consumers[2].windw`).
 ///
@@ -45,7 +51,7 @@ pub trait Plugin: Consumer + Sized {
         Ok(Vec::new())
     }
 
-    /// Builds the consumer. `ctx` names it and offers the clock, the worker id, object
-    /// stores and AWS clients the config names, and a line for `/readyz`.
+    /// Builds the consumer. `ctx` names it and offers the clock, the worker id, weir's
+    /// ports on what the config names, and a line for `/readyz`.
     fn build(config: Self::Config, ctx: &Context) -> impl Future<Output = anyhow::Result<Self>> + Send;
 }

@@ -9,7 +9,10 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 use weir_core::{Clock, Consumer};
 
-use super::{Aws, Context, Plugin, StatusLine};
+use weir_aws::clients::Clients;
+
+use super::named::Named;
+use super::{Context, Plugin, StatusLine};
 use crate::config::ConsumerEntry;
 
 type Check = Box<dyn Fn(&Map<String, Value>, &str) -> Result<Vec<String>> + Send + Sync>;
@@ -25,18 +28,18 @@ struct Kind {
 
 /// The consumer kinds an application knows.
 #[derive(Default)]
-pub struct Registry {
+pub(crate) struct Registry {
     kinds: Vec<Kind>,
 }
 
 /// What the consumers of one worker need besides their sections.
-pub struct BuildEnv {
+pub(crate) struct BuildEnv {
     /// The worker's id.
     pub worker_id: String,
     /// The clock.
     pub clock: Arc<dyn Clock>,
     /// AWS clients, created on first use.
-    pub aws: Arc<Aws>,
+    pub aws: Arc<Clients>,
     /// `stream.name`.
     pub stream_name: String,
     /// `weir replay --archive-prefix`.
@@ -46,7 +49,7 @@ pub struct BuildEnv {
 }
 
 /// Consumers built for one worker, and the lines they add to `/readyz`.
-pub struct Built {
+pub(crate) struct Built {
     /// In config order.
     pub consumers: Vec<Box<dyn Consumer>>,
     /// `/readyz` lines.
@@ -54,7 +57,7 @@ pub struct Built {
 }
 
 /// Deserialises a section into `C`; errors name the field under `at`.
-pub fn parse<C: DeserializeOwned>(section: &Map<String, Value>, at: &str) -> Result<C> {
+pub(crate) fn parse<C: DeserializeOwned>(section: &Map<String, Value>, at: &str) -> Result<C> {
     serde_path_to_error::deserialize(Value::Object(section.clone())).map_err(|e| {
         let path = e.path().to_string();
         let field = if path == "." { at.to_owned() } else { format!("{at}.{path}") };
@@ -129,15 +132,8 @@ impl Registry {
             let consumer = (kind.build)(&entry.settings, &ctx)
                 .await
                 .with_context(|| format!("{at} ({} {:?})", entry.kind, entry.name))?;
-            if consumer.name() != entry.name {
-                anyhow::bail!(
-                    "{at}: the {} plugin built a consumer named {:?}, not {:?} (Consumer::name must return Context::name)",
-                    entry.kind,
-                    consumer.name(),
-                    entry.name
-                );
-            }
-            built.consumers.push(consumer);
+            // The config's name keys the checkpoints, whatever the consumer calls itself.
+            built.consumers.push(Box::new(Named::new(entry.name.clone(), consumer)));
             built.status.extend(ctx.status.into_inner().unwrap_or_else(|p| p.into_inner()));
         }
         Ok(built)

@@ -370,11 +370,7 @@ async fn retention_start(config: &Config) -> Result<Option<Timestamp>> {
         return Ok(None);
     }
     let client = weir_aws::clients::kinesis(&config.aws.endpoints()).await;
-    let out = client.describe_stream_summary().stream_name(&config.stream.name).send().await;
-    let hours = match out {
-        Ok(o) => o.stream_description_summary().map(|d| d.retention_period_hours()).unwrap_or(24),
-        Err(e) => bail!("stream {}: {}", config.stream.name, aws_sdk_kinesis::error::DisplayErrorContext(&e)),
-    };
+    let hours = weir_aws::kinesis::retention_hours(&client, &config.stream.name).await?;
     let now = SystemClock.now().as_millis();
     Ok(Some(Timestamp::from_millis(now - i64::from(hours) * 3_600_000)))
 }
