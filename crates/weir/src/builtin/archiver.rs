@@ -270,12 +270,9 @@ pub fn is_exactly_once(entry: &crate::config::ConsumerEntry) -> bool {
 /// backup's `BucketARN` (or the archiver's own bucket or directory), with the
 /// backup's prefixes, buffering hints and compression and the archiver's mode. Its own
 /// name keys its own checkpoints and intents, so it is exactly once on its own.
-/// `None` for other sections, and for sections that do not parse (the check reports
-/// those).
+/// `None` for an archiver without a backup, and for sections that do not parse (the
+/// check reports those). Registered as the `archiver` kind's companions.
 pub fn backup_entry(entry: &crate::config::ConsumerEntry) -> Option<crate::config::ConsumerEntry> {
-    if entry.kind != "archiver" {
-        return None;
-    }
     let a: ArchiverSection = crate::plugin::parse(&entry.settings, "").ok()?;
     let destination = settings(&a).ok()?.backup?;
     let mut fields = serde_json::Map::new();

@@ -2,7 +2,7 @@
 //! API as any plugin.
 
 mod alerting;
-pub mod archiver;
+pub(crate) mod archiver;
 mod enrichment;
 mod iceberg;
 mod runtime_kinds;
@@ -16,6 +16,8 @@ pub fn register(registry: &mut Registry) {
     registry.register::<weir_runtime::consumers::LogConsumer>("log");
     registry.register::<weir_runtime::consumers::FilesConsumer>("files");
     registry.register::<weir_archiver::Archiver>("archiver");
+    // An archiver with S3BackupMode Enabled runs a second archiver for the source records.
+    registry.companions("archiver", |entry| archiver::backup_entry(entry).into_iter().collect());
     registry.register::<weir_alerting::Alerting>("alerting");
     registry.register::<weir_enrichment::Enricher>("enrichment");
     registry.register::<weir_iceberg::IcebergConsumer>("iceberg");

@@ -48,10 +48,9 @@ fn extract(file: figment::providers::Data<Toml>, origin: &str, registry: &Regist
         .extract()
         .map_err(|e| anyhow::anyhow!(describe(e)))
         .with_context(|| format!("invalid config {origin}"))?;
-    // An archiver with S3BackupMode Enabled runs a second archiver for the source records.
-    let backups: Vec<ConsumerEntry> =
-        config.consumers.iter().filter_map(crate::builtin::archiver::backup_entry).collect();
-    config.consumers.extend(backups);
+    // Sections a kind brings with its own (an archiver's backup).
+    let companions: Vec<ConsumerEntry> = config.consumers.iter().flat_map(|e| registry.companions_of(e)).collect();
+    config.consumers.extend(companions);
     let warnings = config.validate(registry).with_context(|| format!("invalid config {origin}"))?;
     Ok((config, warnings))
 }

@@ -18,12 +18,15 @@ use crate::config::ConsumerEntry;
 type Check = Box<dyn Fn(&Map<String, Value>, &str) -> Result<Vec<String>> + Send + Sync>;
 type BuildFuture<'a> = Pin<Box<dyn Future<Output = Result<Box<dyn Consumer>>> + Send + 'a>>;
 type Build = Box<dyn for<'a> Fn(&'a Map<String, Value>, &'a Context) -> BuildFuture<'a> + Send + Sync>;
+type Companions = Box<dyn Fn(&ConsumerEntry) -> Vec<ConsumerEntry> + Send + Sync>;
 
 struct Kind {
     name: String,
     about: &'static str,
     check: Check,
     build: Build,
+    /// Sections a section of this kind brings with it (an archiver's backup).
+    companions: Option<Companions>,
 }
 
 /// The consumer kinds an application knows.
@@ -81,7 +84,25 @@ impl Registry {
             })
         });
         self.kinds.retain(|k| k.name != name);
-        self.kinds.push(Kind { name: name.to_owned(), about: P::ABOUT, check, build });
+        self.kinds.push(Kind { name: name.to_owned(), about: P::ABOUT, check, build, companions: None });
+    }
+
+    /// Lets every section of kind `name` bring sections of its own beside it, added to
+    /// the config when it is loaded and checked like the rest (an archiver with
+    /// `S3BackupMode Enabled` brings a second archiver for the source records). A kind
+    /// registered again later loses its companions.
+    pub fn companions(&mut self, name: &str, f: impl Fn(&ConsumerEntry) -> Vec<ConsumerEntry> + Send + Sync + 'static) {
+        if let Some(kind) = self.kinds.iter_mut().find(|k| k.name == name) {
+            kind.companions = Some(Box::new(f));
+        }
+    }
+
+    /// The sections `entry` brings with it (see [`Registry::companions`]).
+    pub fn companions_of(&self, entry: &ConsumerEntry) -> Vec<ConsumerEntry> {
+        match self.kinds.iter().find(|k| k.name == entry.kind).and_then(|k| k.companions.as_ref()) {
+            Some(f) => f(entry),
+            None => Vec::new(),
+        }
     }
 
     /// Registered kind names, in registration order.
