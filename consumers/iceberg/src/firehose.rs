@@ -6,7 +6,7 @@
 use serde::Deserialize;
 use serde_json::Value;
 pub use weir_firehose::{BufferingHints, Problem};
-use weir_firehose::{LambdaSettings, Processing};
+use weir_firehose::{BackupConfiguration, LambdaSettings, Processing};
 
 /// `IcebergDestinationConfiguration`.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -24,7 +24,7 @@ pub struct IcebergDestination {
     #[serde(rename = "S3BackupMode")]
     pub s3_backup_mode: Option<String>,
     #[serde(rename = "S3Configuration")]
-    pub s3: Option<S3Configuration>,
+    pub s3: Option<BackupConfiguration>,
     #[serde(rename = "SchemaEvolutionConfiguration")]
     pub schema_evolution: Option<Enabled>,
     #[serde(rename = "TableCreationConfiguration")]
@@ -65,29 +65,6 @@ pub struct CatalogConfiguration {
     pub catalog_arn: Option<Value>,
     #[serde(rename = "WarehouseLocation")]
     pub warehouse_location: Option<String>,
-}
-
-/// `S3Configuration`: where Firehose writes records it could not deliver.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-#[allow(missing_docs)]
-pub struct S3Configuration {
-    #[serde(rename = "BucketARN")]
-    pub bucket_arn: Option<Value>,
-    #[serde(rename = "ErrorOutputPrefix")]
-    pub error_output_prefix: Option<String>,
-    #[serde(rename = "Prefix")]
-    pub prefix: Option<String>,
-    #[serde(rename = "BufferingHints")]
-    pub buffering_hints: Option<Value>,
-    #[serde(rename = "CompressionFormat")]
-    pub compression_format: Option<String>,
-    #[serde(rename = "RoleARN")]
-    pub role_arn: Option<Value>,
-    #[serde(rename = "EncryptionConfiguration")]
-    pub encryption_configuration: Option<Value>,
-    #[serde(rename = "CloudWatchLoggingOptions")]
-    pub cloud_watch_logging_options: Option<Value>,
 }
 
 /// `Enabled` flags.

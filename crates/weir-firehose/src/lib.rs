@@ -114,7 +114,9 @@ pub struct ExtendedS3Destination {
 /// Fields of Firehose's API that weir accepts but does not use.
 pub const IGNORED_FIELDS: &[&str] = &["RoleARN", "EncryptionConfiguration", "CloudWatchLoggingOptions"];
 
-/// `S3BackupConfiguration` (an `S3DestinationConfiguration`).
+/// Firehose's `S3DestinationConfiguration`: an S3 destination's `S3BackupConfiguration`
+/// and the Iceberg destination's `S3Configuration` (where it writes what it cannot
+/// deliver).
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BackupConfiguration {
@@ -128,8 +130,8 @@ pub struct BackupConfiguration {
     #[serde(rename = "ErrorOutputPrefix")]
     pub error_output_prefix: Option<String>,
     /// `BufferingHints` (default 5 MiB / 300 s).
-    #[serde(rename = "BufferingHints", default)]
-    pub buffering_hints: BufferingHints,
+    #[serde(rename = "BufferingHints")]
+    pub buffering_hints: Option<BufferingHints>,
     /// `CompressionFormat`.
     #[serde(rename = "CompressionFormat")]
     pub compression_format: Option<String>,
@@ -152,7 +154,7 @@ impl BackupConfiguration {
             bucket_arn: self.bucket_arn.clone(),
             prefix: self.prefix.clone(),
             error_output_prefix: self.error_output_prefix.clone(),
-            buffering_hints: self.buffering_hints.clone(),
+            buffering_hints: self.buffering_hints.clone().unwrap_or_default(),
             compression_format: self.compression_format.clone(),
             custom_time_zone: time_zone.map(str::to_owned),
             ..ExtendedS3Destination::default()
