@@ -5,8 +5,8 @@
 
 use serde::Deserialize;
 use serde_json::Value;
-pub use weir_firehose::{BufferingHints, Problem};
 use weir_firehose::{BackupConfiguration, LambdaSettings, Processing};
+pub use weir_firehose::{BufferingHints, Problem};
 
 /// `IcebergDestinationConfiguration`.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -369,7 +369,7 @@ fn processors(p: &Processing) -> Result<Processors, Vec<(String, String)>> {
             }
             "Lambda" => {
                 let (settings, found) = LambdaSettings::read(proc, &at);
-                let reported: Vec<String> = found.iter().map(|p| p.field.clone()).collect();
+                let arn_named = found.iter().any(|p| p.field.ends_with(".LambdaArn"));
                 problems.extend(found.into_iter().map(|p| (p.field, p.reason)));
                 let l = crate::config::LambdaConfig {
                     arn: settings.arn,
@@ -377,17 +377,16 @@ fn processors(p: &Processing) -> Result<Processors, Vec<(String, String)>> {
                     // Exact: a power of two divides the bytes.
                     buffer_size_mib: settings.buffer_bytes as f64 / (1024.0 * 1024.0),
                 };
-                // The shape of the ARN, beyond Firehose's "present" (weir's own check of the
-                // `lambda` setting), unless the parameter was already named.
-                problems.extend(l.problems().into_iter().filter_map(|(field, why)| {
-                    let firehose = match field {
-                        "arn" => "LambdaArn",
-                        "retries" => "NumberOfRetries",
-                        _ => "BufferSizeInMBs",
-                    };
-                    let at = format!("{at}.{firehose}");
-                    (!reported.contains(&at)).then_some((at, why))
-                }));
+                // Retries and size are in range now (read replaced any bad value with its
+                // default); weir's own check adds the ARN's shape to Firehose's "present".
+                if !arn_named {
+                    problems.extend(
+                        l.problems()
+                            .into_iter()
+                            .filter(|(f, _)| *f == "arn")
+                            .map(|(_, why)| (format!("{at}.LambdaArn"), why)),
+                    );
+                }
                 lambda = Some(l);
             }
             other => problems.push((at, format!("processor {other:?} is not used by Firehose's Iceberg destination"))),
@@ -524,6 +523,20 @@ mod tests {
                 "ProcessingConfiguration.Processors[0].NumberOfRetries",
                 "ProcessingConfiguration.Processors[0].BufferSizeInMBs"
             ]
+        );
+        // Present (Firehose's rule) but not a function's ARN (weir's): named once.
+        let not_arn = read(
+            r#"{"DestinationTableConfigurationList": [{"DestinationDatabaseName": "mcp", "DestinationTableName": "a"}],
+                "ProcessingConfiguration": {"Processors": [{"Type": "Lambda", "Parameters": [
+                    {"ParameterName": "LambdaArn", "ParameterValue": "route"}]}]}}"#,
+        );
+        let problems: Vec<(String, String)> = import(&not_arn).1.into_iter().map(|p| (p.field, p.reason)).collect();
+        assert_eq!(
+            problems,
+            [(
+                "ProcessingConfiguration.Processors[0].LambdaArn".to_owned(),
+                "\"route\" is not a Lambda function's ARN".to_owned()
+            )]
         );
     }
 

@@ -81,8 +81,8 @@ impl LambdaSettings {
     /// `BufferSizeInMBs`, `BufferIntervalInSeconds`) with Firehose's ranges and
     /// defaults. `field` is the processor's path (`ProcessingConfiguration.Processors[0]`);
     /// every problem names its parameter under it. The settings are given even when
-    /// there are problems (values clamped into range), so a caller reports the rest of
-    /// its own checks without echoes.
+    /// there are problems (a value with a problem replaced by its default), so a caller
+    /// reports the rest of its own checks without echoes.
     pub fn read(processor: &Processor, field: &str) -> (Self, Vec<Problem>) {
         let ps = processor.parameters();
         let mut problems = Vec::new();
