@@ -68,7 +68,6 @@ pub enum ManifestError {
         /// The manifest's key.
         key: String,
         /// What is wrong.
-        #[source]
         reason: Unreadable,
     },
 }
@@ -78,13 +77,13 @@ pub enum ManifestError {
 pub enum Unreadable {
     /// Neither a binary manifest nor gzip (version 1).
     #[error("neither a manifest nor gzip: {0}")]
-    NotGzip(#[source] std::io::Error),
+    NotGzip(std::io::Error),
     /// A binary manifest whose fields do not parse.
     #[error("not a manifest: {0}")]
-    Corrupt(#[source] Corrupt),
+    Corrupt(Corrupt),
     /// Gzip, but not a version 1 manifest's JSON.
     #[error("not a manifest: {0}")]
-    NotJson(#[source] serde_json::Error),
+    NotJson(serde_json::Error),
     /// A JSON manifest of a version this weir does not know.
     #[error("version {0} (this weir reads versions 1 to 4)")]
     Version(u32),
@@ -102,7 +101,7 @@ pub enum Corrupt {
     EndsEarly,
     /// A text is not UTF-8.
     #[error("not UTF-8: {0}")]
-    NotUtf8(#[source] std::str::Utf8Error),
+    NotUtf8(std::str::Utf8Error),
     /// A front-coded text shares more than the previous text has.
     #[error("shares more than the previous text has")]
     SharesTooMuch,
@@ -120,8 +119,8 @@ pub enum Corrupt {
     #[error("run flag {0}")]
     RunFlag(u8),
     /// A sequence number does not parse.
-    #[error("{0}")]
-    Sequence(#[source] weir_core::SequenceNumberError),
+    #[error(transparent)]
+    Sequence(weir_core::SequenceNumberError),
     /// Bytes after the last field.
     #[error("{0} bytes after the last intent")]
     Trailing(usize),

@@ -196,7 +196,7 @@ impl Delivery {
             match r {
                 Ok(PutOutcome::Created) => metrics::counter!(m::MANIFESTS).increment(1),
                 Ok(PutOutcome::AlreadyExists) => return Err(IntentFailure::ManifestExists(key)),
-                Err(source) => return Err(IntentFailure::Manifest { key, source }),
+                Err(error) => return Err(IntentFailure::Manifest { key, error }),
             }
         }
         Ok(())

@@ -175,10 +175,10 @@ pub enum BacklogRetry {
 pub enum DeliveryError {
     /// Objects wait in the backlog; they are tried again.
     #[error("archive delivery is waiting: {0}")]
-    Waiting(#[source] Waiting),
+    Waiting(Waiting),
     /// A body could not be rebuilt without a lost shard's records (compression failure).
     #[error("cannot rebuild an object: {0}")]
-    Rebuild(#[source] BodyError),
+    Rebuild(BodyError),
 }
 
 /// Why objects wait in the backlog.
@@ -195,14 +195,14 @@ pub enum Waiting {
     #[error("objects left to write")]
     RoundsRanOut,
     /// An object's put failed.
-    #[error("{0}")]
-    Put(#[source] SinkError),
+    #[error(transparent)]
+    Put(SinkError),
     /// Intents could not be stored before the puts.
-    #[error("{0}")]
-    Intents(#[source] IntentFailure),
+    #[error(transparent)]
+    Intents(IntentFailure),
     /// An object that met a claim could not be rebuilt without the shards lost meanwhile.
-    #[error("{0}")]
-    Rebuild(#[source] BodyError),
+    #[error(transparent)]
+    Rebuild(BodyError),
 }
 
 /// Why a round's intents could not be stored.
@@ -218,12 +218,12 @@ pub enum IntentFailure {
     #[error("intent manifest {0} exists already")]
     ManifestExists(String),
     /// A manifest's put failed.
-    #[error("cannot write intent manifest {key}: {source}")]
+    #[error("cannot write intent manifest {key}: {error}")]
     Manifest {
         /// The manifest's key.
         key: String,
         /// The store's error.
-        source: SinkError,
+        error: SinkError,
     },
     /// The intent store failed (nothing is known to be stored).
     #[error("{0}")]
