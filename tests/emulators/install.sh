@@ -13,6 +13,8 @@
 #   duckdb, python-snappy 0.7.3 (PyPI, venv) readers of the archive's objects
 #   pyiceberg 0.12.0     (PyPI, venv) reader of weir's Iceberg tables (SQL catalog on SQLite, Glue);
 #                                     iceberg-rest: a REST catalog over it (iceberg_rest.py)
+#   parquet-mr 1.13.1    (PyPI: the jars in pyspark 3.5.3's sdist) Firehose's Parquet writer, run
+#                                     by tests/parquet-mr/FirehoseParquet.java (needs a JDK: Java 17)
 set -euo pipefail
 HOME_DIR="${WEIR_EMULATORS_HOME:-$HOME/.cache/weir-emulators}"
 mkdir -p "$HOME_DIR"
@@ -72,6 +74,36 @@ if { want pyiceberg || want iceberg-rest; } && ! "$HOME_DIR/pyiceberg-0.12.0/bin
   python3 -m venv "$HOME_DIR/pyiceberg-0.12.0"
   "$HOME_DIR/pyiceberg-0.12.0/bin/pip" install --quiet --disable-pip-version-check 'pyiceberg[sql-sqlite,pyarrow,glue]==0.12.0'
 fi
+# Firehose's Parquet writer (parquet-mr, under Hive's ParquetHiveSerDe) for the tests
+# that hold weir's Parquet objects against it. Maven Central is not among the registries
+# CI reaches; pyspark's sdist on PyPI carries the jars. Only parquet-mr's, Hadoop's
+# client (its Configuration) and what they load are kept (59 MB of 317).
+parquet_mr_jars="parquet-column-1.13.1 parquet-common-1.13.1 parquet-encoding-1.13.1
+  parquet-format-structures-1.13.1 parquet-hadoop-1.13.1 parquet-jackson-1.13.1
+  hadoop-client-api-3.3.4 hadoop-client-runtime-3.3.4 snappy-java-1.1.10.5
+  jackson-core-2.15.2 jackson-databind-2.15.2 jackson-annotations-2.15.2
+  slf4j-api-2.0.7 commons-logging-1.1.3"
+if want parquet-mr && ! [ -f "$HOME_DIR/parquet-mr-1.13.1/parquet-hadoop-1.13.1.jar" ]; then
+  echo "installing parquet-mr 1.13.1 (the jars of pyspark 3.5.3's sdist)" >&2
+  tmp="$(mktemp -d)"
+  python3 -m pip download --quiet --disable-pip-version-check --no-deps --no-binary :all: \
+    -d "$tmp" pyspark==3.5.3
+  members=()
+  for jar in $parquet_mr_jars; do members+=("pyspark-3.5.3/deps/jars/$jar.jar"); done
+  tar -xzf "$tmp"/pyspark-3.5.3.tar.gz -C "$tmp" "${members[@]}"
+  mkdir -p "$HOME_DIR/parquet-mr-1.13.1.part"
+  mv "$tmp"/pyspark-3.5.3/deps/jars/*.jar "$HOME_DIR/parquet-mr-1.13.1.part/"
+  rm -rf "$tmp" "$HOME_DIR/parquet-mr-1.13.1"
+  mv "$HOME_DIR/parquet-mr-1.13.1.part" "$HOME_DIR/parquet-mr-1.13.1"
+fi
+# FirehoseParquet.java runs as a single-file source program: a JDK, not only a JRE.
+if want parquet-mr && ! { command -v java >/dev/null 2>&1 && java --list-modules 2>/dev/null | grep -q '^jdk.compiler'; }; then
+  echo "installing a JDK (Debian's default-jdk-headless)" >&2
+  { apt-get install -y -qq --no-install-recommends default-jdk-headless >/dev/null 2>&1 \
+    || { apt-get update -qq >/dev/null 2>&1 \
+      && apt-get install -y -qq --no-install-recommends default-jdk-headless >/dev/null; }; }
+fi
+
 # KCL MultiLang peers: the amazon_kclpy sources (its sample application unchanged),
 # unpacked without setup.py, which would download the KCL jars weir does not need.
 if want kclpy && ! [ -f "$HOME_DIR/amazon_kclpy-3.2.0/samples/sample_kclpy_app.py" ]; then

@@ -339,6 +339,24 @@ fn python_json(venv: &str, script: &str, args: &[impl AsRef<std::ffi::OsStr>]) -
     serde_json::from_slice(&out.stdout).expect("the script printed JSON")
 }
 
+/// Writes each `<input>/<name>.jsonl` (a JSON array of cells per row) as
+/// `<output>/<name>.parquet` with parquet-mr, Firehose's Parquet writer, and the
+/// `ParquetSerDe` settings given (tests/parquet-mr/FirehoseParquet.java; the jars and a
+/// JDK come from tests/emulators/install.sh). `columns` is `name:type,...`.
+pub fn parquet_mr(columns: &str, codec: &str, dictionary: bool, input: &Path, output: &Path) {
+    let jars = emulators_home().join("parquet-mr-1.13.1");
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("parquet-mr/FirehoseParquet.java");
+    let out = std::process::Command::new("java")
+        .arg("-cp")
+        .arg(jars.join("*"))
+        .arg(&source)
+        .args([columns, codec, if dictionary { "true" } else { "false" }])
+        .args([input, output])
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run java (tests/emulators/install.sh installs a JDK): {e}"));
+    assert!(out.status.success(), "parquet-mr failed:\n{}", String::from_utf8_lossy(&out.stderr));
+}
+
 /// Waits until `name` is ACTIVE again (after creating or resharding it).
 pub async fn wait_active(client: &aws_sdk_kinesis::Client, name: &str) {
     for _ in 0..400 {
