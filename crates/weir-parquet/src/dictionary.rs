@@ -82,12 +82,12 @@ fn plain_sizes(column: &dyn Array) -> Option<Sizes> {
         DataType::Float32 => Some(fixed_sizes::<Float32Type>(column, 4)),
         DataType::Float64 => Some(fixed_sizes::<Float64Type>(column, 8)),
         // As arrow-rs stores decimals: INT32 to precision 9, INT64 to 18, then the
-        // fewest bytes that hold the precision.
+        // fewest bytes that hold the precision and a sign (16 at precision 38).
         DataType::Decimal128(precision, _) => {
             let width = match *precision {
                 0..=9 => 4,
                 10..=18 => 8,
-                p => (f64::from(p) * 10f64.log2() / 8.0 + 1.0).ceil() as usize,
+                p => ((f64::from(p) * 10f64.log2() + 1.0) / 8.0).ceil() as usize,
             };
             Some(fixed_sizes::<Decimal128Type>(column, width))
         }
@@ -195,5 +195,18 @@ mod tests {
         assert!(!keeps_dictionary(s, 31));
         // One value: width 0, one byte of ids.
         assert!(keeps_dictionary(Sizes { raw: 80, values: 10, distinct: 1, dictionary: 8 }, 1 << 20));
+    }
+
+    #[test]
+    fn decimals_weigh_what_arrow_rs_writes() {
+        use arrow_array::Decimal128Array;
+        let sizes = |precision: u8| {
+            let a = Decimal128Array::from(vec![1i128, 2, 2]).with_precision_and_scale(precision, 2).unwrap();
+            plain_sizes(&a).unwrap()
+        };
+        // INT32, INT64, then FIXED_LEN_BYTE_ARRAY of 9 and 16 bytes.
+        for (precision, width) in [(9, 4), (18, 8), (20, 9), (38, 16)] {
+            assert_eq!(sizes(precision), Sizes { raw: 3 * width, values: 3, distinct: 2, dictionary: 2 * width });
+        }
     }
 }
