@@ -3,7 +3,10 @@
 //! A put writes the body to a temporary file under `<root>/.weir-tmp/`, syncs it, then
 //! hard-links it to the final path. `link` fails if the target exists, which makes the
 //! put atomic (readers never see a partial object) and create-only (an existing object
-//! is never replaced), like S3 with `If-None-Match: *`.
+//! is never replaced), like S3 with `If-None-Match: *`. It answers only once the
+//! object's directory entry, and those of the directories it created, are synced: a
+//! stored object survives a crash of the machine, so a checkpoint that counts on it
+//! never passes a record that is lost.
 
 use std::io::{ErrorKind, Write};
 use std::path::{Path, PathBuf};
@@ -38,7 +41,29 @@ impl FsObjectSink {
     }
 
     fn put_blocking(root: &Path, key: &str, body: &[u8]) -> Result<PutOutcome, SinkError> {
+        Self::put_with(root, key, body, &mut |dir| std::fs::File::open(dir)?.sync_all())
+    }
+
+    /// The put, with `sync_dir` making a directory's entries durable. An object is
+    /// durable once its bytes are synced (before it is linked), the directory holding
+    /// it is synced (its entry), and so is the parent of every directory the put
+    /// created (theirs), so a crash of the machine cannot drop an object the caller
+    /// was told is stored. A put that finds the object there syncs the same
+    /// directories: a retry after a failed sync completes the first put's durability.
+    fn put_with(
+        root: &Path,
+        key: &str,
+        body: &[u8],
+        sync_dir: &mut dyn FnMut(&Path) -> std::io::Result<()>,
+    ) -> Result<PutOutcome, SinkError> {
         let target = root.join(key);
+        // Directories of the key that do not exist yet, the deepest first.
+        let mut created = Vec::new();
+        let mut dir = target.parent();
+        while let Some(d) = dir.filter(|d| *d != root && !d.exists()) {
+            created.push(d.to_path_buf());
+            dir = d.parent();
+        }
         if let Some(parent) = target.parent() {
             std::fs::create_dir_all(parent).map_err(|e| io_err("create directories", e))?;
         }
@@ -52,12 +77,10 @@ impl FsObjectSink {
             Err(e) if e.kind() == ErrorKind::AlreadyExists => PutOutcome::AlreadyExists,
             Err(e) => return Err(io_err("link object", e)),
         };
-        if outcome == PutOutcome::Created
-            && let Some(parent) = target.parent()
-            && let Ok(dir) = std::fs::File::open(parent)
-        {
-            // Make the new directory entry durable.
-            let _ = dir.sync_all();
+        // The object's entry, then each created directory's entry in its parent.
+        let parents = target.parent().into_iter().chain(created.iter().filter_map(|d| d.parent()));
+        for dir in parents {
+            sync_dir(dir).map_err(|e| io_err(&format!("sync directory {}", dir.display()), e))?;
         }
         Ok(outcome)
     }
@@ -183,6 +206,46 @@ mod tests {
         // No temporary files are left behind.
         let leftovers = std::fs::read_dir(root.join(TMP_DIR)).unwrap().count();
         assert_eq!(leftovers, 0);
+    }
+
+    #[test]
+    fn a_put_syncs_the_object_s_directory_and_the_parent_of_each_it_created() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().to_path_buf();
+        FsObjectSink::new(&root).unwrap();
+        std::fs::create_dir_all(root.join("tool-events/tenant=a")).unwrap();
+        // A put's outcome and the directories it synced, relative to the root.
+        let put = |key: &str| {
+            let mut synced = Vec::new();
+            let mut record = |d: &Path| {
+                synced.push(d.strip_prefix(&root).unwrap().display().to_string());
+                Ok(())
+            };
+            let outcome = FsObjectSink::put_with(&root, key, b"x", &mut record).unwrap();
+            (outcome, synced)
+        };
+        let key = "tool-events/tenant=a/tool=b/day=1/o.gz";
+        // day=1 holds the object; tool=b and day=1 were created, in tenant=a and tool=b.
+        let (outcome, synced) = put(key);
+        assert_eq!(outcome, PutOutcome::Created);
+        assert_eq!(
+            synced,
+            ["tool-events/tenant=a/tool=b/day=1", "tool-events/tenant=a/tool=b", "tool-events/tenant=a"]
+        );
+        // Found there (a retry): its directory is synced again.
+        assert_eq!(put(key), (PutOutcome::AlreadyExists, vec!["tool-events/tenant=a/tool=b/day=1".to_owned()]));
+        // A top-level key: the root is its directory.
+        assert_eq!(put("top"), (PutOutcome::Created, vec![String::new()]));
+    }
+
+    #[test]
+    fn a_failed_directory_sync_fails_the_put() {
+        let dir = tempfile::tempdir().unwrap();
+        FsObjectSink::new(dir.path()).unwrap();
+        let mut failing = |_: &Path| Err(std::io::Error::other("EIO"));
+        let err = FsObjectSink::put_with(dir.path(), "a/b", b"x", &mut failing).unwrap_err();
+        assert!(err.is_retryable(), "{err}");
+        assert!(err.to_string().contains("sync directory"), "{err}");
     }
 
     #[tokio::test]
