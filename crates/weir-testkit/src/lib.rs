@@ -5,6 +5,9 @@
 //! - [`MemoryLeaseTable`]: lease table with DynamoDB's conditional semantics.
 //! - [`MemoryObjectSink`]: create-only object store in memory.
 //! - [`MemoryStreamWriter`]: a stream writer in memory that can refuse writes.
+//! - [`MemoryFunctions`]: functions (Lambdas) in memory, closures by name, throttled on
+//!   demand.
+//! - [`MemoryTopics`]: topics (SNS) in memory, keeping what was published.
 //! - [`SlowSink`]: any object sink, each call slowed by a fixed latency.
 //! - [`FaultyReader`]: wraps any [`weir_core::ports::ShardReader`] and injects errors,
 //!   delays, throttling and resource-in-use.
@@ -21,7 +24,8 @@
 //!   resumed (SIGSTOP/SIGCONT) for outage tests.
 //! - [`fixtures`]: small builders shared by tests.
 //! - [`patience`]: deadlines that fail on no progress, not on wall time alone.
-//! - [`conformance`]: suites for `LeaseTable`, `ObjectSink`, `ShardReader` and `StreamWriter`.
+//! - [`conformance`]: suites for `LeaseTable`, `ObjectSink`, `ShardReader`, `StreamWriter`,
+//!   `FunctionInvoker` and `Publisher`.
 #![warn(missing_docs)]
 // Test support: a failed expectation is a failed test.
 #![allow(clippy::unwrap_used, clippy::print_stdout)]
@@ -34,8 +38,10 @@ mod fault_proxy;
 mod faulty_lease_table;
 mod faulty_reader;
 pub mod fixtures;
+mod memory_functions;
 mod memory_lease_table;
 mod memory_sink;
+mod memory_topics;
 mod memory_writer;
 pub mod patience;
 mod recording_consumer;
@@ -47,8 +53,10 @@ pub use emulator::Emulator;
 pub use fault_proxy::{FaultProxy, Faults, Link, ProxyStats};
 pub use faulty_lease_table::FaultyLeaseTable;
 pub use faulty_reader::{Fault, FaultPlan, FaultyReader};
+pub use memory_functions::MemoryFunctions;
 pub use memory_lease_table::MemoryLeaseTable;
 pub use memory_sink::MemoryObjectSink;
+pub use memory_topics::MemoryTopics;
 pub use memory_writer::MemoryStreamWriter;
 pub use recording_consumer::{AckMode, ConsumerControl, Event, Recorded, RecordingConsumer};
 pub use slow_sink::SlowSink;
