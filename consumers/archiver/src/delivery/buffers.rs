@@ -62,7 +62,7 @@ use weir_core::{ExtendedSequenceNumber, PartPosition, ShardId, Timestamp};
 
 use crate::delivery::body::{Body, BodyError, Deflater, Finished, decode};
 use crate::delivery::sealed::{FlushReason, Sealed, Span};
-use crate::delivery::spill::{Spill, SpillRef};
+use crate::delivery::spill::{Spill, SpillError, SpillRef};
 use crate::parquet::ParquetFormat;
 use crate::pipeline::route::{Route, RouteKey, data_pairs};
 use weir_firehose::Compression;
@@ -222,7 +222,7 @@ impl Open {
         }
         let mut raw = Vec::with_capacity(self.spilled_stage_len + self.body.staged());
         for r in &self.spilled_stage {
-            spill.read(r, &mut raw).map_err(|e| BufferError::Spill(e.to_string()))?;
+            spill.read(r, &mut raw).map_err(|e| BufferError::Spill(Arc::new(e)))?;
         }
         for r in self.spilled_stage.drain(..) {
             spill.release(&r);
@@ -242,7 +242,7 @@ fn slot_index(slots: &[ShardId]) -> Option<HashMap<ShardId, u32>> {
 }
 
 /// The record could not be buffered.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum BufferError {
     /// `max_active` partitions are open and the policy is [`Overflow::Reject`].
     #[error("more than {0} active partitions")]
@@ -254,8 +254,16 @@ pub enum BufferError {
     #[error("not a route key")]
     RouteKey,
     /// Spilled bytes could not be read back.
-    #[error("{0}")]
-    Spill(String),
+    #[error(transparent)]
+    Spill(Arc<SpillError>),
+    /// An earlier failure left a buffer without its records ([`Buffers::broken`]
+    /// says which): these buffers can no longer roll a batch back.
+    #[error("a buffer was lost: {0}")]
+    Lost(String),
+    /// A failure a test injected.
+    #[cfg(test)]
+    #[error("injected failure while buffering")]
+    Injected,
 }
 
 /// The result of an append.
@@ -375,7 +383,7 @@ impl Buffers {
         self.record = None;
         let Some(before) = self.batch.take() else { return Ok(()) };
         if let Some(why) = &self.broken {
-            return Err(BufferError::Spill(format!("a buffer was lost: {why}")));
+            return Err(BufferError::Lost(why.clone()));
         }
         let mut kept = Vec::with_capacity(sealed.len());
         for s in sealed.drain(..) {
@@ -579,7 +587,7 @@ impl Buffers {
                 if panic {
                     panic!("injected panic while buffering");
                 }
-                return Err(BufferError::Spill("injected failure while buffering".into()));
+                return Err(BufferError::Injected);
             }
             *left -= 1;
         }
@@ -919,10 +927,10 @@ mod tests {
         let mut reject = Buffers::new(limits(1 << 20, 300, 2, Overflow::Reject));
         reject.append(&key("a"), b"1\n", &s, &pos(1), t(0), t(1)).unwrap();
         reject.append(&key("b"), b"2\n", &s, &pos(2), t(0), t(2)).unwrap();
-        assert_eq!(
+        assert!(matches!(
             reject.append(&key("c"), b"3\n", &s, &pos(3), t(0), t(3)).unwrap_err(),
             BufferError::TooManyPartitions(2)
-        );
+        ));
         assert!(reject.append(&key("a"), b"4\n", &s, &pos(4), t(0), t(4)).unwrap().sealed.is_empty());
     }
 
