@@ -127,9 +127,10 @@ pub use delivery::buffers::Overflow;
 pub use delivery::deliver::{Backlog, DeliveryMode};
 pub use options::{ArchiverOptions, BuildError, DEFAULT_BUFFER_MEMORY};
 pub use pipeline::keys::QueryError;
-pub use pipeline::lambda::{LambdaTransform, OtfMetadata};
+pub use pipeline::lambda::LambdaTransform;
+pub use pipeline::outcome::{Failure, OtfMetadata, Outcome, Part};
 pub use pipeline::transform::{
-    Failure, MCP_NORMALIZE_FAILED, McpNormalize, Outcome, Part, RecordTransform, Transformer, mcp_normalize_columns,
+    MCP_NORMALIZE_FAILED, McpNormalize, RecordTransform, Transformer, mcp_normalize_columns,
 };
 pub use preview::Preview;
 /// Record format conversion to Parquet, a crate of its own (shared with the Iceberg

@@ -6,7 +6,8 @@ use bytes::Bytes;
 use weir_core::{ExtendedSequenceNumber, Record, SequenceNumber, ShardId, Timestamp};
 
 use super::FastPath;
-use crate::pipeline::transform::{Part, Transformer};
+use crate::pipeline::outcome::Part;
+use crate::pipeline::transform::Transformer;
 use crate::pipeline::{Pipeline, Routed};
 use weir_firehose::{ArchiverSettings, from_json, validate};
 

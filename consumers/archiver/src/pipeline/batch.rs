@@ -8,7 +8,8 @@
 use weir_core::{ConsumerError, Record, RecordBatch, Timestamp};
 
 use crate::fast::FastPath;
-use crate::pipeline::transform::{Failure, Outcome, Part, Transformer};
+use crate::pipeline::outcome::{Failure, Outcome, Part};
+use crate::pipeline::transform::Transformer;
 use crate::pipeline::{Pipeline, Routed, split_failure};
 use weir_firehose::ArchiverSettings;
 

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use weir_core::ShardId;
 use weir_core::ports::FunctionInvoker;
 
-use crate::pipeline::transform::{Failure, Outcome, Part};
+use crate::pipeline::outcome::{Failure, OtfMetadata, Outcome, Part};
 use weir_firehose::LambdaSettings;
 
 /// Kinesis metadata of a record, as Firehose passes it to a Lambda.
@@ -79,22 +79,6 @@ pub struct ResultMetadata {
     /// The record's table, for an Iceberg destination (`otfMetadata`).
     #[serde(default)]
     pub otf_metadata: Option<OtfMetadata>,
-}
-
-/// Where a transform sends a record in Firehose's Iceberg destination
-/// (`metadata.otfMetadata`); a name left out is the destination's own.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct OtfMetadata {
-    /// The database (the table's namespace).
-    #[serde(default)]
-    pub destination_database_name: Option<String>,
-    /// The table.
-    #[serde(default)]
-    pub destination_table_name: Option<String>,
-    /// `insert`, `update` or `delete`.
-    #[serde(default)]
-    pub operation: Option<String>,
 }
 
 /// One record of a transform's response.

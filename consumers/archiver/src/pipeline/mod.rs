@@ -24,6 +24,7 @@ pub mod cloudwatch_logs;
 pub mod error_records;
 pub mod keys;
 pub mod lambda;
+pub mod outcome;
 pub mod route;
 pub mod split;
 pub mod transform;
@@ -36,8 +37,9 @@ use weir_core::{Record, Timestamp};
 use crate::metrics as m;
 use error_records::{ErrorOutputType, ErrorRecord};
 use keys::{KeyError, KeyQuery, QueryError};
+use outcome::{Outcome, Part};
 use route::Route;
-use transform::{Outcome, Part, Transformer};
+use transform::Transformer;
 use weir_firehose::ArchiverSettings;
 use weir_firehose::prefix::check_partition_value;
 

@@ -1,73 +1,18 @@
 //! The transform stage, with Firehose's Lambda contract: every record comes out `Ok`
 //! (new data, optional partition keys), `Dropped`, or failed (to the error output as
-//! `processing-failed`, with a reason).
+//! `processing-failed`, with a reason; [`crate::pipeline::outcome`]).
 //!
 //! Transforms: none (records pass unchanged), the built-in `mcp-normalize` (the design
 //! note's mapping, [`weir_mcp`]), a user's Rust [`RecordTransform`], or a Lambda
 //! function ([`crate::pipeline::lambda`]).
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use weir_core::{Record, ShardId};
 
-use crate::pipeline::lambda::{LambdaTransform, OtfMetadata};
-
-/// What happens to one input record.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
-    /// Deliver `data`.
-    Ok {
-        /// The transformed payload.
-        data: Bytes,
-        /// Partition keys from the transform (`partitionKeyFromLambda`).
-        partition_keys: BTreeMap<String, String>,
-        /// The table the transform names for the record (Firehose's Iceberg
-        /// destination; the S3 archiver ignores it).
-        otf: Option<OtfMetadata>,
-    },
-    /// Dropped by the transform.
-    Dropped,
-    /// To the error output (`processing-failed`), with the reason.
-    Failed(Failure),
-}
-
-impl Outcome {
-    /// `data` delivered, without partition keys.
-    pub fn ok(data: Bytes) -> Self {
-        Outcome::Ok { data, partition_keys: BTreeMap::new(), otf: None }
-    }
-}
-
-/// Why a transform failed a record: Firehose's error code and a message.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Failure {
-    /// Error code written to the error output (e.g. `Lambda.MissingRecordId`).
-    pub code: &'static str,
-    /// What went wrong.
-    pub message: String,
-}
-
-impl Failure {
-    /// A failure with a code and message.
-    pub fn new(code: &'static str, message: impl Into<String>) -> Self {
-        Self { code, message: message.into() }
-    }
-}
-
-impl std::ops::Deref for Failure {
-    type Target = str;
-    fn deref(&self) -> &str {
-        &self.message
-    }
-}
-
-impl std::fmt::Display for Failure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.code, self.message)
-    }
-}
+use crate::pipeline::lambda::LambdaTransform;
+use crate::pipeline::outcome::{Failure, Outcome, Part};
 
 /// A transform that runs in the archiver's process: one record in, one outcome out.
 /// Implement it to plug your own Rust transform into the archiver. It must be
@@ -136,26 +81,6 @@ pub fn mcp_normalize(data: &[u8], arrival: weir_core::Timestamp) -> Outcome {
     match weir_mcp::normalize_line(data, arrival) {
         Ok(line) => Outcome::ok(Bytes::from(line)),
         Err(e) => Outcome::Failed(Failure::new(MCP_NORMALIZE_FAILED, e.to_string())),
-    }
-}
-
-/// One record to transform: the stream record or one of its de-aggregated parts.
-pub struct Part<'a> {
-    /// The stream record.
-    pub record: &'a Record,
-    /// The part's data when it is a de-aggregated piece; `None` for the whole record.
-    pub piece: Option<Bytes>,
-}
-
-impl<'a> Part<'a> {
-    /// The whole record as one part.
-    pub fn whole(record: &'a Record) -> Self {
-        Self { record, piece: None }
-    }
-
-    /// The part's data.
-    pub fn data(&self) -> &Bytes {
-        self.piece.as_ref().unwrap_or(&self.record.data)
     }
 }
 
