@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::consumer::BufferHints;
 use crate::firehose::{self, Imported};
+pub use crate::lambda_config::LambdaConfig;
 use crate::writer::Delivery;
 
 /// The section.
@@ -90,48 +91,6 @@ pub struct IcebergConfig {
     /// override it (a worker may reach the tables through another catalog).
     #[serde(default)]
     pub destination: Option<serde_json::Value>,
-}
-
-/// Firehose's `Lambda` processor (the `[aws]` section's `lambda_endpoint_url`,
-/// region and credentials apply).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LambdaConfig {
-    /// The function's ARN (`LambdaArn`).
-    #[serde(default)]
-    pub arn: String,
-    /// Retries of an invocation that failed in a way worth retrying (0–300, default
-    /// 3; `NumberOfRetries`); after them the records go to the error output.
-    #[serde(default = "three")]
-    pub retries: u32,
-    /// Payload of one invocation, MiB (0.2–3, default 1; `BufferSizeInMBs`).
-    #[serde(default = "one_mib")]
-    pub buffer_size_mib: f64,
-}
-
-fn three() -> u32 {
-    3
-}
-
-fn one_mib() -> f64 {
-    1.0
-}
-
-impl LambdaConfig {
-    /// Each field out of range, with the reason.
-    pub fn problems(&self) -> Vec<(&'static str, String)> {
-        let mut out = Vec::new();
-        if !self.arn.starts_with("arn:") || self.arn.split(':').count() < 7 {
-            out.push(("arn", format!("{:?} is not a Lambda function's ARN", self.arn)));
-        }
-        if self.retries > 300 {
-            out.push(("retries", format!("{} is not 0–300", self.retries)));
-        }
-        if !(0.2..=3.0).contains(&self.buffer_size_mib) {
-            out.push(("buffer_size_mib", format!("{} is not 0.2–3", self.buffer_size_mib)));
-        }
-        out
-    }
 }
 
 /// How an integer in a timestamp column is read (see

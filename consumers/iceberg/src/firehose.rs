@@ -142,7 +142,7 @@ pub struct Imported {
     /// The routing query (`MetadataExtraction` processor).
     pub route_query: Option<String>,
     /// The `Lambda` processor.
-    pub lambda: Option<crate::config::LambdaConfig>,
+    pub lambda: Option<crate::lambda_config::LambdaConfig>,
     /// `BufferingHints.IntervalInSeconds`.
     pub buffer_interval_seconds: Option<u64>,
     /// `BufferingHints.SizeInMBs`.
@@ -343,7 +343,7 @@ pub fn import(d: &IcebergDestination) -> (Imported, Vec<Problem>) {
 
 /// The routing query and the Lambda of `p`'s processors, or the processors weir
 /// cannot run.
-type Processors = (Option<String>, Option<crate::config::LambdaConfig>);
+type Processors = (Option<String>, Option<crate::lambda_config::LambdaConfig>);
 fn processors(p: &Processing) -> Result<Processors, Vec<(String, String)>> {
     let mut query = None;
     let mut lambda = None;
@@ -371,7 +371,7 @@ fn processors(p: &Processing) -> Result<Processors, Vec<(String, String)>> {
                 let (settings, found) = LambdaSettings::read(proc, &at);
                 let arn_named = found.iter().any(|p| p.field.ends_with(".LambdaArn"));
                 problems.extend(found.into_iter().map(|p| (p.field, p.reason)));
-                let l = crate::config::LambdaConfig {
+                let l = crate::lambda_config::LambdaConfig {
                     arn: settings.arn,
                     retries: settings.retries,
                     // Exact: a power of two divides the bytes.

@@ -26,6 +26,7 @@ pub mod config;
 pub mod consumer;
 pub mod file_properties;
 pub mod firehose;
+mod lambda_config;
 pub mod metrics;
 mod pinned;
 pub mod positions;

@@ -24,6 +24,7 @@ const SOURCES: &[&str] = &[
     "consumers/alerting/src/rule.rs",
     "consumers/enrichment/src/enricher.rs",
     "consumers/iceberg/src/config.rs",
+    "consumers/iceberg/src/lambda_config.rs",
 ];
 
 struct Field {
