@@ -125,7 +125,9 @@ impl Mismatch {
     }
 }
 
-/// Columns and the deserialiser: turns records into rows.
+/// Columns and the deserialiser: turns records into rows. Its entry points
+/// (`rows`, `row`, `put_rows`) are in `members.rs`, the path that reads only the
+/// columns' values; the rules here are the specification it is tested against.
 #[derive(Debug, Clone)]
 pub struct RowReader {
     columns: Vec<Column>,
@@ -171,24 +173,6 @@ impl RowReader {
         &self.columns
     }
 
-    /// The row of one record (exactly one JSON value, whitespace around it allowed).
-    pub fn row(&self, record: &[u8]) -> Result<Vec<Cell>, Mismatch> {
-        let mut rows = self.rows(record)?;
-        match rows.len() {
-            1 => Ok(rows.remove(0)),
-            _ => Err(Mismatch::Several),
-        }
-    }
-
-    /// The rows of one record: one per JSON document in it, in order. Firehose's
-    /// conversion takes several documents back to back (`{"a":1}{"a":2}`, or one per
-    /// line) as correct input, one row each; whitespace between and around them is
-    /// allowed. A record fits only if every document does (the error names the one
-    /// that does not when there are several).
-    pub fn rows(&self, record: &[u8]) -> Result<Vec<Vec<Cell>>, Mismatch> {
-        super::members::rows(self, record)
-    }
-
     /// [`RowReader::rows`] as the specification: each document parsed whole.
     pub fn rows_of_values(&self, record: &[u8]) -> Result<Vec<Vec<Cell>>, Mismatch> {
         let values = serde_json::Deserializer::from_slice(record)
@@ -227,12 +211,6 @@ impl RowReader {
     /// Whether the deserialiser is the OpenX SerDe.
     pub(super) fn is_openx(&self) -> bool {
         matches!(self.deserializer, Deserializer::OpenX { .. })
-    }
-
-    /// Appends the rows of `record` to `out` ([`super::rowcode`]), as
-    /// [`RowReader::rows`] reads them; how many.
-    pub fn put_rows(&self, record: &[u8], out: &mut Vec<u8>) -> Result<usize, Mismatch> {
-        super::members::put_rows(self, record, out)
     }
 
     fn case_insensitive(&self) -> bool {

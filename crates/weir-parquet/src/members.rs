@@ -17,6 +17,34 @@ use super::column_type::ColumnType;
 use super::deserialize::{Cell, Mismatch, RowReader};
 use super::rowcode::{self, CellRef};
 
+/// The entry points of reading records into rows: this module's path, which hands
+/// what it cannot read to the specification ([`RowReader::rows_of_values`]).
+impl RowReader {
+    /// The row of one record (exactly one JSON value, whitespace around it allowed).
+    pub fn row(&self, record: &[u8]) -> Result<Vec<Cell>, Mismatch> {
+        let mut rows = self.rows(record)?;
+        match rows.len() {
+            1 => Ok(rows.remove(0)),
+            _ => Err(Mismatch::Several),
+        }
+    }
+
+    /// The rows of one record: one per JSON document in it, in order. Firehose's
+    /// conversion takes several documents back to back (`{"a":1}{"a":2}`, or one per
+    /// line) as correct input, one row each; whitespace between and around them is
+    /// allowed. A record fits only if every document does (the error names the one
+    /// that does not when there are several).
+    pub fn rows(&self, record: &[u8]) -> Result<Vec<Vec<Cell>>, Mismatch> {
+        rows(self, record)
+    }
+
+    /// Appends the rows of `record` to `out` ([`super::rowcode`]), as
+    /// [`RowReader::rows`] reads them; how many.
+    pub fn put_rows(&self, record: &[u8], out: &mut Vec<u8>) -> Result<usize, Mismatch> {
+        put_rows(self, record, out)
+    }
+}
+
 /// The rows of `record`, as [`RowReader::rows_of_values`] reads them.
 pub(super) fn rows(reader: &RowReader, record: &[u8]) -> Result<Vec<Vec<Cell>>, Mismatch> {
     let mut rows = Vec::with_capacity(1);
