@@ -11,7 +11,8 @@
 //! - [`stream`]: a stream of one record a second per shard, made up as read; reshards.
 //! - `consumer.rs`: the consumer every worker runs (acknowledges at once).
 //! - [`fleet`]: one application's workers (the real `weir_runtime::Worker`).
-//! - [`scenario`]: the scenarios and one run; `sample.rs`: ownership second by second.
+//! - [`spec`]: the scenarios and the size of a run; [`scenario`]: one run; `sample.rs`:
+//!   ownership second by second.
 //! - [`report`]: a run's numbers and the markdown table; [`kcl`]: the KCL 3.x model;
 //!   [`prices`]: on-demand prices.
 #![warn(missing_docs)]
@@ -27,6 +28,7 @@ pub mod report;
 mod sample;
 pub mod scenario;
 mod sdk_retry;
+pub mod spec;
 pub mod stream;
 pub mod units;
 
@@ -34,5 +36,6 @@ pub use costed_table::CostedLeaseTable;
 pub use meter::{Enforcement, Limits, Meter};
 pub use report::{Report, markdown};
 pub use sample::EventTiming;
-pub use scenario::{Scenario, Spec, run};
+pub use scenario::run;
 pub use sdk_retry::SdkRetry;
+pub use spec::{Scenario, Spec};

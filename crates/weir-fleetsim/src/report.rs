@@ -8,7 +8,7 @@ use crate::kcl;
 use crate::meter::{Limits, PartitionTotals};
 use crate::prices::{monthly_cost, per_shard_hour};
 use crate::sample::{EventTiming, Sampler};
-use crate::scenario::{Scenario, Spec};
+use crate::spec::{Scenario, Spec};
 
 /// What one run measured. Rates are over the measured time.
 #[derive(Debug, Clone)]
