@@ -21,6 +21,7 @@ use tokio::sync::watch;
 use tokio::task::AbortHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::faults::Port;
 use crate::world::World;
 
 /// What a call is, for fault rates and the trace.
@@ -54,19 +55,6 @@ impl Op {
             Op::Invoke => Port::Lambda,
         }
     }
-}
-
-/// The four outside systems.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Port {
-    /// The lease table.
-    Table,
-    /// The object store.
-    Store,
-    /// The stream.
-    Stream,
-    /// The transformation Lambda.
-    Lambda,
 }
 
 /// What happens to one call.
@@ -269,19 +257,4 @@ impl Gate {
         }
         self.running().await;
     }
-}
-
-/// Fault rates of one port, per call.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Rates {
-    /// A call fails without effect.
-    pub fail: f64,
-    /// A call takes effect and its answer is lost.
-    pub lose_reply: f64,
-    /// A call is slow (half a second up to `slow_max_ms`).
-    pub slow: f64,
-    /// Longest slow call.
-    pub slow_max_ms: u64,
-    /// Every call waits up to this long before and after (orders concurrent calls).
-    pub jitter_ms: u64,
 }

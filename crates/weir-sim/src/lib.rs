@@ -15,6 +15,7 @@
 //! - [`scenario`]: what a seed decides (or a directed test writes by hand).
 //! - `sim.rs`: runs a scenario ([`run`]) and reports ([`Report`]).
 //! - `node.rs`: a worker process, the real runtime and archivers.
+//! - [`faults`]: the outside systems and their fault rates.
 //! - [`gate`]: each process's door to the world, where faults happen.
 //! - `ports.rs`: the ports a process is built with, through its gate.
 //! - `world.rs`: the shared stream, lease table and store, the trace.
@@ -22,6 +23,7 @@
 //! - `entropy.rs`: randomness the seed decides (`getrandom` overridden).
 
 pub mod entropy;
+pub mod faults;
 pub mod gate;
 mod node;
 mod ports;

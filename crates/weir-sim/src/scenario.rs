@@ -10,7 +10,7 @@ use rand::{Rng, SeedableRng};
 use weir_archiver::Overflow;
 use weir_firehose::Compression;
 
-use crate::gate::{Port, Rates};
+use crate::faults::{Port, Rates};
 use crate::records::{Oddities, RecordShape};
 
 /// One archiver's settings.

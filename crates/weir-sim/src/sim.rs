@@ -303,9 +303,12 @@ impl Sim {
     fn heal(&mut self) {
         self.world.note(format_args!("the faults stop"));
         self.world.set_rates(BTreeMap::new());
-        for port in
-            [crate::gate::Port::Table, crate::gate::Port::Store, crate::gate::Port::Stream, crate::gate::Port::Lambda]
-        {
+        for port in [
+            crate::faults::Port::Table,
+            crate::faults::Port::Store,
+            crate::faults::Port::Stream,
+            crate::faults::Port::Lambda,
+        ] {
             if self.world.is_out(port) {
                 self.world.set_outage(port, false);
             }

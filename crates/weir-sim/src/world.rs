@@ -19,7 +19,7 @@ use weir_core::{Lease, LeaseChange, LeaseError, LeaseMutation};
 use weir_local::MemoryStream;
 use weir_testkit::{MemoryLeaseTable, MemoryObjectSink};
 
-use crate::gate::{Port, Rates};
+use crate::faults::{Port, Rates};
 use crate::truth::Truth;
 
 /// Lines of trace kept for a failure's report.
