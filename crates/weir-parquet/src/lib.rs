@@ -220,6 +220,24 @@ impl ParquetFormat {
         Ok(())
     }
 
+    /// Writes `batch` to the file begun in `writer`, beginning it (its settings chosen
+    /// for this first batch, see [`ParquetFormat::writer`]) when none is.
+    fn append(&self, writer: &mut Option<ArrowWriter<Vec<u8>>>, batch: &RecordBatch) -> Result<(), ParquetError> {
+        let w = match writer {
+            Some(w) => w,
+            None => writer.insert(self.writer(batch)?),
+        };
+        self.write(w, batch)
+    }
+
+    /// The file `writer` holds, or a file of no rows when nothing was written.
+    fn finish(&self, writer: Option<ArrowWriter<Vec<u8>>>) -> Result<Vec<u8>, ParquetError> {
+        match writer {
+            Some(w) => Ok(w.into_inner()?),
+            None => self.empty(),
+        }
+    }
+
     /// One Parquet file of `records`: JSON values one after another, in order, one row
     /// per value (the specification of [`ParquetFormat::encode_rows`]).
     pub fn encode(&self, records: &[u8]) -> Result<Vec<u8>, ParquetError> {
@@ -234,17 +252,9 @@ impl ParquetFormat {
             if rows.is_empty() {
                 break;
             }
-            let batch = self.batch(&rows)?;
-            let w = match &mut writer {
-                Some(w) => w,
-                None => writer.insert(self.writer(&batch)?),
-            };
-            self.write(w, &batch)?;
+            self.append(&mut writer, &self.batch(&rows)?)?;
         }
-        match writer {
-            Some(w) => Ok(w.into_inner()?),
-            None => self.empty(),
-        }
+        self.finish(writer)
     }
 
     /// One Parquet file of `converted`: the records [`ParquetFormat::convert`] wrote,
@@ -289,20 +299,14 @@ impl ParquetFormat {
                     break;
                 }
             }
-            let batch = self.batch_of_cells(&cells)?;
-            let w = match &mut writer {
-                Some(w) => w,
-                None => writer.insert(self.writer(&batch)?),
-            };
-            self.write(w, &batch)?;
+            self.append(&mut writer, &self.batch_of_cells(&cells)?)?;
         }
         if counts.iter().all(|c| *c == 1) {
             counts.clear();
         }
         let file = match (small, writer) {
             (Some(file), _) => file,
-            (None, Some(w)) => w.into_inner()?,
-            (None, None) => self.empty()?,
+            (None, writer) => self.finish(writer)?,
         };
         Ok((file, counts))
     }
@@ -384,17 +388,10 @@ impl ParquetFormat {
             at += batch.num_rows();
             let kept = arrow_select::filter::filter_record_batch(&batch, &mask)?;
             if kept.num_rows() > 0 {
-                let w = match &mut writer {
-                    Some(w) => w,
-                    None => writer.insert(self.writer(&kept)?),
-                };
-                self.write(w, &kept)?;
+                self.append(&mut writer, &kept)?;
             }
         }
-        match writer {
-            Some(w) => Ok(w.into_inner()?),
-            None => self.empty(),
-        }
+        self.finish(writer)
     }
 
     /// Rows in a file (its footer's count).
