@@ -23,20 +23,8 @@ use weir_e2e::{duckdb, parquet_mr};
 use weir_firehose::conversion::Conversion;
 use weir_firehose::{Compression, from_json, validate};
 use weir_local::FsObjectSink;
-use weir_testkit::fixtures::{BENCH_T0, mcp_bench_event};
+use weir_testkit::fixtures::{BENCH_T0, MCP_BENCH_COLUMNS, mcp_bench_event};
 use weir_testkit::{CrashSwitch, ManualClock, SimAcks, SimLeases};
-
-/// The table, as Hive types; parquet-mr is given the same.
-const COLUMNS: [(&str, &str); 8] = [
-    ("tenantid", "string"),
-    ("toolname", "string"),
-    ("sessionid", "string"),
-    ("ts", "timestamp"),
-    ("durationms", "bigint"),
-    ("success", "boolean"),
-    ("errorcode", "string"),
-    ("arguments", "string"),
-];
 
 #[derive(Debug, Clone, Copy)]
 struct Case {
@@ -61,7 +49,10 @@ async fn archive_with_weir(case: Case, gzip: bool, dir: &Path) -> Vec<std::path:
             parquet: ParquetOptions { dictionary: case.dictionary, ..ParquetOptions::default() },
             table: Default::default(),
             columns: Some(
-                COLUMNS.iter().map(|(n, t)| Column { name: (*n).into(), ty: ColumnType::parse(t).unwrap() }).collect(),
+                MCP_BENCH_COLUMNS
+                    .iter()
+                    .map(|(n, t)| Column { name: (*n).into(), ty: ColumnType::parse(t).unwrap() })
+                    .collect(),
             ),
         });
         let parquet = &s.conversion.as_ref().unwrap().parquet;
@@ -141,7 +132,7 @@ fn archive_with_parquet_mr(case: Case, dir: &Path) -> Vec<std::path::PathBuf> {
     for ((tenant, tool), lines) in &partitions {
         std::fs::write(input.join(format!("{tenant}-{tool}.jsonl")), lines).unwrap();
     }
-    let columns: Vec<String> = COLUMNS.iter().map(|(n, t)| format!("{n}:{t}")).collect();
+    let columns: Vec<String> = MCP_BENCH_COLUMNS.iter().map(|(n, t)| format!("{n}:{t}")).collect();
     parquet_mr(&columns.join(","), "SNAPPY", case.dictionary, &input, &output);
     std::fs::read_dir(&output).unwrap().map(|e| e.unwrap().path()).collect()
 }

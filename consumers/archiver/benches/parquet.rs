@@ -20,7 +20,7 @@ use weir_core::{
 };
 use weir_firehose::conversion::Conversion;
 use weir_firehose::{ArchiverSettings, Compression, from_json, validate};
-use weir_testkit::fixtures::{BENCH_T0 as T0, mcp_bench_event};
+use weir_testkit::fixtures::{BENCH_T0 as T0, MCP_BENCH_COLUMNS, mcp_bench_event};
 use weir_testkit::{CrashSwitch, ManualClock, MemoryObjectSink, SimAcks, SimLeases};
 
 const BATCH: usize = 500;
@@ -31,16 +31,6 @@ fn settings(parquet: bool) -> ArchiverSettings {
     s.metadata_query = Some("{tenantId: .tenantId, toolName: .toolName}".into());
     s.append_delimiter = true;
     if parquet {
-        let columns = [
-            ("tenantid", "string"),
-            ("toolname", "string"),
-            ("sessionid", "string"),
-            ("ts", "timestamp"),
-            ("durationms", "bigint"),
-            ("success", "boolean"),
-            ("errorcode", "string"),
-            ("arguments", "string"),
-        ];
         s.compression = Compression::Parquet;
         s.error_compression = Compression::Uncompressed;
         s.file_extension = ".parquet".into();
@@ -53,7 +43,10 @@ fn settings(parquet: bool) -> ArchiverSettings {
             },
             table: Default::default(),
             columns: Some(
-                columns.iter().map(|(n, t)| Column { name: (*n).into(), ty: ColumnType::parse(t).unwrap() }).collect(),
+                MCP_BENCH_COLUMNS
+                    .iter()
+                    .map(|(n, t)| Column { name: (*n).into(), ty: ColumnType::parse(t).unwrap() })
+                    .collect(),
             ),
         });
     }

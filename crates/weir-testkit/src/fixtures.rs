@@ -29,6 +29,19 @@ pub async fn take(table: &dyn LeaseTable, seen: &Lease, owner: &str) -> Lease {
 /// The benches' first event time (epoch milliseconds).
 pub const BENCH_T0: i64 = 1_764_400_000_000;
 
+/// The table of [`mcp_bench_event`]s as Hive types (name, type): `arguments` holds the
+/// nested object as JSON text.
+pub const MCP_BENCH_COLUMNS: [(&str, &str); 8] = [
+    ("tenantid", "string"),
+    ("toolname", "string"),
+    ("sessionid", "string"),
+    ("ts", "timestamp"),
+    ("durationms", "bigint"),
+    ("success", "boolean"),
+    ("errorcode", "string"),
+    ("arguments", "string"),
+];
+
 /// The benches' MCP tool-call event `i`, spread over `partitions` tenant × tool pairs
 /// (6 tools at most, `partitions / tools` tenants `t-0000`…): flat (~200 bytes), or
 /// with nested `arguments` (~1 KB).
