@@ -7,9 +7,11 @@
 //! the dictionary outgrows its page). Booleans are never dictionary-encoded. arrow-rs
 //! keeps a dictionary until it outgrows its page, so without this rule a column of
 //! distinct values (session ids, timestamps, JSON text) paid a dictionary of every
-//! value and an id per row: turning the setting on made objects larger, where in
-//! Firehose it never does by much (`tests/tests/archive_parquet_mr.rs` holds weir's
-//! objects against parquet-mr's).
+//! value and an id per row: turning the setting on made objects larger than without
+//! it (2.10× GZIP's size at 500 partitions against 1.83×), where parquet-mr keeps a
+//! dictionary only for the columns it shrinks before compression
+//! (`tests/tests/archive_parquet_mr.rs` finds dictionaries in the same columns of
+//! weir's objects as of parquet-mr's).
 //!
 //! The rule here is parquet-mr's, applied to the first rows weir encodes together (a
 //! batch of up to [`ENCODE_ROWS`](super::ENCODE_ROWS)); parquet-mr's first page holds
