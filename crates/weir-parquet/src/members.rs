@@ -35,62 +35,56 @@ impl RowReader {
     /// allowed. A record fits only if every document does (the error names the one
     /// that does not when there are several).
     pub fn rows(&self, record: &[u8]) -> Result<Vec<Vec<Cell>>, Mismatch> {
-        rows(self, record)
-    }
-
-    /// Appends the rows of `record` to `out` ([`super::rowcode`]), as
-    /// [`RowReader::rows`] reads them; how many.
-    pub fn put_rows(&self, record: &[u8], out: &mut Vec<u8>) -> Result<usize, Mismatch> {
-        put_rows(self, record, out)
-    }
-}
-
-/// The rows of `record`, as [`RowReader::rows_of_values`] reads them.
-pub(super) fn rows(reader: &RowReader, record: &[u8]) -> Result<Vec<Vec<Cell>>, Mismatch> {
-    let mut rows = Vec::with_capacity(1);
-    for members in serde_json::Deserializer::from_slice(record).into_iter::<Members<'_>>() {
-        match members {
-            // A number past f64's range is valid JSON the specification's parser refuses.
-            Ok(m) if m.reads_as_values() => {
-                let mut cells = Vec::with_capacity(reader.columns().len());
-                rows.push(row(reader, &m.0, &mut cells).map(|()| cells.into_iter().map(CellRef::into_owned).collect()));
+        let mut rows = Vec::with_capacity(1);
+        for members in serde_json::Deserializer::from_slice(record).into_iter::<Members<'_>>() {
+            match members {
+                // A number past f64's range is valid JSON the specification's parser refuses.
+                Ok(m) if m.reads_as_values() => {
+                    let mut cells = Vec::with_capacity(self.columns().len());
+                    rows.push(
+                        row(self, &m.0, &mut cells).map(|()| cells.into_iter().map(CellRef::into_owned).collect()),
+                    );
+                }
+                // Not JSON, or a document that is not an object: the specification says how.
+                _ => return self.rows_of_values(record),
             }
-            // Not JSON, or a document that is not an object: the specification says how.
-            _ => return reader.rows_of_values(record),
         }
+        if rows.is_empty() {
+            return self.rows_of_values(record);
+        }
+        let several = rows.len() > 1;
+        rows.into_iter()
+            .enumerate()
+            .map(|(i, r)| r.map_err(|e| if several { e.in_document(i + 1) } else { e }))
+            .collect()
     }
-    if rows.is_empty() {
-        return reader.rows_of_values(record);
-    }
-    let several = rows.len() > 1;
-    rows.into_iter().enumerate().map(|(i, r)| r.map_err(|e| if several { e.in_document(i + 1) } else { e })).collect()
-}
 
-/// Appends the rows of `record` to `out` as [`rowcode::put_row`] appends the rows
-/// [`rows`] reads, without copying strings that need no unescaping; how many. On an
-/// error `out` is as it was, and the error is [`rows`]'s. Why: a string cell copied
-/// into a `String` and then into `out`, and a vector per row and per record, were a
-/// tenth of converting a flat event (`parquet` bench).
-pub(super) fn put_rows(reader: &RowReader, record: &[u8], out: &mut Vec<u8>) -> Result<usize, Mismatch> {
-    let start = out.len();
-    let mut n = 0;
-    let mut cells = Vec::with_capacity(reader.columns().len());
-    for members in serde_json::Deserializer::from_slice(record).into_iter::<Members<'_>>() {
-        if !members.is_ok_and(|m| m.reads_as_values() && row(reader, &m.0, &mut cells).is_ok()) {
-            n = 0;
-            break;
+    /// Appends the rows of `record` to `out` as [`rowcode::put_row`] appends the rows
+    /// [`RowReader::rows`] reads, without copying strings that need no unescaping; how
+    /// many. On an error `out` is as it was, and the error is `rows`'s. Why: a string
+    /// cell copied into a `String` and then into `out`, and a vector per row and per
+    /// record, were a tenth of converting a flat event (`parquet` bench).
+    pub fn put_rows(&self, record: &[u8], out: &mut Vec<u8>) -> Result<usize, Mismatch> {
+        let start = out.len();
+        let mut n = 0;
+        let mut cells = Vec::with_capacity(self.columns().len());
+        for members in serde_json::Deserializer::from_slice(record).into_iter::<Members<'_>>() {
+            if !members.is_ok_and(|m| m.reads_as_values() && row(self, &m.0, &mut cells).is_ok()) {
+                n = 0;
+                break;
+            }
+            rowcode::put_row_refs(&cells, out);
+            n += 1;
         }
-        rowcode::put_row_refs(&cells, out);
-        n += 1;
+        if n > 0 {
+            return Ok(n);
+        }
+        // Not read here (or no document): the rows and error of `rows`.
+        out.truncate(start);
+        let rows = self.rows(record)?;
+        rows.iter().for_each(|r| rowcode::put_row(r, out));
+        Ok(rows.len())
     }
-    if n > 0 {
-        return Ok(n);
-    }
-    // Not read here (or no document): the rows and error of `rows`.
-    out.truncate(start);
-    let rows = rows(reader, record)?;
-    rows.iter().for_each(|r| rowcode::put_row(r, out));
-    Ok(rows.len())
 }
 
 /// Fills `cells` with the row of one document's `members`.
@@ -566,10 +560,10 @@ mod tests {
             let mut record: String = docs.iter().map(|d| format!("{{{}}}", d.join(","))).collect::<Vec<_>>().join("\n");
             record.push_str(tail);
             let want = r.rows_of_values(record.as_bytes());
-            prop_assert_eq!(&rows(&r, record.as_bytes()), &want, "{}", record);
+            prop_assert_eq!(&r.rows(record.as_bytes()), &want, "{}", record);
             // Appended as rowcode bytes: the same rows, or the same error and nothing.
             let mut out = b"before".to_vec();
-            let put = put_rows(&r, record.as_bytes(), &mut out);
+            let put = r.put_rows(record.as_bytes(), &mut out);
             let mut expected = b"before".to_vec();
             if let Ok(rows) = &want {
                 rows.iter().for_each(|row| rowcode::put_row(row, &mut expected));
@@ -639,9 +633,9 @@ mod tests {
         let r = reader(true, false);
         for record in [r#"{"tenantId":"a\u00e9\n\"b"}"#, r#"{"tenantId":"\\"}"#, r#"{"tenantId":"plain é"}"#] {
             let want = r.rows_of_values(record.as_bytes()).unwrap();
-            assert_eq!(rows(&r, record.as_bytes()).unwrap(), want, "{record}");
+            assert_eq!(r.rows(record.as_bytes()).unwrap(), want, "{record}");
             let (mut out, mut expected) = (Vec::new(), Vec::new());
-            assert_eq!(put_rows(&r, record.as_bytes(), &mut out), Ok(1));
+            assert_eq!(r.put_rows(record.as_bytes(), &mut out), Ok(1));
             rowcode::put_row(&want[0], &mut expected);
             assert_eq!(out, expected, "{record}");
         }
@@ -664,14 +658,14 @@ mod tests {
             "{\"n\":",
             "{\"n\":1}}",
         ] {
-            assert_eq!(rows(&r, record.as_bytes()), r.rows_of_values(record.as_bytes()), "{record}");
+            assert_eq!(r.rows(record.as_bytes()), r.rows_of_values(record.as_bytes()), "{record}");
             let mut out = vec![7];
             assert_eq!(
-                put_rows(&r, record.as_bytes(), &mut out).map_err(|e| e.to_string()),
+                r.put_rows(record.as_bytes(), &mut out).map_err(|e| e.to_string()),
                 r.rows_of_values(record.as_bytes()).map(|r| r.len()).map_err(|e| e.to_string())
             );
             assert_eq!(out, [7], "{record}: nothing appended");
-            assert!(rows(&r, record.as_bytes()).is_err(), "{record}");
+            assert!(r.rows(record.as_bytes()).is_err(), "{record}");
         }
     }
 }
