@@ -194,7 +194,8 @@ impl ParquetFormat {
     /// write plain are written plain ([`dictionary`]).
     fn writer(&self, first: &RecordBatch) -> Result<ArrowWriter<Vec<u8>>, ParquetError> {
         let mut properties = self.properties.clone();
-        if self.options.dictionary {
+        // A file of no rows has no pages to choose encodings for.
+        if self.options.dictionary && first.num_rows() > 0 {
             let plain = dictionary::without_dictionary(first, properties.dictionary_page_size_limit());
             if !plain.is_empty() {
                 let mut builder = properties.into_builder();
