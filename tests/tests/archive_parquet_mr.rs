@@ -19,7 +19,7 @@ use weir_archiver::{Archiver, ArchiverOptions};
 use weir_core::{
     CloseReason, Consumer, ExtendedSequenceNumber, Record, RecordBatch, SequenceNumber, ShardId, Timestamp,
 };
-use weir_e2e::{duckdb, parquet_mr};
+use weir_e2e::{duckdb, files, parquet_mr};
 use weir_firehose::conversion::Conversion;
 use weir_firehose::{Compression, from_json, validate};
 use weir_local::FsObjectSink;
@@ -86,19 +86,7 @@ async fn archive_with_weir(case: Case, gzip: bool, dir: &Path) -> Vec<std::path:
     }
     a.on_shard_close(&shard, CloseReason::Shutdown, &acks).await.unwrap();
     assert!(leases.checkpoint(&shard).is_some(), "every object was delivered");
-    let mut objects = Vec::new();
-    let mut dirs = vec![dir.join("tool-events")];
-    while let Some(d) = dirs.pop() {
-        for entry in std::fs::read_dir(&d).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                dirs.push(path);
-            } else {
-                objects.push(path);
-            }
-        }
-    }
-    objects
+    files(&dir.join("tool-events"))
 }
 
 /// Writes the case's events with parquet-mr into `dir`, one file per partition (as
@@ -134,7 +122,7 @@ fn archive_with_parquet_mr(case: Case, dir: &Path) -> Vec<std::path::PathBuf> {
     }
     let columns: Vec<String> = MCP_BENCH_COLUMNS.iter().map(|(n, t)| format!("{n}:{t}")).collect();
     parquet_mr(&columns.join(","), "SNAPPY", case.dictionary, &input, &output);
-    std::fs::read_dir(&output).unwrap().map(|e| e.unwrap().path()).collect()
+    files(&output)
 }
 
 fn total_bytes(files: &[std::path::PathBuf]) -> u64 {
@@ -178,8 +166,8 @@ async fn objects_hold_the_rows_of_parquet_mr_files_and_are_no_larger() {
                 let ours = archive_with_weir(case, false, &dir.path().join("weir")).await;
                 let theirs = archive_with_parquet_mr(case, &dir.path().join("parquet-mr"));
                 assert_eq!(ours.len(), theirs.len(), "{case:?}: one object per partition");
-                let files = |d: &str| format!("'{}/{d}/**/*.parquet'", dir.path().display());
-                let (w, m) = (files("weir"), files("parquet-mr/out"));
+                let pattern = |d: &str| format!("'{}/{d}/**/*.parquet'", dir.path().display());
+                let (w, m) = (pattern("weir"), pattern("parquet-mr/out"));
                 let rows = |f: &str| format!("read_parquet({f}, hive_partitioning = false)");
                 for (a, b) in [(&w, &m), (&m, &w)] {
                     let (a, b) = (rows(a), rows(b));
