@@ -53,15 +53,6 @@ impl FunctionHarness for Lambda {
     fn invoker(&self) -> Arc<dyn FunctionInvoker> {
         self.0.clone()
     }
-    fn echo(&self) -> String {
-        "echo".into()
-    }
-    fn raising(&self) -> String {
-        "raising".into()
-    }
-    fn throttled(&self) -> String {
-        "busy".into()
-    }
     fn missing(&self) -> String {
         "arn:aws:lambda:us-east-1:123456789012:function:nothing".into()
     }

@@ -86,15 +86,6 @@ mod tests {
         fn invoker(&self) -> Arc<dyn FunctionInvoker> {
             self.0.clone()
         }
-        fn echo(&self) -> String {
-            "echo".into()
-        }
-        fn raising(&self) -> String {
-            "raising".into()
-        }
-        fn throttled(&self) -> String {
-            "busy".into()
-        }
         fn missing(&self) -> String {
             "nothing".into()
         }

@@ -7,12 +7,21 @@ use weir_core::ports::{FunctionInvoker, InvokeError};
 pub trait FunctionHarness: Send + Sync {
     /// The invoker.
     fn invoker(&self) -> Arc<dyn FunctionInvoker>;
-    /// A function that answers with the payload it was given, unchanged.
-    fn echo(&self) -> String;
-    /// A function that raises an error (an unhandled exception in a Lambda).
-    fn raising(&self) -> String;
-    /// A function whose invocations the service throttles.
-    fn throttled(&self) -> String;
+    /// A function that answers with the payload it was given, unchanged (`echo`
+    /// unless the harness names another).
+    fn echo(&self) -> String {
+        "echo".into()
+    }
+    /// A function that raises an error (an unhandled exception in a Lambda;
+    /// `raising` unless the harness names another).
+    fn raising(&self) -> String {
+        "raising".into()
+    }
+    /// A function whose invocations the service throttles (`busy` unless the harness
+    /// names another).
+    fn throttled(&self) -> String {
+        "busy".into()
+    }
     /// A name no function has.
     fn missing(&self) -> String;
 }
