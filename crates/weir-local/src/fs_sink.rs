@@ -4,9 +4,10 @@
 //! hard-links it to the final path. `link` fails if the target exists, which makes the
 //! put atomic (readers never see a partial object) and create-only (an existing object
 //! is never replaced), like S3 with `If-None-Match: *`. It answers only once the
-//! object's directory entry, and those of the directories it created, are synced: a
-//! stored object survives a crash of the machine, so a checkpoint that counts on it
-//! never passes a record that is lost.
+//! object's directory entry, and those of the directories it created, are synced (and
+//! the root's, when opening the store created it): a stored object survives a crash
+//! of the machine, so a checkpoint that counts on it never passes a record that is
+//! lost.
 
 use std::io::{ErrorKind, Write};
 use std::path::{Path, PathBuf};
@@ -23,15 +24,43 @@ pub struct FsObjectSink {
     root: PathBuf,
 }
 
+/// Makes `dir`'s entries durable (a relative path's empty parent is the working
+/// directory).
+fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
+    std::fs::File::open(dir)?.sync_all()
+}
+
+/// `dir` and its ancestors that do not exist yet, the deepest first, stopping at
+/// `above` (never included) or at the first that exists.
+fn missing_dirs(dir: &Path, above: Option<&Path>) -> Vec<PathBuf> {
+    let mut missing = Vec::new();
+    let mut next = Some(dir);
+    while let Some(d) = next.filter(|d| Some(*d) != above && !d.as_os_str().is_empty() && !d.exists()) {
+        missing.push(d.to_path_buf());
+        next = d.parent();
+    }
+    missing
+}
+
 fn io_err(what: &str, e: std::io::Error) -> SinkError {
     SinkError::Store { message: format!("{what}: {e}"), retryable: true, source: Some(Box::new(e)) }
 }
 
 impl FsObjectSink {
-    /// A store rooted at `root` (created if missing).
+    /// A store rooted at `root` (created if missing, with the entries of the
+    /// directories it creates synced, as a put syncs those it creates).
     pub fn new(root: impl Into<PathBuf>) -> Result<Self, SinkError> {
-        let root = root.into();
-        std::fs::create_dir_all(root.join(TMP_DIR)).map_err(|e| io_err(&format!("create {}", root.display()), e))?;
+        Self::new_with(root.into(), &mut sync_dir)
+    }
+
+    fn new_with(root: PathBuf, sync_dir: &mut dyn FnMut(&Path) -> std::io::Result<()>) -> Result<Self, SinkError> {
+        let tmp_dir = root.join(TMP_DIR);
+        let created = missing_dirs(&tmp_dir, None);
+        std::fs::create_dir_all(&tmp_dir).map_err(|e| io_err(&format!("create {}", root.display()), e))?;
+        for dir in created.iter().filter_map(|d| d.parent()) {
+            sync_dir(dir).map_err(|e| io_err(&format!("sync directory {}", dir.display()), e))?;
+        }
         Ok(Self { root })
     }
 
@@ -41,7 +70,7 @@ impl FsObjectSink {
     }
 
     fn put_blocking(root: &Path, key: &str, body: &[u8]) -> Result<PutOutcome, SinkError> {
-        Self::put_with(root, key, body, &mut |dir| std::fs::File::open(dir)?.sync_all())
+        Self::put_with(root, key, body, &mut sync_dir)
     }
 
     /// The put, with `sync_dir` making a directory's entries durable. An object is
@@ -58,12 +87,7 @@ impl FsObjectSink {
     ) -> Result<PutOutcome, SinkError> {
         let target = root.join(key);
         // Directories of the key that do not exist yet, the deepest first.
-        let mut created = Vec::new();
-        let mut dir = target.parent();
-        while let Some(d) = dir.filter(|d| *d != root && !d.exists()) {
-            created.push(d.to_path_buf());
-            dir = d.parent();
-        }
+        let created = target.parent().map(|p| missing_dirs(p, Some(root))).unwrap_or_default();
         if let Some(parent) = target.parent() {
             std::fs::create_dir_all(parent).map_err(|e| io_err("create directories", e))?;
         }
@@ -236,6 +260,37 @@ mod tests {
         assert_eq!(put(key), (PutOutcome::AlreadyExists, vec!["tool-events/tenant=a/tool=b/day=1".to_owned()]));
         // A top-level key: the root is its directory.
         assert_eq!(put("top"), (PutOutcome::Created, vec![String::new()]));
+    }
+
+    #[test]
+    fn a_new_store_syncs_the_parent_of_each_directory_it_created() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path();
+        let mut synced = Vec::new();
+        let mut record = |d: &Path| {
+            synced.push(d.strip_prefix(base).unwrap().display().to_string());
+            Ok(())
+        };
+        FsObjectSink::new_with(base.join("archive/weir"), &mut record).unwrap();
+        // .weir-tmp, weir and archive were created, in weir, archive and the base.
+        assert_eq!(synced, ["archive/weir", "archive", ""]);
+        // Opened again: nothing created, nothing to sync.
+        let mut none = |d: &Path| panic!("synced {}", d.display());
+        FsObjectSink::new_with(base.join("archive/weir"), &mut none).unwrap();
+        // A failed sync fails the opening.
+        let mut failing = |_: &Path| Err(std::io::Error::other("EIO"));
+        let err = FsObjectSink::new_with(base.join("other"), &mut failing).unwrap_err();
+        assert!(err.to_string().contains("sync directory"), "{err}");
+    }
+
+    #[test]
+    fn a_new_store_at_a_relative_path_syncs_the_working_directory() {
+        // The empty parent of a relative root is synced as ".", not refused.
+        assert!(sync_dir(Path::new("")).is_ok());
+        assert_eq!(
+            missing_dirs(Path::new("no-such-dir/x"), None),
+            [Path::new("no-such-dir/x"), Path::new("no-such-dir")]
+        );
     }
 
     #[test]
