@@ -226,18 +226,20 @@ cooldown = "1s"
         )
     }
 
-    /// Waits until every id `produced` holds is in the archive or the error output (or
-    /// neither grew for `limit`: not on wall time alone), reads the archive back with
-    /// DuckDB, and tallies both with what the workers' `files` consumers
-    /// (at-least-once) received.
+    /// Waits until every id `produced` holds is in the archive or the error output, and
+    /// has reached the workers' `files` consumers (at-least-once, flushed on their own
+    /// timer), or none of them grew for `limit` (not on wall time alone); reads the
+    /// archive back with DuckDB, and tallies it with what the `files` consumers
+    /// received.
     pub async fn tally(&self, scenario: &str, produced: &Produced, workers: &[&Worker], limit: Duration) -> Tally {
         let started = Instant::now();
         let mut patience = weir_e2e::patience::Patience::new(limit);
         loop {
             let (seen, errors) = (self.archived_ids().await, self.error_ids().await);
-            if produced.ids.iter().all(|id| seen.contains_key(id) || errors.contains_key(id))
-                || patience.observe((seen.len(), errors.len())).is_err()
-            {
+            let delivered = delivered(workers);
+            let archived = produced.ids.iter().all(|id| seen.contains_key(id) || errors.contains_key(id));
+            let received = produced.ids.iter().all(|id| delivered.contains_key(id));
+            if (archived && received) || patience.observe((seen.len(), errors.len(), delivered.len())).is_err() {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
@@ -266,13 +268,7 @@ cooldown = "1s"
         }
         let both = seen.keys().filter(|id| errors.contains_key(*id)).count() as u64;
         let error_repeats: u64 = errors.values().map(|n| n - 1).sum();
-        let mut delivered: BTreeMap<String, u64> = BTreeMap::new();
-        for w in workers {
-            for line in gz_lines(&w.files) {
-                let v: Value = serde_json::from_str(&line).unwrap();
-                *delivered.entry(v["sessionId"].as_str().unwrap().to_owned()).or_default() += 1;
-            }
-        }
+        let delivered = delivered(workers);
         let files_lost = produced.ids.iter().filter(|id| !delivered.contains_key(*id)).count() as u64;
         Tally {
             scenario: scenario.to_owned(),
@@ -585,6 +581,18 @@ pub struct Tally {
     pub files_lost: u64,
     pub max_alert_delay: Option<Duration>,
     pub recovered_in: Duration,
+}
+
+/// How many times each session id reached the `files` consumers of `workers`.
+fn delivered(workers: &[&Worker]) -> BTreeMap<String, u64> {
+    let mut delivered = BTreeMap::new();
+    for w in workers {
+        for line in gz_lines(&w.files) {
+            let v: Value = serde_json::from_str(&line).unwrap();
+            *delivered.entry(v["sessionId"].as_str().unwrap().to_owned()).or_default() += 1;
+        }
+    }
+    delivered
 }
 
 impl Tally {
