@@ -74,8 +74,12 @@ pub fn run(scenario: Scenario) -> Report {
             tracing::subscriber::set_default(subscriber)
         });
         let rt = tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build();
+        stall();
         match rt {
-            Ok(rt) => rt.block_on(Sim::new(scenario).run()),
+            // `Sim::new` inside the runtime: outside it tokio's `Instant::now()` is the
+            // wall clock, and the world's and the clock's origins taken there moved the
+            // whole trace by however long the machine took to get from here to there.
+            Ok(rt) => rt.block_on(async move { Sim::new(scenario).run().await }),
             Err(e) => failed(seed, &summary, format!("no runtime: {e}")),
         }
     });
@@ -91,6 +95,15 @@ pub fn run(scenario: Scenario) -> Report {
             failed(seed, &summary, format!("the simulation panicked: {msg}"))
         }
         Err(e) => failed(seed, &summary, format!("no thread: {e}")),
+    }
+}
+
+/// `WEIR_SIM_STALL_MS`: the simulation's thread stops this long (wall clock) between
+/// building the runtime and running the simulation, as on a loaded machine; a seed's
+/// run must not change (`tests/determinism.rs`).
+fn stall() {
+    if let Some(ms) = std::env::var("WEIR_SIM_STALL_MS").ok().and_then(|v| v.parse().ok()) {
+        std::thread::sleep(Duration::from_millis(ms));
     }
 }
 
