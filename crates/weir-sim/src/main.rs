@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! weir-sim --seed 42              # one seed, with its trace's tail if it fails
+//! weir-sim --seed 42 --trace      # and the tail even if it passes
 //! weir-sim --seeds 1000 --from 0  # many seeds, two at a time
 //! weir-sim --list 11,89,142        # these seeds, two at a time
 //! ```
@@ -36,7 +37,9 @@ struct Args {
     /// Seeds run at once.
     #[arg(long, default_value_t = 2)]
     jobs: u64,
-    /// Print the trace's tail of every failing seed.
+    /// Print the trace's tail of every failing seed, and with `--seed` of a passing
+    /// one too (every line with `WEIR_SIM_FULL_TRACE` set: two runs of a seed can then
+    /// be compared line by line).
     #[arg(long)]
     trace: bool,
 }
@@ -138,14 +141,14 @@ fn print_report(r: &Report, trace: bool) {
         r.counts,
         r.manifests_left
     );
-    if r.passed() {
-        println!("  passed");
-        return;
-    }
     if trace {
         for line in &r.tail {
             println!("  | {line}");
         }
+    }
+    if r.passed() {
+        println!("  passed");
+        return;
     }
     for v in &r.violations {
         println!("  VIOLATION {v}");
