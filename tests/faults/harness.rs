@@ -364,7 +364,8 @@ impl Worker {
 
     /// Stops the process with SIGTERM (a graceful shutdown: it drains, checkpoints
     /// and frees its leases), waits for it to exit, and starts it again with the
-    /// same config and worker id (a rolling restart). Its log goes to a new file.
+    /// same config and worker id (a rolling restart) on a new HTTP port. Its log goes
+    /// to a new file.
     pub async fn restart(&mut self) {
         let pid = self.child.0.id().to_string();
         let status = std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap();
@@ -374,6 +375,14 @@ impl Worker {
             assert!(started.elapsed() < Duration::from_secs(60), "worker {} ignored SIGTERM:\n{}", self.id, self.log());
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+        // A new HTTP port: the old one was free while the worker was down, and another
+        // test's worker (or an outgoing connection) may have taken it.
+        let http = free_port();
+        let (old, new) = (format!("listen = \"127.0.0.1:{}\"", self.http), format!("listen = \"127.0.0.1:{http}\""));
+        let config = std::fs::read_to_string(&self.config).unwrap();
+        assert!(config.contains(&old), "worker {}'s config has no {old}", self.id);
+        std::fs::write(&self.config, config.replace(&old, &new)).unwrap();
+        self.http = http;
         self.starts += 1;
         self.log = self.config.with_extension(format!("{}.log", self.starts));
         self.child = KillOnDrop(spawn_weir_with_env(&self.config, &self.log, &self.env));
