@@ -43,6 +43,14 @@ fn missing_dirs(dir: &Path, above: Option<&Path>) -> Vec<PathBuf> {
     missing
 }
 
+/// Creates `dir` and its missing ancestors below `above`; those it created, the
+/// deepest first.
+fn create_dirs(dir: &Path, above: Option<&Path>) -> std::io::Result<Vec<PathBuf>> {
+    let created = missing_dirs(dir, above);
+    std::fs::create_dir_all(dir)?;
+    Ok(created)
+}
+
 fn io_err(what: &str, e: std::io::Error) -> SinkError {
     SinkError::Store { message: format!("{what}: {e}"), retryable: true, source: Some(Box::new(e)) }
 }
@@ -55,9 +63,8 @@ impl FsObjectSink {
     }
 
     fn new_with(root: PathBuf, sync_dir: &mut dyn FnMut(&Path) -> std::io::Result<()>) -> Result<Self, SinkError> {
-        let tmp_dir = root.join(TMP_DIR);
-        let created = missing_dirs(&tmp_dir, None);
-        std::fs::create_dir_all(&tmp_dir).map_err(|e| io_err(&format!("create {}", root.display()), e))?;
+        let created =
+            create_dirs(&root.join(TMP_DIR), None).map_err(|e| io_err(&format!("create {}", root.display()), e))?;
         for dir in created.iter().filter_map(|d| d.parent()) {
             sync_dir(dir).map_err(|e| io_err(&format!("sync directory {}", dir.display()), e))?;
         }
@@ -86,11 +93,11 @@ impl FsObjectSink {
         sync_dir: &mut dyn FnMut(&Path) -> std::io::Result<()>,
     ) -> Result<PutOutcome, SinkError> {
         let target = root.join(key);
-        // Directories of the key that do not exist yet, the deepest first.
-        let created = target.parent().map(|p| missing_dirs(p, Some(root))).unwrap_or_default();
-        if let Some(parent) = target.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| io_err("create directories", e))?;
-        }
+        // The key's directories, those created here listed, the deepest first.
+        let created = match target.parent() {
+            Some(parent) => create_dirs(parent, Some(root)).map_err(|e| io_err("create directories", e))?,
+            None => Vec::new(),
+        };
         let tmp_dir = root.join(TMP_DIR);
         let mut tmp =
             tempfile::Builder::new().prefix("put-").tempfile_in(&tmp_dir).map_err(|e| io_err("create temp file", e))?;
