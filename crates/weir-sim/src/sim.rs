@@ -19,6 +19,7 @@ use weir_core::{Checkpoint, ExtendedSequenceNumber, LeaseChange, LeaseMutation, 
 use weir_local::{MemoryStream, StreamOptions};
 use weir_runtime::TokioClock;
 
+use crate::faults::Port;
 use crate::gate::Life;
 use crate::node::{self, Node};
 use crate::records;
@@ -316,12 +317,7 @@ impl Sim {
     fn heal(&mut self) {
         self.world.note(format_args!("the faults stop"));
         self.world.set_rates(BTreeMap::new());
-        for port in [
-            crate::faults::Port::Table,
-            crate::faults::Port::Store,
-            crate::faults::Port::Stream,
-            crate::faults::Port::Lambda,
-        ] {
+        for port in [Port::Table, Port::Store, Port::Stream, Port::Lambda] {
             if self.world.is_out(port) {
                 self.world.set_outage(port, false);
             }
